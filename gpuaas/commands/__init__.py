@@ -1,0 +1,1 @@
+"""One module per `gpuaas` subcommand; each exposes `configure(parser)` and `run(args) -> int`."""
