@@ -141,7 +141,10 @@ class WorkflowExecutor:
 
     def submit_async(self, workflow: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         """Accept a Workflow now (validated, named) and run it on the executor's pool."""
-        prepared = self.prepare(workflow)
+        return self.run_prepared_async(self.prepare(workflow))
+
+    def run_prepared_async(self, prepared: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
+        """Run a Workflow that `prepare` already accepted (named, validated) on the pool."""
         future = self._pool.submit(lambda: _WorkflowRun(self, prepared).execute())
         with self._pending_lock:
             self._pending.add(future)
@@ -291,9 +294,10 @@ class _WorkflowRun:
             status["phase"] = phase
             if result.message and phase != "Succeeded":
                 status["message"] = result.message
-        except (UnresolvedTag, UnsupportedExpression, SubmissionRejected) as error:
+        except Exception as error:  # noqa: BLE001 - as the controller: whatever broke, the run is Error
             status["phase"] = "Error"
-            status["message"] = str(error)
+            status["message"] = f"{type(error).__name__}: {error}" if not isinstance(
+                error, (UnresolvedTag, UnsupportedExpression, SubmissionRejected)) else str(error)
         finally:
             for key in reversed(mutex_keys):
                 self.executor.mutexes.release(key, self.name)

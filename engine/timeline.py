@@ -1,0 +1,111 @@
+"""What happened, in order: the demo's timeline (time, event, sensor, workflow, outcome).
+
+Rows are added when an event triggers a workflow (outcome filled in when the workflow finishes)
+and when the scenario acts on the cluster itself (a tenant submits, a job finishes, an admin
+resubmits). Reading a finished Workflow's outcome follows ARCHITECTURE section 1: every reaction
+node writes an `outcome` output parameter and a `record` (the audit CloudEvent).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass
+class TimelineRow:
+    time: str
+    event: str
+    sensor: str = ""
+    workflow: str = ""
+    template: str = ""
+    outcome: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def reaction_outcomes(workflow: dict[str, Any]) -> list[str]:
+    """Each reaction node's `outcome` output, in node order (fan-out children give several)."""
+    outcomes = []
+    for node in (workflow.get("status") or {}).get("nodes", {}).values():
+        if node.get("type") != "Pod":
+            continue
+        for parameter in (node.get("outputs") or {}).get("parameters") or []:
+            if parameter.get("name") == "outcome" and parameter.get("value"):
+                outcomes.append(parameter["value"].strip())
+    return outcomes
+
+
+def reaction_records(workflow: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every audit record (`record` output parameter) the workflow's nodes wrote."""
+    records = []
+    for node in (workflow.get("status") or {}).get("nodes", {}).values():
+        if node.get("type") != "Pod":
+            continue
+        for parameter in (node.get("outputs") or {}).get("parameters") or []:
+            if parameter.get("name") == "record" and parameter.get("value"):
+                try:
+                    records.append(json.loads(parameter["value"]))
+                except json.JSONDecodeError:
+                    continue
+    return records
+
+
+def summarize_outcome(workflow: dict[str, Any]) -> str:
+    """`Succeeded: applied` / `Failed: failed` / `Succeeded: applied x2, no-op`."""
+    outcomes = reaction_outcomes(workflow)
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    words = ", ".join(f"{o} x{n}" if n > 1 else o for o, n in counts.items())
+    phase = (workflow.get("status") or {}).get("phase", "?")
+    return f"{phase}: {words}" if words else phase
+
+
+class Timeline:
+    """Thread-safe list of rows; the executor's listener fills in outcomes."""
+
+    def __init__(self, clock: Callable[[], datetime]) -> None:
+        self.clock = clock
+        self.rows: list[TimelineRow] = []
+        self._by_workflow: dict[str, TimelineRow] = {}
+        self._lock = threading.Lock()
+        self.on_row: Callable[[TimelineRow], None] | None = None
+
+    def _stamp(self) -> str:
+        return self.clock().strftime("%H:%M:%S")
+
+    def note(self, event: str, outcome: str = "") -> TimelineRow:
+        row = TimelineRow(time=self._stamp(), event=event, outcome=outcome)
+        with self._lock:
+            self.rows.append(row)
+        if self.on_row:
+            self.on_row(row)
+        return row
+
+    def triggered(self, event: str, sensor: str, workflow: str, template: str) -> TimelineRow:
+        row = TimelineRow(time=self._stamp(), event=event, sensor=sensor, workflow=workflow, template=template,
+                          outcome="Running")
+        with self._lock:
+            self.rows.append(row)
+            self._by_workflow[workflow] = row
+        return row
+
+    def finished(self, workflow: dict[str, Any]) -> None:
+        with self._lock:
+            row = self._by_workflow.get(workflow["metadata"]["name"])
+        if row is None:
+            row = TimelineRow(time=self._stamp(), event="hand submission", sensor="(by hand)",
+                              workflow=workflow["metadata"]["name"],
+                              template=workflow["metadata"]["labels"].get("workflows.argoproj.io/workflow-template",
+                                                                          ""))
+            with self._lock:
+                self.rows.append(row)
+        row.outcome = summarize_outcome(workflow)
+        if self.on_row:
+            self.on_row(row)
