@@ -1,0 +1,310 @@
+"""Metrics gateway: how busy a workload's GPUs really were, read from Prometheus.
+
+An idle alert is only a hint: by the time a step runs, the workload may be busy again, or the
+alert may rest on a gap in the data (exporter restarted, node unreachable). So the on-idle
+reaction asks Prometheus again, over the policy window, and releases GPUs only when every GPU
+of the workload's pods stayed at or below the threshold AND samples cover the window. "No data"
+never counts as "idle".
+
+DCGM series reach Prometheus under two label spellings: the exporter's own `pod`/`namespace`
+(with `honorLabels: true` or relabelling), or `exported_pod`/`exported_namespace` (the usual
+ServiceMonitor, where the target's own `pod`/`namespace` labels win). Both are queried.
+
+`prometheus_api_client` (and with it `requests`) is imported on first use, so a step process that
+never reads metrics does not pay ~0.2 s for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prometheus_api_client import PrometheusConnect
+
+DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+
+ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+"""Fraction of time the graphics/compute engine was active (0-1); needs DCGM profiling metrics."""
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+"""Coarse GPU utilisation in percent (0-100); always available. Used when ENGINE_ACTIVE is absent."""
+
+LABEL_SPELLINGS: tuple[tuple[str, str], ...] = (("namespace", "pod"), ("exported_namespace", "exported_pod"))
+"""(namespace label, pod label) as Prometheus may store them; see the module docstring."""
+
+
+class MetricsError(Exception):
+    """Base of the metrics gateway's errors."""
+
+
+class MetricsUnavailable(MetricsError):
+    """Prometheus could not be reached or answered 5xx: TRANSIENT, the step should exit 75."""
+
+    transient = True
+
+
+class MetricsQueryError(MetricsError):
+    """Prometheus rejected the query (4xx): a bug or a bad parameter, not worth retrying."""
+
+    transient = False
+
+
+@dataclass(frozen=True)
+class GpuObservation:
+    """One physical GPU as seen in the window: who used it and how busy it got."""
+
+    uuid: str
+    hostname: str
+    gpu: str
+    namespace: str
+    pod: str
+    metric: str
+    """The series the activity came from: ENGINE_ACTIVE, or GPU_UTIL when profiling is off."""
+    label_spelling: str
+    """"plain" (pod/namespace) or "exported" (exported_pod/exported_namespace)."""
+    max_activity: float
+    """Highest activity in the window, normalised to 0-1."""
+    samples: int
+    first_seen: float
+    last_seen: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "uuid": self.uuid, "hostname": self.hostname, "gpu": self.gpu, "namespace": self.namespace,
+            "pod": self.pod, "metric": self.metric, "labelSpelling": self.label_spelling,
+            "maxActivity": self.max_activity, "samples": self.samples,
+        }
+
+
+@dataclass(frozen=True)
+class GpuActivity:
+    """The GPU activity of some pods over one window, and how much of the window the data covers."""
+
+    namespace: str
+    pods: tuple[str, ...]
+    window_seconds: float
+    evaluated_at: float
+    gpus: tuple[GpuObservation, ...] = ()
+    coverage: float = 0.0
+    """Share (0-1) of the window covered by samples of at least one GPU; gaps longer than
+    `gap_tolerance_seconds` do not count as covered."""
+    largest_gap_seconds: float = 0.0
+    gap_tolerance_seconds: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def max_activity(self) -> float | None:
+        """Highest activity of any GPU (0-1), or None when there is no data at all."""
+        return max((g.max_activity for g in self.gpus), default=None)
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.gpus)
+
+    def idle_confirmed(self, threshold: float, min_coverage: float = 0.9) -> bool:
+        """True only when there IS data, it covers at least `min_coverage` of the window, and no
+        GPU exceeded `threshold` (0-1). A partly busy pod (one GPU of two working) is not idle."""
+        return self.why_not_idle(threshold, min_coverage) is None
+
+    def why_not_idle(self, threshold: float, min_coverage: float = 0.9) -> str | None:
+        """The reason idleness is NOT confirmed, as a sentence for the audit record; None if it is."""
+        target = f"{self.namespace}/{','.join(self.pods)}"
+        if not self.gpus:
+            return (f"no DCGM samples for pod {target} in the last {self.window_seconds:g}s "
+                    f"(neither {ENGINE_ACTIVE} nor {GPU_UTIL}, in either label spelling): idleness not confirmed")
+        if self.coverage < min_coverage:
+            return (f"DCGM samples for pod {target} cover {self.coverage:.0%} of the {self.window_seconds:g}s "
+                    f"window (need {min_coverage:.0%}; largest gap {self.largest_gap_seconds:.1f}s): "
+                    "idleness not confirmed")
+        busy = [g for g in self.gpus if g.max_activity > threshold]
+        if busy:
+            parts = ", ".join(f"{g.hostname}/gpu{g.gpu} reached {g.max_activity:.0%}" for g in busy)
+            return f"pod {target} used its GPUs in the last {self.window_seconds:g}s ({parts}; threshold {threshold:.0%})"
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace, "pods": list(self.pods), "windowSeconds": self.window_seconds,
+            "evaluatedAt": self.evaluated_at, "maxActivity": self.max_activity,
+            "coverage": round(self.coverage, 4), "largestGapSeconds": round(self.largest_gap_seconds, 3),
+            "gpus": [g.as_dict() for g in self.gpus], "notes": list(self.notes),
+        }
+
+
+def _quote(value: str) -> str:
+    """A PromQL string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _pod_matcher(pods: Iterable[str]) -> str:
+    """A RE2 alternation matching exactly the given pod names (Prometheus anchors =~ matchers)."""
+    return "|".join(re.escape(p) for p in sorted(set(pods)))
+
+
+def activity_selectors(namespace: str, pods: Iterable[str], window_seconds: float) -> dict[str, str]:
+    """The range-vector selectors the gateway sends, keyed by label spelling ("plain", "exported").
+
+    Exposed so the README and tests show exactly what is asked of Prometheus.
+    """
+    pods = list(pods)
+    names = f"{ENGINE_ACTIVE}|{GPU_UTIL}"
+    window = f"{max(1, math.ceil(window_seconds))}s"
+    out: dict[str, str] = {}
+    for spelling, (ns_label, pod_label) in zip(("plain", "exported"), LABEL_SPELLINGS):
+        out[spelling] = (f'{{__name__=~"{names}", {ns_label}={_quote(namespace)}, '
+                         f'{pod_label}=~{_quote(_pod_matcher(pods))}}}[{window}]')
+    return out
+
+
+def _coverage(timestamps: list[float], start: float, end: float, tolerance: float) -> tuple[float, float]:
+    """(covered share of [start, end], largest gap). Gaps longer than `tolerance` are uncovered,
+    including the stretch before the first and after the last sample."""
+    window = end - start
+    if window <= 0 or not timestamps:
+        return 0.0, window
+    points = sorted(set(timestamps))
+    covered = 0.0
+    largest = 0.0
+    edges = [start] + points + [end]
+    for left, right in itertools.pairwise(edges):
+        gap = right - left
+        largest = max(largest, gap)
+        covered += gap if gap <= tolerance else 0.0
+    return min(1.0, covered / window), largest
+
+
+class MetricsGateway:
+    """Reads GPU activity from Prometheus with `prometheus-api-client`.
+
+    `url` defaults to `$GPUAAS_PROMETHEUS_URL`, else the in-cluster Prometheus Operator service.
+    """
+
+    def __init__(self, url: str | None = None, *, timeout_seconds: float = 10.0, retries: int = 2,
+                 headers: dict[str, str] | None = None) -> None:
+        self.url = (url or os.environ.get("GPUAAS_PROMETHEUS_URL") or DEFAULT_PROMETHEUS_URL).rstrip("/")
+        self.timeout_seconds = timeout_seconds
+        self.retries = retries
+        self.headers = headers
+        self._client: PrometheusConnect | None = None
+
+    # -- edges -------------------------------------------------------------------------------
+    def _connect(self) -> PrometheusConnect:
+        if self._client is None:
+            from prometheus_api_client.prometheus_connect import PrometheusConnect
+            from urllib3.util.retry import Retry
+
+            # Short, bounded retries: the step itself is retried by Argo on exit code 75.
+            retry = Retry(total=self.retries, backoff_factor=0.2, status_forcelist=[502, 503, 504],
+                          allowed_methods=["GET", "POST"], raise_on_status=False)
+            self._client = PrometheusConnect(url=self.url, headers=self.headers, disable_ssl=True,
+                                             retry=retry, timeout=self.timeout_seconds)
+        return self._client
+
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Run an instant query; translate failures into MetricsUnavailable / MetricsQueryError."""
+        import requests
+        from prometheus_api_client.exceptions import PrometheusApiClientException
+
+        params = {"time": f"{at:.3f}"} if at is not None else None
+        try:
+            return self._connect().custom_query(promql, params=params)
+        except requests.exceptions.RequestException as exc:
+            raise MetricsUnavailable(
+                f"Prometheus at {self.url} is unreachable ({type(exc).__name__}: {exc}); "
+                "check GPUAAS_PROMETHEUS_URL and that Prometheus is running; the step will be retried"
+            ) from exc
+        except PrometheusApiClientException as exc:
+            text = str(exc)
+            match = re.search(r"HTTP Status Code (\d+)", text)
+            status = int(match.group(1)) if match else 0
+            if status >= 500 or status in (408, 429) or status == 0:
+                raise MetricsUnavailable(f"Prometheus at {self.url} failed ({text}); the step will be retried") from exc
+            raise MetricsQueryError(f"Prometheus at {self.url} rejected the query {promql!r}: {text}") from exc
+        except ValueError as exc:  # a non-JSON answer: not Prometheus, or a proxy error page
+            raise MetricsUnavailable(f"Prometheus at {self.url} answered something that is not JSON: {exc}") from exc
+
+    def ready(self) -> bool:
+        """True when Prometheus answers a trivial query."""
+        try:
+            self.query("vector(1)")
+            return True
+        except MetricsError:
+            return False
+
+    # -- the question the reactions ask ----------------------------------------------------------
+    def gpu_activity(self, namespace: str, pods: str | Iterable[str], window_seconds: float,
+                     *, at: float | None = None, gap_tolerance_seconds: float | None = None) -> GpuActivity:
+        """GPU activity of `pods` in `namespace` over the `window_seconds` before `at` (default now).
+
+        Per GPU (UUID, else Hostname+gpu index), ENGINE_ACTIVE is preferred; GPU_UTIL/100 is used
+        when a GPU has no ENGINE_ACTIVE series. Coverage counts time between consecutive samples no
+        further apart than `gap_tolerance_seconds` (default: 3x the median scrape interval, at
+        least 1 s), so an exporter outage inside the window lowers the coverage.
+        """
+        if not namespace:
+            raise ValueError("namespace: expected a Kubernetes namespace name, found an empty string")
+        pod_list = [pods] if isinstance(pods, str) else list(pods)
+        pod_list = [p for p in pod_list if p]
+        if not pod_list:
+            raise ValueError("pods: expected at least one pod name, found none")
+        if not window_seconds or window_seconds <= 0:
+            raise ValueError(f"window_seconds: expected a positive number of seconds, found {window_seconds!r}")
+        end = time.time() if at is None else at
+        start = end - window_seconds
+
+        per_gpu: dict[tuple[str, str], dict[str, Any]] = {}
+        for spelling, selector in activity_selectors(namespace, pod_list, window_seconds).items():
+            ns_label, pod_label = LABEL_SPELLINGS[0] if spelling == "plain" else LABEL_SPELLINGS[1]
+            for series in self.query(selector, at=end):
+                labels = series.get("metric", {})
+                values = series.get("values") or []
+                name = labels.get("__name__", "")
+                if name not in (ENGINE_ACTIVE, GPU_UTIL) or not values:
+                    continue
+                scale = 0.01 if name == GPU_UTIL else 1.0
+                points = [(float(ts), float(v) * scale) for ts, v in values
+                          if not math.isnan(float(v)) and float(ts) > start]
+                if not points:
+                    continue
+                gpu_key = labels.get("UUID") or f"{labels.get('Hostname', labels.get('hostname', '?'))}/{labels.get('gpu', '?')}"
+                entry = per_gpu.setdefault((gpu_key, name), {
+                    "labels": labels, "spelling": spelling, "points": [],
+                    "namespace": labels.get(ns_label, ""), "pod": labels.get(pod_label, ""),
+                })
+                entry["points"].extend(points)
+
+        observations: list[GpuObservation] = []
+        all_ts: list[float] = []
+        uuids = sorted({k[0] for k in per_gpu})
+        for uuid in uuids:
+            entry = per_gpu.get((uuid, ENGINE_ACTIVE)) or per_gpu[(uuid, GPU_UTIL)]
+            metric = ENGINE_ACTIVE if (uuid, ENGINE_ACTIVE) in per_gpu else GPU_UTIL
+            points = sorted(entry["points"])
+            all_ts.extend(ts for ts, _ in points)
+            labels = entry["labels"]
+            observations.append(GpuObservation(
+                uuid=uuid, hostname=labels.get("Hostname", labels.get("hostname", "")), gpu=labels.get("gpu", ""),
+                namespace=entry["namespace"], pod=entry["pod"], metric=metric,
+                label_spelling=entry["spelling"], max_activity=max(v for _, v in points),
+                samples=len(points), first_seen=points[0][0], last_seen=points[-1][0],
+            ))
+
+        notes: list[str] = []
+        if gap_tolerance_seconds is None:
+            steps = sorted(b - a for a, b in zip(sorted(set(all_ts)), sorted(set(all_ts))[1:]) if b > a)
+            median = steps[len(steps) // 2] if steps else window_seconds
+            gap_tolerance_seconds = max(1.0, 3 * median)
+        coverage, largest = _coverage(all_ts, start, end, gap_tolerance_seconds)
+        if any(o.metric == GPU_UTIL for o in observations):
+            notes.append(f"{GPU_UTIL}/100 used where {ENGINE_ACTIVE} is absent (DCGM profiling metrics off)")
+        return GpuActivity(
+            namespace=namespace, pods=tuple(sorted(set(pod_list))), window_seconds=float(window_seconds),
+            evaluated_at=end, gpus=tuple(observations), coverage=coverage, largest_gap_seconds=largest,
+            gap_tolerance_seconds=gap_tolerance_seconds, notes=tuple(notes),
+        )
