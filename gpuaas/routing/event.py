@@ -1,0 +1,140 @@
+"""An event as a Sensor sees it: the CloudEvent context plus the data bytes.
+
+Input is a CloudEvent in JSON structured mode, the way Argo Events' EventSources publish them:
+`source` = EventSource name, `subject` = event name, `type` = EventSource type (`resource`,
+`webhook`, `calendar`, ...), `data` = the event data (`{"type","body","oldBody",...}` for a
+resource event, `{"header","body","metadata"}` for a webhook). `data_base64` is accepted too.
+
+The data is serialised once, compactly and with Go's HTML escaping, because filters, keys and
+the whole-event parameter (`data` base64-encoded) all read those bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gpuaas.routing.gjson import Document, go_json
+
+
+class EventError(ValueError):
+    """The input is not a usable CloudEvent; the message names the field and what to do."""
+
+
+@dataclass
+class ArgoEvent:
+    """`v1alpha1.Event`: context fields plus data (text), with lazily parsed views."""
+
+    id: str
+    source: str
+    specversion: str
+    type: str
+    datacontenttype: str
+    subject: str
+    time: datetime
+    data: str | None
+    _document: Document | None = field(default=None, repr=False)
+    _context_document: Document | None = field(default=None, repr=False)
+
+    @property
+    def document(self) -> Document:
+        """The data parsed for gjson look-ups (only valid when `data` is JSON)."""
+        if self._document is None:
+            self._document = Document(self.data if self.data is not None else "null")
+        return self._document
+
+    @property
+    def context_json(self) -> str:
+        """`json.Marshal(event.Context)`: what `contextKey`/`contextTemplate` read."""
+        return go_json(
+            {
+                "id": self.id,
+                "source": self.source,
+                "specversion": self.specversion,
+                "type": self.type,
+                "datacontenttype": self.datacontenttype,
+                "subject": self.subject,
+                "time": go_time(self.time),
+            }
+        )
+
+    @property
+    def context_document(self) -> Document:
+        if self._context_document is None:
+            self._context_document = Document(self.context_json)
+        return self._context_document
+
+    def whole_event_json(self) -> str:
+        """`json.Marshal(event)`: context plus data as base64 (Go marshals []byte that way)."""
+        data = None if self.data is None else base64.b64encode(self.data.encode("utf-8")).decode()
+        return '{"context":' + self.context_json + ',"data":' + json.dumps(data) + "}"
+
+
+def go_time(moment: datetime) -> str:
+    """metav1.Time JSON: RFC 3339 in UTC, whole seconds."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    # Python < 3.11 rejects >6 fractional digits; trim nanoseconds
+    if "." in value:
+        head, _, rest = value.partition(".")
+        digits = ""
+        while rest and rest[0].isdigit():
+            digits, rest = digits + rest[0], rest[1:]
+        value = f"{head}.{digits[:6]}{rest}"
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+def from_cloudevent(event: dict[str, Any], now: datetime | None = None) -> ArgoEvent:
+    """Build the sensor's view of a structured-mode CloudEvent."""
+    if not isinstance(event, dict):
+        raise EventError(f"expected a CloudEvent JSON object, found {type(event).__name__}")
+    for name in ("source", "subject"):
+        if not isinstance(event.get(name), str) or not event.get(name):
+            raise EventError(
+                f"CloudEvent field {name!r} is missing or empty: expected the "
+                f"{'EventSource name' if name == 'source' else 'event name inside the EventSource'} "
+                f"(found {event.get(name)!r}); set it as the EventSource publishes it"
+            )
+    if "data_base64" in event and event["data_base64"] is not None:
+        try:
+            data: str | None = base64.b64decode(event["data_base64"]).decode("utf-8")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise EventError(f"CloudEvent field 'data_base64' is not base64-encoded UTF-8 text: {exc}") from None
+    elif "data" in event:
+        raw = event["data"]
+        if isinstance(raw, (bytes, bytearray)):
+            data = bytes(raw).decode("utf-8")
+        else:
+            data = go_json(raw)
+    else:
+        data = None
+    time_text = event.get("time")
+    if time_text:
+        try:
+            moment = parse_time(str(time_text))
+        except ValueError:
+            raise EventError(f"CloudEvent field 'time' is not RFC 3339: found {time_text!r}") from None
+    else:
+        moment = now or datetime.now(UTC)
+    return ArgoEvent(
+        id=str(event.get("id") or uuid.uuid4().hex),
+        source=event["source"],
+        specversion=str(event.get("specversion") or "1.0"),
+        type=str(event.get("type") or ""),
+        datacontenttype=str(event.get("datacontenttype") or "application/json"),
+        subject=event["subject"],
+        time=moment,
+        data=data,
+    )

@@ -1,0 +1,923 @@
+"""Go text/template with the commonly used sprig functions, for `dataTemplate`/`contextTemplate`.
+
+Argo Events renders trigger-parameter templates with Go's text/template plus sprig over
+`{"Input": <event data as gjson Value()>}` and data-filter templates over `{"Input": <String()>}`.
+The behaviours that decide whether a parameter resolves are reproduced:
+
+* a missing map key prints `<no value>` (a template that prints only that counts as unresolved,
+  but `ns/<no value>` is accepted silently, exactly like the sensor does);
+* a field of a missing key (`.Input.nope.name`) is an execution error -> fall back to key/value;
+* numbers from JSON are float64 (`{{ .Input.count }}` prints `4`, `eq .Input.count 4` is an
+  "incompatible types for comparison" error, as in Go);
+* an unknown function is a parse error.
+
+Supported: text and `{{ }}` actions with `{{-`/`-}}` trimming, comments, pipelines, parenthesised
+pipelines, variables (`$`, `$x :=`, `$x =`), `if`/`else if`/`else`, `range` (with `$i, $v :=`
+and `else`), `with`, field chains on maps, and the functions listed in FUNCTIONS.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuaas.routing.gofmt import go_json_marshal, go_sprint
+from gpuaas.routing.goregexp import compile_go_regexp
+
+
+class TemplateError(ValueError):
+    """Parse or execution error, worded like Go's so an admin recognises it."""
+
+
+class _NoValue:
+    """The invalid reflect.Value Go gets for a missing map key: prints as `<no value>`."""
+
+    def __repr__(self) -> str:
+        return "<no value>"
+
+
+NO_VALUE = _NoValue()
+
+
+# ---------------------------------------------------------------------------------------------
+# Lexing and parsing
+
+
+@dataclass
+class _Text:
+    text: str
+
+
+@dataclass
+class _Action:
+    pipeline: _Pipeline
+
+
+@dataclass
+class _If:
+    pipeline: _Pipeline
+    then: list
+    orelse: list = field(default_factory=list)
+
+
+@dataclass
+class _Range:
+    pipeline: _Pipeline
+    body: list
+    orelse: list = field(default_factory=list)
+
+
+@dataclass
+class _With:
+    pipeline: _Pipeline
+    body: list
+    orelse: list = field(default_factory=list)
+
+
+@dataclass
+class _Pipeline:
+    commands: list  # list[list[operand]]
+    declare: list = field(default_factory=list)  # variable names
+    assign: bool = False  # `=` instead of `:=`
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+    (?P<str>"(?:[^"\\]|\\.)*")|
+    (?P<raw>`[^`]*`)|
+    (?P<char>'(?:[^'\\]|\\.)+')|
+    (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))(?![\w.])|
+    (?P<declare>:=)|
+    (?P<field>(?:\.[A-Za-z_]\w*)+)|
+    (?P<var>\$[A-Za-z_]\w*|\$)(?P<varfields>(?:\.[A-Za-z_]\w*)*)|
+    (?P<dot>\.)|
+    (?P<ident>[A-Za-z_]\w*)|
+    (?P<pipe>\|)|
+    (?P<lparen>\()|
+    (?P<rparen>\))(?P<pfields>(?:\.[A-Za-z_]\w*)*)|
+    (?P<comma>,)|
+    (?P<assign>=)
+    )""",
+    re.VERBOSE,
+)
+
+
+def _tokenize(source: str) -> list[tuple[str, Any]]:
+    tokens: list[tuple[str, Any]] = []
+    pos = 0
+    source = source.rstrip()
+    while pos < len(source):
+        m = _TOKEN.match(source, pos)
+        if not m or m.end() == pos:
+            raise TemplateError(f"template: unexpected {source[pos:].strip()[:20]!r} in command")
+        kind = m.lastgroup
+        if kind == "varfields":
+            kind = "var"
+        if kind == "pfields":
+            kind = "rparen"
+        if kind == "str":
+            tokens.append(("lit", json.loads(m.group("str"))))
+        elif kind == "raw":
+            tokens.append(("lit", m.group("raw")[1:-1]))
+        elif kind == "char":
+            tokens.append(("lit", ord(json.loads('"' + m.group("char")[1:-1] + '"'))))
+        elif kind == "num":
+            text = m.group("num")
+            tokens.append(("lit", int(text, 0) if re.fullmatch(r"[-+]?(0[xX][0-9a-fA-F]+|\d+)", text) else float(text)))
+        elif kind == "field":
+            tokens.append(("field", m.group("field")[1:].split(".")))
+        elif kind == "var":
+            chain = m.group("varfields")
+            tokens.append(("var", (m.group("var"), chain[1:].split(".") if chain else [])))
+        elif kind == "rparen":
+            chain = m.group("pfields")
+            tokens.append(("rparen", chain[1:].split(".") if chain else []))
+        else:
+            tokens.append((kind, m.group(kind)))
+        pos = m.end()
+    return tokens
+
+
+class _Parser:
+    def __init__(self, source: str, functions: dict[str, Callable]) -> None:
+        self.source = source
+        self.functions = functions
+
+    def parse(self) -> list:
+        pieces = self._split(self.source)
+        nodes, _, end = self._block(pieces, 0, ())
+        if end is not None:
+            raise TemplateError(f"template: unexpected {{{{{end}}}}}")
+        return nodes
+
+    @staticmethod
+    def _split(source: str) -> list[tuple[str, str]]:
+        """Split into ("text", s) and ("action", s) with trim markers applied."""
+        out: list[tuple[str, str]] = []
+        pos = 0
+        while True:
+            start = source.find("{{", pos)
+            if start < 0:
+                out.append(("text", source[pos:]))
+                break
+            text = source[pos:start]
+            inner_start = start + 2
+            if source.startswith("- ", inner_start) or source.startswith("-\t", inner_start) or source.startswith("-\n", inner_start):
+                text = text.rstrip(" \t\r\n")
+                inner_start += 1
+            if source[inner_start:].lstrip().startswith("/*"):
+                close = source.find("*/", inner_start)
+                if close < 0:
+                    raise TemplateError("template: unclosed comment")
+                end = source.find("}}", close)
+            else:
+                end = _find_action_end(source, inner_start)
+            if end < 0:
+                raise TemplateError("template: unclosed action")
+            inner = source[inner_start:end]
+            pos = end + 2
+            if inner.endswith((" -", "\t-", "\n-")):
+                inner = inner[:-1]
+                while pos < len(source) and source[pos] in " \t\r\n":
+                    pos += 1
+            out.append(("text", text))
+            if not inner.strip().startswith("/*"):
+                out.append(("action", inner.strip()))
+        return [p for p in out if p != ("text", "")]
+
+    def _block(self, pieces: list, i: int, terminators: tuple) -> tuple[list, int, str | None]:
+        nodes: list = []
+        while i < len(pieces):
+            kind, body = pieces[i]
+            i += 1
+            if kind == "text":
+                nodes.append(_Text(body))
+                continue
+            word = body.split(None, 1)[0] if body else ""
+            if word in ("end", "else") and (word in terminators):
+                return nodes, i, body
+            if word in ("end", "else"):
+                raise TemplateError(f"template: unexpected {{{{{word}}}}}")
+            if word in ("if", "range", "with"):
+                pipeline = self._pipeline(body[len(word):])
+                inner, i, stop = self._block(pieces, i, ("end", "else"))
+                orelse: list = []
+                if stop is None:
+                    raise TemplateError(f"template: unexpected EOF in {word}")
+                if stop != "end":
+                    rest = stop[4:].strip()
+                    if rest.startswith("if") and word == "if":
+                        # else if: parse as nested if that consumes the shared {{end}}
+                        nested_pipe = self._pipeline(rest[2:])
+                        nested_then, i, stop2 = self._block(pieces, i, ("end", "else"))
+                        nested = _If(nested_pipe, nested_then)
+                        while stop2 is not None and stop2 != "end":
+                            rest2 = stop2[4:].strip()
+                            if rest2.startswith("if"):
+                                deeper_pipe = self._pipeline(rest2[2:])
+                                deeper_then, i, stop2 = self._block(pieces, i, ("end", "else"))
+                                deeper = _If(deeper_pipe, deeper_then)
+                                _last_if(nested).orelse = [deeper]
+                            else:
+                                tail, i, stop2 = self._block(pieces, i, ("end",))
+                                _last_if(nested).orelse = tail
+                        if stop2 is None:
+                            raise TemplateError("template: unexpected EOF in if")
+                        orelse = [nested]
+                    else:
+                        orelse, i, stop = self._block(pieces, i, ("end",))
+                        if stop is None:
+                            raise TemplateError(f"template: unexpected EOF in {word}")
+                cls = {"if": _If, "range": _Range, "with": _With}[word]
+                nodes.append(cls(pipeline, inner, orelse))
+                continue
+            if word in ("template", "define", "block", "break", "continue"):
+                raise TemplateError(f"template: {{{{{word}}}}} is not supported by this evaluator")
+            nodes.append(_Action(self._pipeline(body)))
+        return nodes, i, None
+
+    def _pipeline(self, text: str) -> _Pipeline:
+        tokens = _tokenize(text)
+        pipeline, rest = self._parse_pipeline(tokens, 0)
+        if rest != len(tokens):
+            raise TemplateError(f"template: unexpected {tokens[rest][1]!r} in operand")
+        return pipeline
+
+    def _parse_pipeline(self, tokens: list, i: int) -> tuple[_Pipeline, int]:
+        declare: list[str] = []
+        assign = False
+        # variable declarations: $x := ...  or  $i, $v := ...
+        j = i
+        names: list[str] = []
+        while j < len(tokens) and tokens[j][0] == "var" and not tokens[j][1][1]:
+            names.append(tokens[j][1][0])
+            if j + 1 < len(tokens) and tokens[j + 1][0] == "comma":
+                j += 2
+                continue
+            j += 1
+            break
+        if names and j < len(tokens) and tokens[j][0] in ("declare", "assign"):
+            declare, assign, i = names, tokens[j][0] == "assign", j + 1
+        commands: list[list] = []
+        current: list = []
+        while i < len(tokens):
+            kind, value = tokens[i]
+            if kind == "pipe":
+                if not current:
+                    raise TemplateError("template: missing value for command")
+                commands.append(current)
+                current = []
+                i += 1
+                continue
+            if kind == "rparen":
+                break
+            if kind == "lparen":
+                inner, i = self._parse_pipeline(tokens, i + 1)
+                if i >= len(tokens) or tokens[i][0] != "rparen":
+                    raise TemplateError("template: unclosed left paren")
+                current.append(("pipe", inner, tokens[i][1]))
+                i += 1
+                continue
+            if kind == "ident":
+                if value in ("true", "false"):
+                    current.append(("lit", value == "true"))
+                elif value == "nil":
+                    current.append(("nil", None))
+                elif value in self.functions:
+                    current.append(("func", value))
+                else:
+                    raise TemplateError(f'template: function "{value}" not defined')
+            elif kind in ("declare", "assign", "comma"):
+                raise TemplateError(f"template: unexpected {value!r} in operand")
+            else:
+                current.append((kind, value))
+            i += 1
+        if current:
+            commands.append(current)
+        if not commands:
+            raise TemplateError("template: missing value for command")
+        return _Pipeline(commands, declare, assign), i
+
+
+def _last_if(node: _If) -> _If:
+    while node.orelse and len(node.orelse) == 1 and isinstance(node.orelse[0], _If):
+        node = node.orelse[0]
+    return node
+
+
+def _find_action_end(source: str, pos: int) -> int:
+    """Index of the `}}` closing an action, skipping over quoted strings."""
+    i = pos
+    while i < len(source):
+        c = source[i]
+        if c in "\"'`":
+            close = i + 1
+            while close < len(source) and source[close] != c:
+                close += 2 if source[close] == "\\" and c != "`" else 1
+            i = close + 1
+            continue
+        if source.startswith("}}", i):
+            return i
+        i += 1
+    return -1
+
+
+# ---------------------------------------------------------------------------------------------
+# Execution
+
+
+class _Scope:
+    def __init__(self, dot: Any) -> None:
+        self.vars: list[dict[str, Any]] = [{"$": dot}]
+
+    def lookup(self, name: str) -> Any:
+        for frame in reversed(self.vars):
+            if name in frame:
+                return frame[name]
+        raise TemplateError(f"template: undefined variable: {name}")
+
+    def set(self, name: str, value: Any) -> None:
+        for frame in reversed(self.vars):
+            if name in frame:
+                frame[name] = value
+                return
+        raise TemplateError(f"template: undefined variable: {name}")
+
+
+def _truth(value: Any) -> bool:
+    if value is None or value is NO_VALUE:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value != 0
+    if isinstance(value, (str, bytes, list, dict, tuple)):
+        return len(value) > 0
+    return True
+
+
+def _field(value: Any, name: str, chain_text: str) -> Any:
+    if isinstance(value, dict):
+        return value.get(name, NO_VALUE)
+    if value is None or value is NO_VALUE:
+        raise TemplateError(f"template: executing at <{chain_text}>: nil pointer evaluating interface {{}}.{name}")
+    raise TemplateError(
+        f"template: executing at <{chain_text}>: can't evaluate field {name} in type {_go_type(value)}"
+    )
+
+
+def _go_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "[]interface {}"
+    if isinstance(value, dict):
+        return "map[string]interface {}"
+    return "interface {}"
+
+
+class Template:
+    """A parsed template: parse once when the Sensor loads, execute per event."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.nodes = _Parser(source, FUNCTIONS).parse()
+
+    def execute(self, data: Any) -> str:
+        out: list[str] = []
+        self._run(self.nodes, data, _Scope(data), out)
+        return "".join(out)
+
+    def _run(self, nodes: list, dot: Any, scope: _Scope, out: list[str]) -> None:
+        for node in nodes:
+            if isinstance(node, _Text):
+                out.append(node.text)
+            elif isinstance(node, _Action):
+                value = self._pipeline(node.pipeline, dot, scope)
+                if not node.pipeline.declare:
+                    out.append(_print(value))
+            elif isinstance(node, _If):
+                scope.vars.append({})
+                try:
+                    if _truth(self._pipeline(node.pipeline, dot, scope)):
+                        self._run(node.then, dot, scope, out)
+                    else:
+                        self._run(node.orelse, dot, scope, out)
+                finally:
+                    scope.vars.pop()
+            elif isinstance(node, _With):
+                scope.vars.append({})
+                try:
+                    value = self._pipeline(node.pipeline, dot, scope, declare_here=True)
+                    if _truth(value):
+                        self._run(node.body, value, scope, out)
+                    else:
+                        self._run(node.orelse, dot, scope, out)
+                finally:
+                    scope.vars.pop()
+            elif isinstance(node, _Range):
+                self._range(node, dot, scope, out)
+
+    def _range(self, node: _Range, dot: Any, scope: _Scope, out: list[str]) -> None:
+        pipe = node.pipeline
+        value = self._pipeline(_Pipeline(pipe.commands), dot, scope)
+        if isinstance(value, dict):
+            items = [(k, value[k]) for k in sorted(value)]
+        elif isinstance(value, (list, tuple, str)) and not isinstance(value, str):
+            items = list(enumerate(value))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            items = [(i, i) for i in range(value)]
+        elif value is None or value is NO_VALUE:
+            items = []
+        else:
+            raise TemplateError(f"template: range can't iterate over {go_sprint(value)}")
+        if not items:
+            self._run(node.orelse, dot, scope, out)
+            return
+        for key, elem in items:
+            frame: dict[str, Any] = {}
+            if len(pipe.declare) == 1:
+                frame[pipe.declare[0]] = elem
+            elif len(pipe.declare) == 2:
+                frame[pipe.declare[0]], frame[pipe.declare[1]] = key, elem
+            scope.vars.append(frame)
+            try:
+                self._run(node.body, elem, scope, out)
+            finally:
+                scope.vars.pop()
+
+    def _pipeline(self, pipe: _Pipeline, dot: Any, scope: _Scope, declare_here: bool = True) -> Any:
+        value: Any = _UNSET
+        for command in pipe.commands:
+            value = self._command(command, dot, scope, value)
+        if pipe.declare:
+            if pipe.assign:
+                scope.set(pipe.declare[-1], value)
+            else:
+                scope.vars[-1][pipe.declare[-1]] = value
+        return value
+
+    def _command(self, command: list, dot: Any, scope: _Scope, piped: Any) -> Any:
+        head = command[0]
+        if head[0] == "func":
+            args = [self._operand(op, dot, scope) for op in command[1:]]
+            if piped is not _UNSET:
+                args.append(piped)
+            fn = FUNCTIONS[head[1]]
+            try:
+                return fn(*args)
+            except TemplateError:
+                raise
+            except TypeError as exc:
+                raise TemplateError(f"template: error calling {head[1]}: wrong number of args ({exc})") from None
+            except (ValueError, KeyError, IndexError, ZeroDivisionError) as exc:
+                raise TemplateError(f"template: error calling {head[1]}: {exc}") from None
+        if len(command) > 1 or piped is not _UNSET:
+            raise TemplateError(f"template: can't give argument to non-function {_describe(head)}")
+        return self._operand(head, dot, scope)
+
+    def _operand(self, op: tuple, dot: Any, scope: _Scope) -> Any:
+        kind = op[0]
+        if kind == "lit":
+            return op[1]
+        if kind == "nil":
+            return None
+        if kind == "dot":
+            return dot
+        if kind == "field":
+            value = dot
+            for i, name in enumerate(op[1]):
+                value = _field(value, name, "." + ".".join(op[1][: i + 1]))
+            return value
+        if kind == "var":
+            name, chain = op[1]
+            value = scope.lookup(name)
+            for i, fname in enumerate(chain):
+                value = _field(value, fname, name + "." + ".".join(chain[: i + 1]))
+            return value
+        if kind == "pipe":
+            value = self._pipeline(op[1], dot, scope)
+            for i, fname in enumerate(op[2]):
+                value = _field(value, fname, "(...)." + ".".join(op[2][: i + 1]))
+            return value
+        if kind == "func":
+            return FUNCTIONS[op[1]]()
+        raise TemplateError(f"template: unexpected operand {op!r}")
+
+
+_UNSET = object()
+
+
+def _describe(op: tuple) -> str:
+    return str(op[1])
+
+
+def _print(value: Any) -> str:
+    if value is NO_VALUE:
+        return "<no value>"
+    if value is None:
+        return "<no value>"
+    return go_sprint(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions: Go's builtins and the sprig functions sensors commonly use.
+
+
+def _basic_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if value is None or value is NO_VALUE:
+        return "nil"
+    return "other"
+
+
+def _compare_check(a: Any, b: Any, ordered: bool) -> None:
+    ka, kb = _basic_kind(a), _basic_kind(b)
+    if (ka == "nil" or kb == "nil") and (ordered or not (ka == kb == "nil")):
+        raise TemplateError("template: error calling comparison: invalid type for comparison")
+    if ka != kb:
+        raise TemplateError("template: error calling comparison: incompatible types for comparison")
+    if ordered and ka in ("bool", "other"):
+        raise TemplateError("template: error calling comparison: invalid type for comparison")
+    if not ordered and ka == "other":
+        raise TemplateError("template: error calling comparison: non-comparable type")
+
+
+def _eq(a: Any, *others: Any) -> bool:
+    if not others:
+        raise TemplateError("template: error calling eq: missing argument for comparison")
+    for b in others:
+        _compare_check(a, b, ordered=False)
+        if a == b:
+            return True
+    return False
+
+
+def _ordered(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def compare(a: Any, b: Any) -> bool:
+        _compare_check(a, b, ordered=True)
+        return op(a, b)
+
+    return compare
+
+
+def _index(value: Any, *keys: Any) -> Any:
+    for key in keys:
+        if isinstance(value, dict):
+            if not isinstance(key, str):
+                raise TemplateError("template: error calling index: value has type int; should be string")
+            value = value.get(key, NO_VALUE)
+        elif isinstance(value, (list, str)):
+            if not isinstance(key, int) or isinstance(key, bool):
+                raise TemplateError(f"template: error calling index: cannot index slice/array with type {_go_type(key)}")
+            if not 0 <= key < len(value):
+                raise TemplateError(f"template: error calling index: index out of range: {key}")
+            value = value[key] if isinstance(value, list) else ord(value[key])
+        elif value is None or value is NO_VALUE:
+            raise TemplateError("template: error calling index: index of untyped nil")
+        else:
+            raise TemplateError(f"template: error calling index: can't index item of type {_go_type(value)}")
+    return value
+
+
+def _len(value: Any) -> int:
+    if isinstance(value, (str, list, dict, tuple)):
+        return len(value.encode() if isinstance(value, str) else value)
+    raise TemplateError(f"template: error calling len: len of type {_go_type(value)}")
+
+
+def _printf(fmt: str, *args: Any) -> str:
+    out: list[str] = []
+    arg_i = 0
+    i = 0
+    while i < len(fmt):
+        c = fmt[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        m = re.match(r"%([-+# 0]*)(\d*)(?:\.(\d+))?([vsdqftxXgeTb%])", fmt[i:])
+        if not m:
+            out.append(c)
+            i += 1
+            continue
+        i += m.end()
+        verb = m.group(4)
+        if verb == "%":
+            out.append("%")
+            continue
+        if arg_i >= len(args):
+            out.append(f"%!{verb}(MISSING)")
+            continue
+        arg = args[arg_i]
+        arg_i += 1
+        arg = None if arg is NO_VALUE else arg
+        width = int(m.group(2)) if m.group(2) else 0
+        prec = int(m.group(3)) if m.group(3) is not None else None
+        if verb in ("v", "s"):
+            text = go_sprint(arg)
+        elif verb == "q":
+            text = json.dumps(go_sprint(arg), ensure_ascii=False)
+        elif verb == "d":
+            text = str(arg) if isinstance(arg, int) and not isinstance(arg, bool) else f"%!d({_go_type(arg)}={go_sprint(arg)})"
+        elif verb in ("f", "e", "g"):
+            text = (format(arg, f".{6 if prec is None else prec}{verb}") if verb != "g" else go_sprint(arg)) \
+                if isinstance(arg, (int, float)) and not isinstance(arg, bool) else f"%!{verb}({_go_type(arg)}={go_sprint(arg)})"
+        elif verb in ("x", "X"):
+            text = (arg.encode().hex() if isinstance(arg, str) else format(arg, "x")) if isinstance(arg, (str, int)) else go_sprint(arg)
+            text = text.upper() if verb == "X" else text
+        elif verb == "t":
+            text = go_sprint(arg)
+        elif verb == "T":
+            text = _go_type(arg)
+        else:
+            text = go_sprint(arg)
+        if width and len(text) < width:
+            text = text.ljust(width) if "-" in m.group(1) else text.rjust(width, "0" if "0" in m.group(1) else " ")
+        out.append(text)
+    if arg_i < len(args):
+        out.append("%!(EXTRA " + ", ".join(f"{_go_type(a)}={go_sprint(a)}" for a in args[arg_i:]) + ")")
+    return "".join(out)
+
+
+def _sprint(*args: Any) -> str:
+    out = []
+    for i, arg in enumerate(args):
+        arg = None if arg is NO_VALUE else arg
+        if i and not isinstance(arg, str) and not isinstance(args[i - 1], str):
+            out.append(" ")
+        out.append(go_sprint(arg))
+    return "".join(out)
+
+
+def _empty(value: Any) -> bool:
+    return not _truth(value)
+
+
+def _default(default: Any, *given: Any) -> Any:
+    if not given or _empty(given[0]):
+        return default
+    return given[0]
+
+
+def _to_string(value: Any) -> str:
+    if value is NO_VALUE or value is None:
+        return "<nil>"
+    return go_sprint(value)
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value)) if re.fullmatch(r"[-+]?\d+(\.\d*)?", value.strip()) else 0
+        except ValueError:
+            return 0
+    return 0
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+def _to_json(value: Any) -> str:
+    return go_json_marshal(_plain(value))
+
+
+def _plain(value: Any) -> Any:
+    return None if value is NO_VALUE else value
+
+
+def _b64dec(value: str) -> str:
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8", errors="replace")
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+
+
+def _trunc(n: int, value: str) -> str:
+    if n < 0:
+        return value[n:] if -n < len(value) else value
+    return value[:n]
+
+
+def _dig(*args: Any) -> Any:
+    if len(args) < 3:
+        raise TemplateError("template: error calling dig: wrong number of args")
+    *keys, default, mapping = args
+    value = mapping
+    for key in keys:
+        if isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
+            return default
+    return value
+
+
+def _ternary(true_value: Any, false_value: Any, condition: Any) -> Any:
+    return true_value if condition else false_value
+
+
+def _regex_replace_all(pattern: str, text: str, replacement: str) -> str:
+    go_repl = re.sub(r"\$\{?(\w+)\}?", lambda m: "\\g<" + m.group(1) + ">", replacement)
+    return compile_go_regexp(pattern).sub(go_repl, text)
+
+
+def _split_list(sep: str, text: str) -> list[str]:
+    return text.split(sep) if sep else list(text)
+
+
+def _join(sep: str, values: Any) -> str:
+    if isinstance(values, str):
+        return values
+    return sep.join(_to_string(v) for v in (values or []))
+
+
+def _title(value: str) -> str:
+    return re.sub(r"(^|\s)(\S)", lambda m: m.group(1) + m.group(2).upper(), value)
+
+
+def _kebab(value: str) -> str:
+    value = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", value)
+    return re.sub(r"[\s_]+", "-", value).lower()
+
+
+def _snake(value: str) -> str:
+    value = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", value)
+    return re.sub(r"[\s-]+", "_", value).lower()
+
+
+def _quote(*values: Any) -> str:
+    return " ".join(json.dumps(_to_string(v), ensure_ascii=False) for v in values if v is not None and v is not NO_VALUE)
+
+
+def _squote(*values: Any) -> str:
+    return " ".join("'" + _to_string(v) + "'" for v in values if v is not None and v is not NO_VALUE)
+
+
+def _has_key(mapping: Any, key: str) -> bool:
+    return isinstance(mapping, dict) and key in mapping
+
+
+def _get(mapping: Any, key: str) -> Any:
+    return mapping.get(key, "") if isinstance(mapping, dict) else ""
+
+
+def _from_json(text: str) -> Any:
+    try:
+        return json.loads(text, parse_int=float)
+    except ValueError:
+        return {}
+
+
+def _arith(op: Callable[[int, int], int]) -> Callable[..., int]:
+    def fn(*values: Any) -> int:
+        ints = [_to_int(v) for v in values]
+        result = ints[0]
+        for v in ints[1:]:
+            result = op(result, v)
+        return result
+
+    return fn
+
+
+def _go_div(a: int, b: int) -> int:
+    if b == 0:
+        raise ZeroDivisionError("integer divide by zero")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _go_mod(a: int, b: int) -> int:
+    if b == 0:
+        raise ZeroDivisionError("integer divide by zero")
+    return a - b * _go_div(a, b)
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    # text/template builtins
+    "and": lambda *a: next((v for v in a if not _truth(v)), a[-1]),
+    "or": lambda *a: next((v for v in a if _truth(v)), a[-1]),
+    "not": lambda v: not _truth(v),
+    "len": _len,
+    "index": _index,
+    "print": _sprint,
+    "printf": _printf,
+    "println": lambda *a: " ".join(go_sprint(_plain(v)) for v in a) + "\n",
+    "eq": _eq,
+    "ne": lambda a, b: not _eq(a, b),
+    "lt": _ordered(lambda a, b: a < b),
+    "le": _ordered(lambda a, b: a <= b),
+    "gt": _ordered(lambda a, b: a > b),
+    "ge": _ordered(lambda a, b: a >= b),
+    # sprig: defaults and flow
+    "default": _default,
+    "empty": _empty,
+    "coalesce": lambda *a: next((v for v in a if _truth(v)), None),
+    "ternary": _ternary,
+    # sprig: strings
+    "toString": _to_string,
+    "upper": lambda s: str(s).upper(),
+    "lower": lambda s: str(s).lower(),
+    "title": _title,
+    "trim": lambda s: str(s).strip(),
+    "trimAll": lambda chars, s: str(s).strip(chars),
+    "trimPrefix": lambda p, s: s.removeprefix(p),
+    "trimSuffix": lambda p, s: s[: -len(p)] if p and s.endswith(p) else s,
+    "trunc": _trunc,
+    "replace": lambda old, new, s: str(s).replace(old, new),
+    "contains": lambda sub, s: sub in s,
+    "hasPrefix": lambda p, s: str(s).startswith(p),
+    "hasSuffix": lambda p, s: str(s).endswith(p),
+    "quote": _quote,
+    "squote": _squote,
+    "cat": lambda *a: " ".join(go_sprint(v) for v in a if v is not None and v is not NO_VALUE),
+    "nospace": lambda s: re.sub(r"\s", "", s),
+    "kebabcase": _kebab,
+    "snakecase": _snake,
+    "repeat": lambda n, s: s * n,
+    "substr": lambda start, end, s: s[start:end] if end >= 0 else s[start:],
+    "split": lambda sep, s: {f"_{i}": part for i, part in enumerate(s.split(sep))},
+    "splitList": _split_list,
+    "join": _join,
+    "b64enc": lambda s: base64.b64encode(str(s).encode()).decode(),
+    "b64dec": _b64dec,
+    "sha256sum": lambda s: hashlib.sha256(str(s).encode()).hexdigest(),
+    "sha1sum": lambda s: hashlib.sha1(str(s).encode()).hexdigest(),
+    "regexMatch": lambda p, s: compile_go_regexp(p).search(s) is not None,
+    "regexFind": lambda p, s: (m.group(0) if (m := compile_go_regexp(p).search(s)) else ""),
+    "regexReplaceAll": _regex_replace_all,
+    # sprig: conversions and numbers
+    "int": _to_int,
+    "int64": _to_int,
+    "float64": _to_float,
+    "atoi": _to_int,
+    "add": _arith(lambda a, b: a + b),
+    "sub": _arith(lambda a, b: a - b),
+    "mul": _arith(lambda a, b: a * b),
+    "div": _arith(_go_div),
+    "mod": _arith(_go_mod),
+    "max": _arith(max),
+    "min": _arith(min),
+    "add1": lambda v: _to_int(v) + 1,
+    # sprig: JSON
+    "toJson": _to_json,
+    "mustToJson": _to_json,
+    "toRawJson": lambda v: go_json_marshal(_plain(v), escape_html=False),
+    "toPrettyJson": lambda v: go_json_marshal(_plain(v), indent="  "),
+    "fromJson": _from_json,
+    # sprig: lists and dicts
+    "list": lambda *a: list(a),
+    "first": lambda v: v[0] if v else None,
+    "last": lambda v: v[-1] if v else None,
+    "rest": lambda v: v[1:] if v else [],
+    "has": lambda needle, haystack: needle in (haystack or []),
+    "uniq": lambda v: list(dict.fromkeys(v)),
+    "dict": lambda *a: {str(a[i]): (a[i + 1] if i + 1 < len(a) else "") for i in range(0, len(a), 2)},
+    "get": _get,
+    "hasKey": _has_key,
+    "keys": lambda *maps: [k for m in maps for k in m],
+    "pluck": lambda key, *maps: [m[key] for m in maps if isinstance(m, dict) and key in m],
+    "dig": _dig,
+}
+
+
+_CACHE: dict[str, Template] = {}
+
+
+def parse_template(source: str) -> Template:
+    """Parse (and cache) a template; raises TemplateError like Go's Parse would."""
+    template = _CACHE.get(source)
+    if template is None:
+        template = Template(source)
+        if len(_CACHE) < 4096:
+            _CACHE[source] = template
+    return template

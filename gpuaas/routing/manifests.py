@@ -1,0 +1,110 @@
+"""Reading rendered Sensors and EventSources from a manifests folder.
+
+`kubectl apply -k` would build kustomize overlays; the router only needs the Argo Events
+objects, so it reads every YAML/JSON document under the folder (recursively), keeps those of
+kind Sensor and EventSource (`argoproj.io/*`), and takes a missing namespace from the nearest
+`kustomization.yaml` that sets `namespace:`. The same object found twice (a base and an
+overlay copy) is kept once; if the copies differ, the first in path order wins and a warning
+says which file was ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ARGO_EVENTS_KINDS = ("Sensor", "EventSource")
+_KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+
+class ManifestError(ValueError):
+    """The manifests folder cannot be read; the message names the file and the problem."""
+
+
+@dataclass
+class LoadedObjects:
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    origins: dict[tuple[str, str, str], Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_argo_events_objects(root: Path) -> LoadedObjects:
+    """All Sensors and EventSources under `root` (a folder or a single YAML file)."""
+    root = Path(root)
+    if not root.exists():
+        raise ManifestError(f"manifests path {root} does not exist; pass the folder `gpuaas render` writes (manifests/)")
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")
+    )
+    loaded = LoadedObjects()
+    namespaces: dict[Path, str | None] = {}
+    for path in files:
+        if path.name in _KUSTOMIZATION_NAMES:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+            documents = list(yaml.safe_load_all(text)) if path.suffix != ".json" else [json.loads(text)]
+        except (yaml.YAMLError, ValueError, UnicodeDecodeError) as exc:
+            raise ManifestError(f"{path}: not valid YAML/JSON: {exc}") from None
+        for doc in documents:
+            for obj in _items(doc):
+                if obj.get("kind") not in ARGO_EVENTS_KINDS or not str(obj.get("apiVersion", "")).startswith("argoproj.io/"):
+                    continue
+                metadata = obj.setdefault("metadata", {}) or {}
+                obj["metadata"] = metadata
+                if not metadata.get("name"):
+                    loaded.warnings.append(f"{path}: a {obj['kind']} without metadata.name was ignored")
+                    continue
+                if not metadata.get("namespace"):
+                    namespace = _kustomize_namespace(path.parent, root if root.is_dir() else path.parent, namespaces)
+                    if namespace:
+                        metadata["namespace"] = namespace
+                key = (obj["kind"], str(metadata.get("namespace") or ""), str(metadata["name"]))
+                if key in loaded.origins:
+                    first = next(o for o in loaded.objects if _key(o) == key)
+                    if first != obj:
+                        loaded.warnings.append(
+                            f"{path}: {key[0]} {key[2]} also defined in {loaded.origins[key]} with different "
+                            f"content; using the one from {loaded.origins[key]}"
+                        )
+                    continue
+                loaded.origins[key] = path
+                loaded.objects.append(obj)
+    return loaded
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    metadata = obj.get("metadata") or {}
+    return (obj.get("kind", ""), str(metadata.get("namespace") or ""), str(metadata.get("name", "")))
+
+
+def _items(doc: Any) -> list[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        return []
+    if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+        return [i for i in doc["items"] if isinstance(i, dict)]
+    return [doc]
+
+
+def _kustomize_namespace(folder: Path, stop: Path, cache: dict[Path, str | None]) -> str | None:
+    if folder in cache:
+        return cache[folder]
+    namespace: str | None = None
+    for name in _KUSTOMIZATION_NAMES:
+        candidate = folder / name
+        if candidate.is_file():
+            try:
+                data = yaml.safe_load(candidate.read_text(encoding="utf-8")) or {}
+            except yaml.YAMLError:
+                data = {}
+            if isinstance(data, dict) and data.get("namespace"):
+                namespace = str(data["namespace"])
+            break
+    if namespace is None and folder != stop and stop in folder.parents:
+        namespace = _kustomize_namespace(folder.parent, stop, cache)
+    cache[folder] = namespace
+    return namespace

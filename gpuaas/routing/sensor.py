@@ -1,0 +1,145 @@
+"""A Sensor compiled for routing: dependencies with their filters, triggers with conditions,
+parameters and the resource each trigger would create.
+
+Compiling never fails on a bad Sensor: problems (an unknown dependency in `conditions`, an
+unreadable trigger source, a path with an unsupported modifier) are kept and reported as the
+reason when an event reaches them, which is when the real sensor would fail too.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from gpuaas.routing.conditions import Conditions, ConditionsError, all_dependencies, parse_conditions
+from gpuaas.routing.filters import DependencyFilters, compile_filters
+from gpuaas.routing.parameters import TriggerParameter, compile_parameters
+
+WORKFLOW_TRIGGER = "argoWorkflow"
+K8S_TRIGGER = "k8s"
+_TRIGGER_TYPES = ("argoWorkflow", "k8s", "http", "awsLambda", "custom", "kafka", "nats", "slack", "openWhisk",
+                  "log", "azureEventHubs", "pulsar", "azureServiceBus", "email")
+
+
+@dataclass
+class Dependency:
+    name: str
+    event_source: str
+    event_name: str
+    filters: DependencyFilters | None
+    transform: dict[str, Any] | None
+
+
+@dataclass
+class Trigger:
+    name: str
+    type: str
+    conditions: Conditions | None
+    conditions_error: str | None
+    template: dict[str, Any]
+    template_parameters: list[TriggerParameter]
+    resource_parameters: list[TriggerParameter]
+    operation: str
+    resource: dict[str, Any] | None
+    resource_error: str | None
+    at_least_once: bool
+
+
+@dataclass
+class CompiledSensor:
+    name: str
+    namespace: str
+    dependencies: list[Dependency]
+    triggers: list[Trigger]
+    problems: list[str] = field(default_factory=list)
+
+    def dependency(self, name: str) -> Dependency | None:
+        return next((d for d in self.dependencies if d.name == name), None)
+
+
+def compile_sensor(obj: dict[str, Any]) -> CompiledSensor:
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    dependencies = [
+        Dependency(
+            name=str(d.get("name", "")),
+            event_source=str(d.get("eventSourceName", "")),
+            event_name=str(d.get("eventName", "")),
+            filters=compile_filters(d.get("filters"), d.get("filtersLogicalOperator")),
+            transform=d.get("transform") or None,
+        )
+        for d in spec.get("dependencies") or []
+    ]
+    names = [d.name for d in dependencies]
+    triggers = [_compile_trigger(t, names) for t in spec.get("triggers") or []]
+    return CompiledSensor(
+        name=str(metadata.get("name", "")),
+        namespace=str(metadata.get("namespace") or "default"),
+        dependencies=dependencies,
+        triggers=triggers,
+    )
+
+
+def _compile_trigger(spec: dict[str, Any], dependency_names: list[str]) -> Trigger:
+    template = spec.get("template") or {}
+    name = str(template.get("name", ""))
+    conditions, conditions_error = None, None
+    try:
+        if template.get("conditions"):
+            conditions = parse_conditions(str(template["conditions"]), dependency_names)
+        elif dependency_names:
+            conditions = all_dependencies(dependency_names)
+        else:
+            conditions_error = "the Sensor has no dependencies"
+    except ConditionsError as exc:
+        conditions_error = str(exc)
+    kind = next((t for t in _TRIGGER_TYPES if t in template), "unknown")
+    body = template.get(kind) if isinstance(template.get(kind), dict) else {}
+    resource, resource_error = (None, None)
+    if kind in (WORKFLOW_TRIGGER, K8S_TRIGGER):
+        resource, resource_error = fetch_resource(body.get("source"))
+    operation = str(body.get("operation") or ("submit" if kind == WORKFLOW_TRIGGER else "create"))
+    return Trigger(
+        name=name,
+        type=kind,
+        conditions=conditions,
+        conditions_error=conditions_error,
+        template=template,
+        template_parameters=compile_parameters(spec.get("parameters")),
+        resource_parameters=compile_parameters(body.get("parameters")),
+        operation=operation,
+        resource=resource,
+        resource_error=resource_error,
+        at_least_once=bool(spec.get("atLeastOnce")),
+    )
+
+
+def fetch_resource(source: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """FetchKubernetesResource for the offline cases: `resource` (object) and `inline` (YAML)."""
+    if not isinstance(source, dict):
+        return None, "trigger has no source (expected source.resource or source.inline)"
+    if isinstance(source.get("resource"), dict):
+        return copy.deepcopy(source["resource"]), None
+    if isinstance(source.get("resource"), str):
+        try:
+            return _as_object(yaml.safe_load(source["resource"])), None
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            return None, f"source.resource is not a YAML object: {exc}"
+    if isinstance(source.get("inline"), str):
+        try:
+            return _as_object(yaml.safe_load(source["inline"])), None
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            return None, f"source.inline is not a YAML object: {exc}"
+    present = ", ".join(sorted(source)) or "nothing"
+    return None, (f"source {present} is read from outside the Sensor at trigger time; gpuaas route only "
+                  f"evaluates source.resource and source.inline")
+
+
+def _as_object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, found {type(value).__name__}")
+    return json.loads(json.dumps(value))
