@@ -103,6 +103,7 @@ class KueueController:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._follower: threading.Thread | None = None
         self.last_error: Exception | None = None
 
     @classmethod
@@ -141,6 +142,18 @@ class KueueController:
 
         self._thread = threading.Thread(target=loop, name="kueue-emulation", daemon=True)
         self._thread.start()
+        subscribe = getattr(self.cluster, "subscribe", None)
+        if subscribe is not None:  # in-process store: react to every change, not only on the tick
+            subscription = subscribe()
+
+            def follow() -> None:
+                while not self._stop.is_set():
+                    if subscription.next(timeout=0.5) is not None:
+                        self._wake.set()
+                subscription.close()
+
+            self._follower = threading.Thread(target=follow, name="kueue-emulation-watch", daemon=True)
+            self._follower.start()
 
     def notify(self) -> None:
         self._wake.set()
@@ -148,9 +161,10 @@ class KueueController:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        for thread in (self._thread, self._follower):
+            if thread is not None:
+                thread.join(timeout=5)
+        self._thread = self._follower = None
 
     # ------------------------------------------------------------------ one pass
     def reconcile(self) -> list[Transition]:

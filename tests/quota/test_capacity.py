@@ -6,8 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from steps.capacity import (TenantClaim, flavor_capacity, largest_remainder, node_is_usable,
-                            split_capacity)
+from steps.capacity import TenantClaim, flavor_capacity, largest_remainder, node_is_usable, split_capacity
 
 
 def claim(name: str, weight: int | str = 1, guarantee: int = 0, in_use: int = 0, lent: int = 0,
@@ -81,7 +80,7 @@ def test_duplicate_queue_rejected() -> None:
 
 
 def test_largest_remainder_sums_exactly() -> None:
-    for total in range(0, 30):
+    for total in range(30):
         shares = largest_remainder(total, {"x": Fraction(1), "y": Fraction(1), "z": Fraction(1)})
         assert sum(shares.values()) == total
         assert max(shares.values()) - min(shares.values()) <= 1
