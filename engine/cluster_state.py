@@ -1,0 +1,93 @@
+"""A cluster's state as a file: what the demo leaves behind so a run can be re-played later.
+
+The snapshot lists every object of the kinds the product reads or writes (the Resource constants
+of steps/gateways/resources.py), read over the Kubernetes API. Restoring creates them again in a
+fresh local API server, status included (through /status), so `gpuaas audit resubmit` re-runs an
+archived workflow against the state the demo ended in, and the step re-checks live state there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from steps.gateways import resources
+from steps.gateways.errors import Conflict, NotFound
+from steps.gateways.kubernetes import KubernetesGateway
+from steps.gateways.resources import Resource
+
+SNAPSHOT_FORMAT = "gpuaas.io/cluster-snapshot/v1"
+SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
+
+# Order matters on restore: namespaces and queues before what refers to them.
+SNAPSHOT_KINDS: tuple[Resource, ...] = (
+    resources.NAMESPACE, resources.NODE, resources.RESOURCE_FLAVOR, resources.COHORT, resources.CLUSTER_QUEUE,
+    resources.LOCAL_QUEUE, resources.CONFIG_MAP, resources.STATEFUL_SET, resources.DEPLOYMENT,
+    resources.JOB, resources.RAY_CLUSTER, resources.RAY_JOB, resources.PYTORCH_JOB, resources.NOTEBOOK,
+    resources.INFERENCE_SERVICE, resources.SCALED_OBJECT, resources.POD, resources.WORKLOAD,
+    resources.EVENT,
+)
+
+
+def resource_of(obj: dict[str, Any]) -> Resource:
+    """The Resource constant for an object's apiVersion and kind."""
+    for resource in SNAPSHOT_KINDS:
+        if resource.api_version == obj.get("apiVersion") and resource.kind == obj.get("kind"):
+            return resource
+    raise ValueError(f"object {obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}: apiVersion "
+                     f"{obj.get('apiVersion')!r} kind {obj.get('kind')!r} is not a kind the engine knows "
+                     f"(known: {', '.join(sorted({r.kind for r in SNAPSHOT_KINDS}))})")
+
+
+def capture(gateway: KubernetesGateway) -> dict[str, Any]:
+    """Every object of the known kinds, as the API serves them."""
+    objects: list[dict[str, Any]] = []
+    for resource in SNAPSHOT_KINDS:
+        for obj in gateway.list(resource):
+            obj = dict(obj)
+            obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+            objects.append(obj)
+    return {"format": SNAPSHOT_FORMAT, "objects": objects}
+
+
+def write(gateway: KubernetesGateway, path: Path) -> int:
+    snapshot = capture(gateway)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(snapshot, indent=1, sort_keys=True))
+    return len(snapshot["objects"])
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    try:
+        snapshot = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"snapshot {path}: cannot read it ({error}); expected the demo's "
+                         "demo-report/cluster-snapshot.json") from error
+    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("objects"), list):
+        raise ValueError(f"snapshot {path}: expected {{\"objects\": [...]}}, found {type(snapshot).__name__}")
+    return snapshot["objects"]
+
+
+def apply(gateway: KubernetesGateway, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Create (or merge into) each object, then write its status: idempotent."""
+    applied = []
+    for obj in objects:
+        resource = resource_of(obj)
+        metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_FIELDS}
+        body = {k: v for k, v in obj.items() if k != "status"} | {"metadata": metadata}
+        namespace = metadata.get("namespace") if resource.namespaced else None
+        try:
+            live = gateway.create(resource, body, namespace=namespace)
+        except Conflict:
+            live = gateway.merge_patch(resource, metadata["name"], {k: v for k, v in body.items()
+                                                                    if k not in ("apiVersion", "kind")},
+                                       namespace=namespace)
+        if obj.get("status"):
+            try:
+                live = gateway.merge_patch(resource, metadata["name"], {"status": obj["status"]},
+                                           namespace=namespace, subresource="status")
+            except NotFound:
+                pass
+        applied.append(live)
+    return applied

@@ -1,0 +1,75 @@
+"""`gpuaas demo`: run the whole product on this machine and write demo-report/.
+
+The local engine runs the RENDERED manifests (manifests/): event sources feed the Sensors, which
+start the WorkflowTemplates, whose steps change the cluster. See docs/readme/70-engine.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-dir", type=Path, default=Path("demo-report"),
+                        help="where to write summary.json, index.html, charts, runs.db (default: demo-report)")
+    parser.add_argument("--manifests", type=Path, default=None,
+                        help="rendered manifests to run (default: the repository's manifests/)")
+    parser.add_argument("--steps", choices=("in-process", "subprocess"), default="in-process",
+                        help="run each step in-process (fast) or as `python -m steps ...` like a pod")
+    parser.add_argument("--metrics", choices=("auto", "prometheus", "in-process"), default="auto",
+                        help="auto: real Prometheus/Alertmanager when installed, else the in-process idle rule")
+    parser.add_argument("--speed", type=float, default=300.0,
+                        help="demo seconds per wall second (default: 300)")
+    parser.add_argument("--output", choices=("table", "json"), default="table",
+                        help="table: progress, timeline and summary; json: summary.json on stdout")
+
+
+def _print_table(rows: list[dict[str, str]], out) -> None:
+    headers = ["time", "event", "sensor", "workflow", "outcome"]
+    widths = {h: max([len(h)] + [len(str(r.get(h, ""))) for r in rows]) for h in headers}
+    widths["event"] = min(widths["event"], 58)
+    line = "  ".join(h.upper().ljust(widths[h]) for h in headers)
+    print(line, file=out)
+    for row in rows:
+        print("  ".join(str(row.get(h, ""))[: widths[h]].ljust(widths[h]) for h in headers), file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.demo import DemoOptions, DemoStalled, run_demo
+    from engine.rendered import DEFAULT_MANIFESTS
+
+    as_json = args.output == "json"
+    progress_stream = sys.stderr if as_json else sys.stdout
+
+    def progress(text: str) -> None:
+        print(text, file=progress_stream, flush=True)
+
+    options = DemoOptions(output_dir=args.output_dir, manifests=args.manifests or DEFAULT_MANIFESTS,
+                          step_mode=args.steps, speed=args.speed, metrics=args.metrics, progress=progress)
+    try:
+        result = run_demo(options)
+    except DemoStalled as error:
+        print(f"gpuaas demo: the scenario stalled: {error}", file=sys.stderr)
+        return 1
+    except FileNotFoundError as error:
+        print(f"gpuaas demo: {error}", file=sys.stderr)
+        return 2
+    summary = result.summary
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print()
+    _print_table(summary["timeline"], sys.stdout)
+    print()
+    print(f"runs: {summary['runs']}   GPU-hours reclaimed: {summary['gpu_hours_reclaimed']:.2f} (demo time)   "
+          f"events routed: {summary['events_routed']}")
+    for name, reaction in summary["reactions"].items():
+        outcomes = ", ".join(f"{k} {v}" for k, v in reaction["outcomes"].items()) or "-"
+        print(f"  {name:<26} {reaction['runs']:>3} runs   outcomes: {outcomes}")
+    print(f"metrics: {summary['metrics']}")
+    print(f"report: {result.output_dir / 'index.html'}   archive: {result.output_dir / 'runs.db'}   "
+          f"(try: gpuaas audit --archive {result.output_dir / 'runs.db'})")
+    return 0
