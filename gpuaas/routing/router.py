@@ -113,6 +113,7 @@ class Router:
     ) -> None:
         self.sensors: list[CompiledSensor] = []
         self.event_sources: dict[str, EventSourceInfo] = {}
+        self.event_source_specs: dict[str, dict[str, Any]] = {}
         self.load_warnings: list[str] = list(warnings or [])
         for obj in objects:
             kind = obj.get("kind")
@@ -121,6 +122,7 @@ class Router:
             elif kind == "EventSource":
                 info = _event_source_info(obj)
                 self.event_sources[info.name] = info
+                self.event_source_specs[info.name] = obj.get("spec") or {}
         self.clock = clock
         self.explain_unsubscribed = explain_unsubscribed
         self._index: dict[tuple[str, str], list[tuple[CompiledSensor, Dependency]]] = {}

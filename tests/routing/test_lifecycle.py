@@ -1,0 +1,215 @@
+"""Route tests over the Kueue Workload lifecycle and Alertmanager groups.
+
+What the product promises (issue 3): `gpuaas-on-admitted` / `gpuaas-on-finished` start on the
+TRANSITION only (not on every status write, not on churn, not on eviction, not on the re-list
+after an event-source restart), `gpuaas-on-idle` on firing `GPUWorkloadIdle` groups only, one
+workflow per Alertmanager POST. Each test routes a realistic event through the Sensors (the
+hand-written fixture, and the rendered manifests/ once they exist) and checks which
+WorkflowTemplates would run, with which parameters.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from tests.routing.conftest import Stack
+from tests.support.argo_events import (
+    alertmanager_payload,
+    idle_alert,
+    resource_event,
+    webhook_event,
+    workload,
+)
+
+ON_ADMITTED = "gpuaas-on-admitted"
+ON_FINISHED = "gpuaas-on-finished"
+ON_IDLE = "gpuaas-on-idle"
+API_VERSIONS = ["kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"]
+
+
+def templates(result: Any) -> list[str]:
+    return sorted((wf.get("spec") or {}).get("workflowTemplateRef", {}).get("name", "?") for wf in result.workflows)
+
+
+def parameters(workflow: dict[str, Any]) -> dict[str, str]:
+    return {p["name"]: p.get("value") for p in workflow["spec"]["arguments"]["parameters"]}
+
+
+def update(stack: Stack, old_stage: str, new_stage: str, api_version: str, **kw: Any) -> Any:
+    old = workload(stage=old_stage, api_version=api_version, **kw)
+    new = workload(stage=new_stage, api_version=api_version, **kw)
+    return stack.router.route(resource_event(*stack.workloads, "UPDATE", new, old))
+
+
+def delivered_text(workflow: dict[str, Any]) -> str:
+    """All parameter values, with a whole-event parameter's base64 data decoded."""
+    parts = []
+    for value in parameters(workflow).values():
+        parts.append(str(value))
+        try:
+            decoded = json.loads(value)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(decoded, dict) and isinstance(decoded.get("data"), str):
+            parts.append(base64.b64decode(decoded["data"]).decode())
+    return "\n".join(parts)
+
+
+def explain(result: Any) -> str:
+    return json.dumps([s.to_dict() for s in result.skipped if "not subscribed" not in s.reason], indent=1)
+
+
+@pytest.mark.parametrize("api_version", API_VERSIONS)
+class TestWorkloadLifecycle:
+    def test_pending_workload_created_starts_nothing(self, stack: Stack, api_version: str) -> None:
+        body = workload(stage="pending", api_version=api_version)
+        result = stack.router.route(resource_event(*stack.workloads, "ADD", body))
+        assert templates(result) == [], explain(result)
+
+    def test_pending_status_write_starts_nothing(self, stack: Stack, api_version: str) -> None:
+        result = update(stack, "pending", "pending", api_version)
+        assert templates(result) == []
+
+    def test_quota_reserved_without_admission_starts_nothing(self, stack: Stack, api_version: str) -> None:
+        result = update(stack, "pending", "quota-reserved", api_version)
+        assert templates(result) == [], explain(result)
+
+    def test_admission_starts_on_admitted_with_the_workload(self, stack: Stack, api_version: str) -> None:
+        result = update(stack, "pending", "admitted", api_version, name="job-a-1b2c3", namespace="team-b")
+        assert templates(result) == [ON_ADMITTED], explain(result)
+        workflow = result.workflows[0]
+        params = parameters(workflow)
+        assert (params["namespace"], params["workload"]) == ("team-b", "job-a-1b2c3")
+        labels = workflow["metadata"]["labels"]
+        assert labels["events.argoproj.io/sensor"] == result.triggered[0].sensor
+        assert labels["events.argoproj.io/trigger"] == result.triggered[0].trigger
+        assert workflow["kind"] == "Workflow" and workflow["metadata"].get("generateName")
+
+    def test_admission_after_admission_checks_starts_on_admitted(self, stack: Stack, api_version: str) -> None:
+        result = update(stack, "quota-reserved", "admitted", api_version)
+        assert templates(result) == [ON_ADMITTED], explain(result)
+
+    def test_status_churn_while_admitted_starts_nothing(self, stack: Stack, api_version: str) -> None:
+        churn = [("admitted", "admitted"), ("admitted", "admitted-pods-ready"),
+                 ("admitted-pods-ready", "admitted-pods-ready")]
+        for old, new in churn:
+            result = update(stack, old, new, api_version)
+            assert templates(result) == [], f"{old} -> {new}: {templates(result)}"
+
+    @pytest.mark.parametrize("outcome", ["finished-succeeded", "finished-failed"])
+    def test_finish_starts_on_finished_only(self, stack: Stack, api_version: str, outcome: str) -> None:
+        result = update(stack, "admitted-pods-ready", outcome, api_version)
+        assert templates(result) == [ON_FINISHED], explain(result)
+        params = parameters(result.workflows[0])
+        assert params["workload"] == "job-llm-finetune-7c9f2" and params["namespace"] == "team-a"
+
+    def test_status_write_after_finish_starts_nothing(self, stack: Stack, api_version: str) -> None:
+        result = update(stack, "finished-succeeded", "finished-succeeded", api_version)
+        assert templates(result) == []
+
+    def test_eviction_starts_nothing(self, stack: Stack, api_version: str) -> None:
+        result = update(stack, "admitted-pods-ready", "evicted-preempted", api_version)
+        assert templates(result) == [], explain(result)
+
+    def test_readmission_after_eviction_starts_on_admitted(self, stack: Stack, api_version: str) -> None:
+        result = update(stack, "evicted-preempted", "readmitted", api_version)
+        assert templates(result) == [ON_ADMITTED], explain(result)
+
+    def test_deactivation_starts_nothing(self, stack: Stack, api_version: str) -> None:
+        result = update(stack, "admitted-pods-ready", "deactivated", api_version)
+        assert templates(result) == [], explain(result)
+
+    @pytest.mark.parametrize("stage", ["admitted", "finished-succeeded", "pending"])
+    def test_deletion_starts_nothing(self, stack: Stack, api_version: str, stage: str) -> None:
+        body = workload(stage=stage, api_version=api_version)
+        result = stack.router.route(resource_event(*stack.workloads, "DELETE", body))
+        assert templates(result) == [], explain(result)
+
+    @pytest.mark.parametrize("stage", ["admitted", "admitted-pods-ready", "finished-succeeded", "finished-failed"])
+    def test_relist_after_restart_starts_nothing(self, stack: Stack, api_version: str, stage: str) -> None:
+        """An EventSource restart LISTs and emits ADD for every existing Workload: not a transition."""
+        body = workload(stage=stage, api_version=api_version)
+        result = stack.router.route(resource_event(*stack.workloads, "ADD", body))
+        assert templates(result) == [], explain(result)
+
+
+class TestWorkloadEventDetails:
+    def test_event_parameter_carries_the_event_for_the_step(self, stack: Stack) -> None:
+        """The `event` parameter is what ARCHITECTURE §1 promises: the raw event (data base64 or
+        object) or the bare data; either way it decodes to the Workload that was admitted."""
+        event = resource_event(*stack.workloads, "UPDATE", workload(stage="admitted"), workload(stage="pending"))
+        result = stack.router.route(event)
+        value = parameters(result.workflows[0])["event"]
+        decoded = json.loads(value)
+        if "context" in decoded:
+            assert decoded["context"]["id"] == event["id"]
+            data = decoded["data"]
+            data = json.loads(base64.b64decode(data)) if isinstance(data, str) else data
+        else:
+            data = decoded
+        body = data.get("body", data)
+        assert body["metadata"]["name"] == "job-llm-finetune-7c9f2"
+
+    def test_two_workloads_admitted_start_two_runs(self, stack: Stack) -> None:
+        names = []
+        for name in ("job-a-11111", "job-b-22222"):
+            old, new = workload(name, stage="pending"), workload(name, stage="admitted")
+            result = stack.router.route(resource_event(*stack.workloads, "UPDATE", new, old))
+            names += [parameters(wf)["workload"] for wf in result.workflows]
+        assert names == ["job-a-11111", "job-b-22222"]
+
+    def test_redelivered_event_id_is_dropped(self, stack: Stack) -> None:
+        event = resource_event(*stack.workloads, "UPDATE", workload(stage="admitted"), workload(stage="pending"))
+        assert templates(stack.router.route(event)) == [ON_ADMITTED]
+        again = stack.router.route(event)
+        assert templates(again) == []
+        assert any("already processed" in s.reason for s in again.skipped)
+
+    def test_a_skipped_admission_says_which_filter_failed(self, stack: Stack) -> None:
+        result = update(stack, "pending", "quota-reserved", "kueue.x-k8s.io/v1beta2")
+        admitted = [s for s in result.skipped if "not subscribed" not in s.reason
+                    and "admit" in (s.sensor + (s.dependency or "")).lower()]
+        assert admitted, explain(result)
+        assert any("Admitted" in s.reason or "filter" in s.reason for s in admitted), explain(result)
+
+
+class TestAlertmanagerGroups:
+    def route(self, stack: Stack, body: dict[str, Any]) -> Any:
+        return stack.router.route(webhook_event(*stack.alerts, body))
+
+    def test_firing_idle_group_starts_on_idle_once(self, stack: Stack) -> None:
+        result = self.route(stack, alertmanager_payload([idle_alert()]))
+        assert templates(result) == [ON_IDLE], explain(result)
+
+    def test_resolved_group_starts_nothing(self, stack: Stack) -> None:
+        result = self.route(stack, alertmanager_payload([idle_alert(status="resolved")]))
+        assert templates(result) == [], explain(result)
+
+    def test_group_for_another_alert_starts_nothing(self, stack: Stack) -> None:
+        other = [idle_alert(alertname="KubePodCrashLooping"), idle_alert(alertname="KubePodCrashLooping", pod="x-1")]
+        result = self.route(stack, alertmanager_payload(other))
+        assert templates(result) == [], explain(result)
+
+    def test_alertname_that_only_contains_the_idle_name_starts_nothing(self, stack: Stack) -> None:
+        """Unanchored regexps would let `GPUWorkloadIdleWarning` through."""
+        result = self.route(stack, alertmanager_payload([idle_alert(alertname="GPUWorkloadIdleWarning")]))
+        assert templates(result) == [], explain(result)
+
+    def test_webhook_with_several_alerts_is_one_run_carrying_all_alerts(self, stack: Stack) -> None:
+        alerts = [idle_alert(pod=f"llm-finetune-7c9f2-{i}", gpu=str(i)) for i in range(3)]
+        alerts.append(idle_alert(namespace="team-b", pod="notebook-0"))
+        result = self.route(stack, alertmanager_payload(alerts))
+        assert templates(result) == [ON_IDLE], explain(result)
+        text = delivered_text(result.workflows[0])
+        for alert in alerts:
+            assert alert["labels"]["pod"] in text
+
+    def test_repeated_post_starts_another_run(self, stack: Stack) -> None:
+        """Alertmanager re-sends on repeat_interval with a new event id: not deduplicated."""
+        body = alertmanager_payload([idle_alert()])
+        first, second = self.route(stack, body), self.route(stack, body)
+        assert templates(first) == templates(second) == [ON_IDLE]
