@@ -1,0 +1,313 @@
+"""Observability objects: the idle alert, per-tenant GPU rules, the Alertmanager route, the dashboard.
+
+Everything is built as plain dicts from ONE set of PromQL expressions, so the PrometheusRule the
+admin applies, the rule file the local engine loads into a real Prometheus, and the rule file
+`promtool test rules` checks are the same rules (only the window and `for` differ, for speed).
+
+Label spellings. dcgm-exporter labels each GPU with the pod that holds it (`pod`, `namespace`,
+`container`). Behind the usual ServiceMonitor (`honorLabels: false`) Prometheus keeps the
+exporter pod's own target labels and renames the GPU's to `exported_pod`/`exported_namespace`.
+`gpuaas:gpu_activity:ratio` normalises both into `namespace`/`pod` of the WORKLOAD's pod:
+series with `exported_pod` get their `namespace`/`pod` replaced from the exported labels; plain
+series are taken as they are, except those in the exporter's own namespaces (a GPU no pod holds
+carries only the exporter's target labels in the exported setup; it must not look like a workload).
+
+Tenants. A tenant is a Kueue ClusterQueue. Allocation per tenant comes from Kueue itself
+(`kueue_cluster_queue_resource_usage`, needs `metrics.enableClusterQueueResources: true`);
+utilisation per tenant joins GPU activity to the tenant through the namespace label
+`gpuaas.io/tenant` exposed by kube-state-metrics (`kube_namespace_labels`, needs
+`--metric-labels-allowlist=namespaces=[gpuaas.io/tenant]`). Requests per project come from
+kube-state-metrics (`kube_pod_container_resource_requests`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+ALERT_NAME = "GPUWorkloadIdle"
+RULE_GROUP = "gpuaas-gpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+KSM_GPU_RESOURCE = "nvidia_com_gpu"  # kube-state-metrics sanitises resource names
+TENANT_NAMESPACE_LABEL = "gpuaas.io/tenant"
+DEFAULT_EXPORTER_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator")
+RUNBOOK_URL = "https://github.com/gpuaas/gpuaas/blob/main/README.md#gpu-idle-alert"
+
+# Argo custom metrics the product's WorkflowTemplates emit (Argo prefixes `argo_workflows_`;
+# some exporters add `_total` to counters, so queries accept both).
+RECLAIMED_GPU_HOURS_METRIC = "gpuaas_gpu_hours_reclaimed"
+RELEASED_GPUS_METRIC = "gpuaas_idle_gpus_released"
+
+# Recording rule names (level:metric:operation, the Prometheus convention).
+GPU_ACTIVITY = "gpuaas:gpu_activity:ratio"
+NAMESPACE_UTILIZATION = "gpuaas:namespace_gpu_utilization:ratio"
+TENANT_UTILIZATION = "gpuaas:tenant_gpu_utilization:ratio"
+TENANT_ALLOCATED = "gpuaas:tenant_gpu_allocated:sum"
+TENANT_QUOTA = "gpuaas:tenant_gpu_nominal_quota:sum"
+NAMESPACE_REQUESTED = "gpuaas:namespace_gpu_requested:sum"
+TENANT_QUEUE_WAIT_P90 = "gpuaas:tenant_admission_wait_seconds:p90"
+
+# What the product installs by default (names the artifacts' EventSource must match).
+DEFAULT_NAMESPACE = "gpuaas"
+WEBHOOK_SERVICE = "gpuaas-alertmanager-eventsource-svc"
+WEBHOOK_PORT = 12000
+WEBHOOK_PATH = "/alertmanager"
+WEBHOOK_SECRET = "gpuaas-alertmanager-webhook"
+WEBHOOK_SECRET_KEY = "token"
+RECEIVER = "gpuaas-idle-webhook"
+DASHBOARD_CONFIGMAP = "gpuaas-gpu-dashboard"
+
+
+# -- PromQL ------------------------------------------------------------------------------------
+def _normalised(metric: str, exporter_namespaces: tuple[str, ...]) -> str:
+    """`metric` restricted to GPUs held by a pod, with `namespace`/`pod` of THAT pod in either spelling."""
+    exported = (f'label_replace(label_replace({metric}{{exported_pod!=""}}, '
+                f'"namespace", "$1", "exported_namespace", "(.+)"), "pod", "$1", "exported_pod", "(.+)")')
+    skip = "|".join(exporter_namespaces)
+    plain = f'{metric}{{exported_pod="", pod!="", namespace!~"{skip}"}}'
+    return f"({exported} or {plain})"
+
+
+def gpu_activity_expr(exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> str:
+    """Per GPU activity 0-1: engine-active where profiling metrics exist, else GPU_UTIL/100."""
+    by = "namespace, pod, Hostname, hostname, gpu, UUID"
+    engine = _normalised("DCGM_FI_PROF_GR_ENGINE_ACTIVE", exporter_namespaces)
+    util = _normalised("DCGM_FI_DEV_GPU_UTIL", exporter_namespaces)
+    return f"max by ({by}) ({engine})\nor\nmax by ({by}) ({util}) / 100"
+
+
+def idle_alert_expr(window: str, threshold: float) -> str:
+    """Pods whose every GPU stayed at or below `threshold` for `window`, with data a window ago.
+
+    The second clause demands a sample at the START of the window, so a pod that appeared a
+    minute ago is not "idle for 30 minutes"; an exporter outage makes the clause drop out too.
+    """
+    return (f"max by (namespace, pod) (max_over_time({GPU_ACTIVITY}[{window}])) <= {threshold:g}\n"
+            f"and on (namespace, pod)\n"
+            f"max by (namespace, pod) ({GPU_ACTIVITY} offset {window})")
+
+
+def _tenant_of_namespace() -> str:
+    label = "label_" + TENANT_NAMESPACE_LABEL.replace(".", "_").replace("/", "_")
+    return (f'max by (namespace, tenant) (label_replace(kube_namespace_labels{{{label}!=""}}, '
+            f'"tenant", "$1", "{label}", "(.+)"))')
+
+
+def _by_cluster_queue(metric: str) -> str:
+    return (f'sum by (tenant) (label_replace({metric}{{resource="{GPU_RESOURCE}"}}, '
+            f'"tenant", "$1", "cluster_queue", "(.+)"))')
+
+
+def recording_rules(exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> list[dict[str, Any]]:
+    """The recording rules, in evaluation order (later ones read earlier ones)."""
+    return [
+        {"record": GPU_ACTIVITY, "expr": gpu_activity_expr(exporter_namespaces)},
+        {"record": NAMESPACE_UTILIZATION, "expr": f"avg by (namespace) ({GPU_ACTIVITY})"},
+        {"record": TENANT_UTILIZATION,
+         "expr": f"avg by (tenant) ({GPU_ACTIVITY} * on (namespace) group_left (tenant) {_tenant_of_namespace()})"},
+        {"record": TENANT_ALLOCATED, "expr": _by_cluster_queue("kueue_cluster_queue_resource_usage")},
+        {"record": TENANT_QUOTA, "expr": _by_cluster_queue("kueue_cluster_queue_nominal_quota")},
+        {"record": NAMESPACE_REQUESTED,
+         "expr": (f'sum by (namespace) (kube_pod_container_resource_requests{{resource="{KSM_GPU_RESOURCE}"}} '
+                  f'* on (namespace, pod) group_left () '
+                  f'max by (namespace, pod) (kube_pod_status_phase{{phase="Running"}} == 1))')},
+        {"record": TENANT_QUEUE_WAIT_P90,
+         "expr": ('histogram_quantile(0.9, sum by (tenant, le) (label_replace('
+                  'rate(kueue_admission_wait_time_seconds_bucket[10m]), "tenant", "$1", "cluster_queue", "(.+)")))')},
+    ]
+
+
+def idle_alert(window: str = "30m", for_: str = "5m", threshold: float = 0.05,
+               severity: str = "warning") -> dict[str, Any]:
+    """The alert the on-idle reaction acts on. Labels `namespace`/`pod` are the WORKLOAD's pod."""
+    return {
+        "alert": ALERT_NAME,
+        "expr": idle_alert_expr(window, threshold),
+        "for": for_,
+        "labels": {"severity": severity, "gpuaas_reaction": "on-idle"},
+        "annotations": {
+            "summary": "GPUs of pod {{ $labels.namespace }}/{{ $labels.pod }} idle for " + window,
+            "description": (
+                "Every GPU held by pod {{ $labels.namespace }}/{{ $labels.pod }} stayed at or below "
+                f"{threshold:.0%} activity (DCGM engine-active, else GPU utilisation) for {window}; highest "
+                "activity {{ $value | humanizePercentage }}. gpuaas confirms this with Prometheus and, "
+                "unless the workload is exempt (gpuaas.io/idle-policy: exempt) or the tenant's policy "
+                "says dry-run, releases its workers so queued workloads can use the quota."),
+            "runbook_url": RUNBOOK_URL,
+        },
+    }
+
+
+def rule_groups(window: str = "30m", for_: str = "5m", threshold: float = 0.05, *,
+                interval: str | None = None,
+                exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> dict[str, Any]:
+    """A plain Prometheus rule file (`promtool`, the local engine): `{"groups": [...]}`."""
+    group: dict[str, Any] = {"name": RULE_GROUP}
+    if interval:
+        group["interval"] = interval
+    group["rules"] = [*recording_rules(exporter_namespaces), idle_alert(window, for_, threshold)]
+    return {"groups": [group]}
+
+
+def _labels(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "gpuaas", "app.kubernetes.io/part-of": "gpuaas",
+            "app.kubernetes.io/component": "observability", **(extra or {})}
+
+
+def prometheus_rule(namespace: str = DEFAULT_NAMESPACE, *, window: str = "30m", for_: str = "5m",
+                    threshold: float = 0.05, rule_labels: dict[str, str] | None = None,
+                    exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> dict[str, Any]:
+    """PrometheusRule (monitoring.coreos.com/v1). `rule_labels` must match your Prometheus's ruleSelector."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "gpuaas-gpu", "namespace": namespace,
+                     "labels": _labels({"role": "alert-rules", **(rule_labels or {})})},
+        "spec": rule_groups(window, for_, threshold, exporter_namespaces=exporter_namespaces),
+    }
+
+
+def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: str = WEBHOOK_SERVICE,
+                               port: int = WEBHOOK_PORT, path: str = WEBHOOK_PATH,
+                               secret_name: str = WEBHOOK_SECRET, secret_key: str = WEBHOOK_SECRET_KEY,
+                               group_wait: str = "30s", group_interval: str = "5m",
+                               repeat_interval: str = "1h") -> dict[str, Any]:
+    """AlertmanagerConfig (monitoring.coreos.com/v1alpha1) sending GPUWorkloadIdle to the webhook EventSource.
+
+    Caution: by default the operator adds `namespace="<this object's namespace>"` to the top
+    route, while GPUWorkloadIdle carries the WORKLOAD's namespace. Set
+    `alertmanagerConfigMatcherStrategy: {type: None}` on your Alertmanager resource (see README).
+    """
+    return {
+        "apiVersion": "monitoring.coreos.com/v1alpha1",
+        "kind": "AlertmanagerConfig",
+        "metadata": {"name": "gpuaas-idle", "namespace": namespace, "labels": _labels({"alertmanagerConfig": "gpuaas"})},
+        "spec": {
+            "route": {
+                "receiver": RECEIVER,
+                "matchers": [{"name": "alertname", "value": ALERT_NAME, "matchType": "="}],
+                "groupBy": ["alertname", "namespace"],
+                "groupWait": group_wait, "groupInterval": group_interval, "repeatInterval": repeat_interval,
+            },
+            "receivers": [{
+                "name": RECEIVER,
+                "webhookConfigs": [{
+                    "url": f"http://{service}.{namespace}.svc:{port}{path}",
+                    "sendResolved": False,
+                    "httpConfig": {"authorization": {"type": "Bearer",
+                                                     "credentials": {"name": secret_name, "key": secret_key}}},
+                }],
+            }],
+        },
+    }
+
+
+def alertmanager_config(webhook_url: str, credentials_file: str, *, group_wait: str = "1s",
+                        group_interval: str = "1s", repeat_interval: str = "1h") -> dict[str, Any]:
+    """A plain Alertmanager config with the same routing, for the local engine and the tests."""
+    return {
+        "route": {
+            "receiver": "discard",
+            "group_by": ["alertname", "namespace"],
+            "group_wait": group_wait, "group_interval": group_interval, "repeat_interval": repeat_interval,
+            "routes": [{"receiver": RECEIVER, "matchers": [f'alertname="{ALERT_NAME}"']}],
+        },
+        "receivers": [
+            {"name": "discard"},
+            {"name": RECEIVER, "webhook_configs": [{
+                "url": webhook_url, "send_resolved": False,
+                "http_config": {"authorization": {"type": "Bearer", "credentials_file": credentials_file}},
+            }]},
+        ],
+    }
+
+
+# -- Grafana --------------------------------------------------------------------------------------
+def _argo_counter(name: str) -> str:
+    return f'{{__name__=~"argo_workflows_{name}(_total)?"}}'
+
+
+def _panel(pid: int, title: str, targets: list[tuple[str, str]], *, x: int, y: int, w: int = 12, h: int = 8,
+           unit: str = "short", kind: str = "timeseries", description: str = "") -> dict[str, Any]:
+    panel: dict[str, Any] = {
+        "id": pid, "type": kind, "title": title, "description": description,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {"legend": {"displayMode": "table", "placement": "right"}} if kind == "timeseries" else {},
+        "targets": [{"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend,
+                     "datasource": {"type": "prometheus", "uid": "${datasource}"}}
+                    for i, (expr, legend) in enumerate(targets)],
+    }
+    if unit == "percentunit":
+        panel["fieldConfig"]["defaults"].update({"min": 0, "max": 1})
+    return panel
+
+
+def dashboard() -> dict[str, Any]:
+    """The Grafana dashboard model (JSON): utilisation per tenant, project and GPU; reclaim; queue wait."""
+    tenant = 'tenant=~"$tenant"'
+    ns = 'namespace=~"$namespace"'
+    panels = [
+        _panel(1, "GPU utilization per tenant", [(f"{TENANT_UTILIZATION}{{{tenant}}}", "{{tenant}}")],
+               x=0, y=0, unit="percentunit",
+               description="Average activity of the GPUs held by each tenant's pods (tenant = ClusterQueue)."),
+        _panel(2, "GPUs allocated vs nominal quota per tenant",
+               [(f"{TENANT_ALLOCATED}{{{tenant}}}", "{{tenant}} allocated"),
+                (f"{TENANT_QUOTA}{{{tenant}}}", "{{tenant}} quota")], x=12, y=0,
+               description="From Kueue (kueue_cluster_queue_resource_usage / _nominal_quota, nvidia.com/gpu)."),
+        _panel(3, "GPU utilization per project (namespace)", [(f"{NAMESPACE_UTILIZATION}{{{ns}}}", "{{namespace}}")],
+               x=0, y=8, unit="percentunit"),
+        _panel(4, "GPUs requested per project (running pods)", [(f"{NAMESPACE_REQUESTED}{{{ns}}}", "{{namespace}}")],
+               x=12, y=8, description="From kube-state-metrics requests of running pods."),
+        _panel(5, "GPU utilization per GPU", [(f"{GPU_ACTIVITY}{{{ns}}}",
+                                               "{{Hostname}}{{hostname}} gpu{{gpu}} {{namespace}}/{{pod}}")],
+               x=0, y=16, w=24, unit="percentunit"),
+        _panel(6, "Idle GPU-hours reclaimed (dashboard range)",
+               [(f"sum(increase({_argo_counter(RECLAIMED_GPU_HOURS_METRIC)}[$__range]))", "GPU-hours")],
+               x=0, y=24, w=6, kind="stat",
+               description=f"Argo custom metric {RECLAIMED_GPU_HOURS_METRIC}: GPUs x hours a released workload "
+                           "stayed released, counted when the release ends (resume or finish)."),
+        _panel(7, "Idle GPU-hours reclaimed per tenant",
+               [(f"sum by (tenant) (increase({_argo_counter(RECLAIMED_GPU_HOURS_METRIC)}[1h]))", "{{tenant}}")],
+               x=6, y=24, w=9),
+        _panel(8, "GPUs released by the idle reaction per tenant (per hour)",
+               [(f"sum by (tenant) (increase({_argo_counter(RELEASED_GPUS_METRIC)}[1h]))", "{{tenant}}")],
+               x=15, y=24, w=9),
+        _panel(9, "Queue wait before admission (p90) per tenant", [(f"{TENANT_QUEUE_WAIT_P90}{{{tenant}}}", "{{tenant}}")],
+               x=0, y=32, unit="s", description="From kueue_admission_wait_time_seconds (histogram)."),
+        _panel(10, "Workloads idle now (GPUWorkloadIdle firing)",
+               [(f'count by (namespace) (ALERTS{{alertname="{ALERT_NAME}", alertstate="firing", {ns}}})', "{{namespace}}")],
+               x=12, y=32),
+    ]
+    variables = [
+        {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"},
+        {"name": "tenant", "type": "query", "label": "Tenant (ClusterQueue)", "includeAll": True, "multi": True,
+         "datasource": {"type": "prometheus", "uid": "${datasource}"}, "refresh": 2,
+         "query": {"query": f"label_values({TENANT_ALLOCATED}, tenant)", "refId": "tenant"},
+         "current": {"text": "All", "value": "$__all"}},
+        {"name": "namespace", "type": "query", "label": "Project (namespace)", "includeAll": True, "multi": True,
+         "datasource": {"type": "prometheus", "uid": "${datasource}"}, "refresh": 2,
+         "query": {"query": f"label_values({GPU_ACTIVITY}, namespace)", "refId": "namespace"},
+         "current": {"text": "All", "value": "$__all"}},
+    ]
+    return {
+        "uid": "gpuaas-gpu", "title": "GPUaaS: GPU use, idle reclaim and queue wait", "tags": ["gpuaas", "gpu", "kueue"],
+        "timezone": "browser", "schemaVersion": 39, "version": 1, "editable": True, "refresh": "30s",
+        "time": {"from": "now-24h", "to": "now"}, "templating": {"list": variables}, "panels": panels,
+    }
+
+
+def dashboard_configmap(namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+    """ConfigMap the Grafana sidecar picks up (label grafana_dashboard: "1")."""
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": DASHBOARD_CONFIGMAP, "namespace": namespace,
+                     "labels": _labels({"grafana_dashboard": "1"})},
+        "data": {"gpuaas-gpu.json": json.dumps(dashboard(), indent=2, sort_keys=True)},
+    }
+
+
+def objects(namespace: str = DEFAULT_NAMESPACE, **webhook: Any) -> list[dict[str, Any]]:
+    """What `gpuaas render` writes: PrometheusRule, AlertmanagerConfig, dashboard ConfigMap."""
+    return [prometheus_rule(namespace), alertmanager_config_object(namespace, **webhook), dashboard_configmap(namespace)]
