@@ -1,0 +1,767 @@
+"""provision-quota: give tenants GPU quota in the shared cohort, by hand or from node capacity.
+
+Two modes (parameter `mode`; empty means `hand` when `tenant` is set, else `capacity`):
+
+**hand** — create or resize one tenant's ClusterQueue (`kueue.x-k8s.io/v1beta2`, `cohortName` =
+the shared cohort, a resource group covering `nvidia.com/gpu`, plus `cpu`/`memory` when the
+policy sets `quota.cpuPerGpu`/`quota.memoryPerGpu`, on `flavor` with `nominalQuota = gpus`) and
+its LocalQueue in `namespace`. Resizing below what the queue is using is refused (Kueue would keep
+the admitted work running and its books would be wrong).
+
+**capacity** — for every ResourceFlavor: sum allocatable `nvidia.com/gpu` over Ready,
+schedulable Nodes matching the flavor's `spec.nodeLabels`, split it among the cohort's
+ClusterQueues by the policy's weights and guarantees, never below what each is using
+(`steps.capacity.split_capacity`), and patch `nominalQuota` only where it changes. A second run
+against unchanged nodes is a `no-op`.
+
+**Lent quota contract** (shared with on-finished). Hand mode with `workload` set lends `gpus` GPUs
+to that Workload's ClusterQueue for the Workload's lifetime: nominalQuota of (flavor,
+nvidia.com/gpu) goes up by `gpus` and the loan is recorded on the ClusterQueue as the annotation
+
+    gpuaas.io/lent-gpus: '{"<namespace>/<workload>": {"flavor": "a100", "gpus": 2,
+                           "uid": "<workload uid>", "lentAt": "<RFC 3339>"}}'
+
+(one JSON object, one key per loan). on-finished returns it: `return_loan_patch(cq, key)` gives
+the single merge patch that lowers nominalQuota by the loan (never below what the queue uses)
+and removes the key, conditional on the ClusterQueue's resourceVersion. Capacity tracking keeps
+loans: lent GPUs are set aside from the capacity before the split and added back on top.
+
+Every write is a merge patch carrying `metadata.resourceVersion`; on 409 the reaction re-reads
+and re-plans (bounded), so two runs racing never lose an update.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+from steps.capacity import GPU_RESOURCE, FlavorSplit, TenantClaim, flavor_capacity, split_capacity
+
+REACTION = "provision-quota"
+LENT_ANNOTATION = "gpuaas.io/lent-gpus"
+MANAGED_LABEL = "gpuaas.io/managed-by"
+TENANT_LABEL = "gpuaas.io/tenant"
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+MODES = ("hand", "capacity")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+
+JSON = dict[str, Any]
+
+
+class RejectedInput(ValueError):
+    """Bad input: names the field, what was expected, what was found and what to do."""
+
+    def __init__(self, field: str, expected: str, found: object, fix: str) -> None:
+        self.field, self.expected, self.found, self.fix = field, expected, found, fix
+        super().__init__(f"{field}: expected {expected}, found {found!r}; {fix}")
+
+
+# ------------------------------------------------------------------------------ settings
+
+@dataclass(frozen=True)
+class TenantQuotaSettings:
+    weight: Fraction = Fraction(1)
+    guarantees: Mapping[str, int] = field(default_factory=dict)   # flavor -> GPUs; "*" = any flavor
+    flavors: tuple[str, ...] | None = None                        # None = every flavor
+
+    def guarantee(self, flavor: str) -> int:
+        return int(self.guarantees.get(flavor, self.guarantees.get("*", 0)))
+
+
+@dataclass(frozen=True)
+class QuotaSettings:
+    """The policy's `quota` section plus per-tenant `tenants.<cq>.quota` overrides."""
+
+    cohort: str = "gpuaas"
+    queueing_strategy: str = "BestEffortFIFO"
+    cpu_per_gpu: str | None = None
+    memory_per_gpu: str | None = None
+    local_queue: str | None = None                                 # None = named after the tenant
+    default: TenantQuotaSettings = TenantQuotaSettings()
+    tenants: Mapping[str, TenantQuotaSettings] = field(default_factory=dict)
+
+    def for_tenant(self, cluster_queue: str) -> TenantQuotaSettings:
+        return self.tenants.get(cluster_queue, self.default)
+
+    @classmethod
+    def from_policy(cls, policy: Any) -> QuotaSettings:
+        """Read from steps-core's Policy object or the raw policy mapping (`quota:` + `tenants:`)."""
+        raw = _policy_mapping(policy)
+        quota = raw.get("quota") or {}
+        if not isinstance(quota, Mapping):
+            raise RejectedInput("policy.quota", "a mapping", quota, "fix the gpuaas-policy ConfigMap")
+        default = _tenant_settings("policy.quota", quota, TenantQuotaSettings())
+        tenants = {}
+        for name, body in (raw.get("tenants") or {}).items():
+            section = (body or {}).get("quota") if isinstance(body, Mapping) else None
+            if section:
+                tenants[name] = _tenant_settings(f"policy.tenants.{name}.quota", section, default)
+        strategy = quota.get("queueingStrategy", "BestEffortFIFO")
+        if strategy not in ("BestEffortFIFO", "StrictFIFO"):
+            raise RejectedInput("policy.quota.queueingStrategy", "BestEffortFIFO or StrictFIFO", strategy,
+                                "fix the gpuaas-policy ConfigMap")
+        for key in ("cpuPerGpu", "memoryPerGpu"):
+            value = quota.get(key)
+            if value is not None and not _QUANTITY.match(str(value)):
+                raise RejectedInput(f"policy.quota.{key}", "a quantity like 8 or 64Gi", value,
+                                    "fix the gpuaas-policy ConfigMap")
+        return cls(cohort=str(quota.get("cohort", "gpuaas")), queueing_strategy=strategy,
+                   cpu_per_gpu=_opt_str(quota.get("cpuPerGpu")), memory_per_gpu=_opt_str(quota.get("memoryPerGpu")),
+                   local_queue=_opt_str(quota.get("localQueue")), default=default, tenants=tenants)
+
+
+def _policy_mapping(policy: Any) -> Mapping:
+    if policy is None:
+        return {}
+    if isinstance(policy, Mapping):
+        return policy
+    for attribute in ("raw", "data", "document"):
+        value = getattr(policy, attribute, None)
+        if isinstance(value, Mapping):
+            return value
+    return {}
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _tenant_settings(where: str, section: Mapping, inherit: TenantQuotaSettings) -> TenantQuotaSettings:
+    weight = section.get("weight", inherit.weight)
+    try:
+        weight = Fraction(str(weight))
+    except (ValueError, ZeroDivisionError):
+        raise RejectedInput(f"{where}.weight", "a number >= 0", weight, "fix the gpuaas-policy ConfigMap") from None
+    if weight < 0:
+        raise RejectedInput(f"{where}.weight", "a number >= 0", section.get("weight"), "fix the gpuaas-policy ConfigMap")
+    raw = section.get("guaranteedGpus", None)
+    if raw is None:
+        guarantees = dict(inherit.guarantees)
+    elif isinstance(raw, Mapping):
+        guarantees = {str(k): _non_negative_int(f"{where}.guaranteedGpus.{k}", v) for k, v in raw.items()}
+    else:
+        guarantees = {"*": _non_negative_int(f"{where}.guaranteedGpus", raw)}
+    flavors = section.get("flavors", inherit.flavors)
+    return TenantQuotaSettings(weight, guarantees, tuple(flavors) if flavors is not None else None)
+
+
+def _non_negative_int(where: str, value: object) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise RejectedInput(where, "a whole number of GPUs >= 0", value, "fix the gpuaas-policy ConfigMap")
+    return number
+
+
+# ------------------------------------------------------------------------------ request
+
+@dataclass(frozen=True)
+class QuotaRequest:
+    mode: str
+    tenant: str = ""
+    namespace: str = ""
+    flavor: str = ""
+    gpus: int | None = None
+    cohort: str = ""
+    workload: str = ""
+    dry_run: bool = False
+
+
+def parse_request(params: Mapping[str, str]) -> QuotaRequest:
+    """Step parameters -> request; every problem names the parameter and the fix."""
+    def get(name: str) -> str:
+        value = params.get(name, "")
+        return "" if value is None else str(value).strip()
+
+    dry = get("dry-run").lower()
+    if dry not in ("", "true", "false"):
+        raise RejectedInput("dry-run", '"true" or "false"', params.get("dry-run"), "pass dry-run=true or false")
+    mode = get("mode") or ("hand" if get("tenant") else "capacity")
+    if mode not in MODES:
+        raise RejectedInput("mode", "hand or capacity", params.get("mode"), "pass mode=hand or mode=capacity")
+    request = QuotaRequest(mode=mode, tenant=get("tenant"), namespace=get("namespace"), flavor=get("flavor"),
+                           cohort=get("cohort"), workload=get("workload"), dry_run=dry == "true")
+    for name, pattern, what in (("tenant", _DNS_SUBDOMAIN, "a ClusterQueue name (DNS subdomain)"),
+                                ("flavor", _DNS_SUBDOMAIN, "a ResourceFlavor name (DNS subdomain)"),
+                                ("cohort", _DNS_SUBDOMAIN, "a cohort name (DNS subdomain)"),
+                                ("namespace", _DNS_LABEL, "a namespace name (DNS label)"),
+                                ("workload", _DNS_SUBDOMAIN, "a Workload name")):
+        value = getattr(request, name)
+        if value and (len(value) > 253 or not pattern.match(value)):
+            raise RejectedInput(name, what, value, f"pass a valid {name}")
+    if mode == "capacity":
+        for name in ("tenant", "gpus", "workload"):
+            if get(name):
+                raise RejectedInput(name, "empty in mode=capacity (quota comes from node capacity)", get(name),
+                                    "drop it, or use mode=hand")
+        return request
+    for name in ("tenant", "flavor", "gpus"):
+        if not get(name):
+            raise RejectedInput(name, "a value in mode=hand", "", f"pass {name}=...")
+    gpus_text = get("gpus")
+    if not gpus_text.isdigit():
+        raise RejectedInput("gpus", "a whole number of GPUs >= 0", gpus_text, "pass gpus=N, e.g. gpus=8")
+    if request.workload and not request.namespace:
+        raise RejectedInput("namespace", "the Workload's namespace when workload is set", "",
+                            "pass namespace=<the workload's namespace>")
+    return QuotaRequest(**{**request.__dict__, "gpus": int(gpus_text)})
+
+
+# ------------------------------------------------------------------------------ state
+
+@dataclass
+class QuotaState:
+    """What observe read: the facts the plan depends on (and nothing it might be tempted to trust)."""
+
+    cluster_queues: dict[str, JSON]
+    flavors: dict[str, JSON]
+    nodes: list[JSON] = field(default_factory=list)
+    local_queues: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    workload: JSON | None = None
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+# ------------------------------------------------------------------------------ plan
+
+@dataclass(frozen=True)
+class QuotaAction:
+    action: str                # create-cluster-queue | create-local-queue | patch-cluster-queue
+    target: JSON
+    reason: str
+    body: JSON | None = None   # create
+    patch: JSON | None = None  # merge patch (conditional on resourceVersion)
+    before: JSON | None = None
+    after: JSON | None = None
+
+    def to_dict(self) -> JSON:
+        out: JSON = {"action": self.action, "target": self.target, "reason": self.reason}
+        if self.patch is not None:
+            out["patch"] = self.patch
+        if self.body is not None:
+            out["body"] = self.body
+        if self.before is not None:
+            out["before"] = self.before
+        if self.after is not None:
+            out["after"] = self.after
+        return out
+
+
+@dataclass(frozen=True)
+class QuotaPlan:
+    actions: tuple[QuotaAction, ...]
+    reasons: tuple[str, ...]
+    observed: JSON = field(default_factory=dict)
+    splits: tuple[FlavorSplit, ...] = ()
+
+    def to_dict(self) -> JSON:
+        return {"actions": [a.to_dict() for a in self.actions], "reasons": list(self.reasons)}
+
+
+def cohort_of(cluster_queue: Mapping) -> str:
+    spec = cluster_queue.get("spec") or {}
+    return spec.get("cohortName") or spec.get("cohort") or ""
+
+
+def gpu_quotas(cluster_queue: Mapping) -> dict[str, int]:
+    """flavor -> nominalQuota of nvidia.com/gpu."""
+    out = {}
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") == GPU_RESOURCE:
+                    out[flavor["name"]] = _whole(resource.get("nominalQuota", 0))
+    return out
+
+
+def gpus_in_use(cluster_queue: Mapping) -> dict[str, int]:
+    """flavor -> GPUs the queue holds: the larger of status.flavorsUsage and flavorsReservation."""
+    out: dict[str, int] = {}
+    status = cluster_queue.get("status") or {}
+    for key in ("flavorsUsage", "flavorsReservation"):
+        for flavor in status.get(key) or []:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") == GPU_RESOURCE:
+                    out[flavor["name"]] = max(out.get(flavor["name"], 0), _whole(resource.get("total", 0)))
+    return out
+
+
+def _whole(value: object) -> int:
+    text = str(value)
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return int(float(text))
+        except ValueError:
+            return 0
+
+
+@dataclass(frozen=True)
+class Loan:
+    flavor: str
+    gpus: int
+    uid: str = ""
+    lent_at: str = ""
+
+
+def read_loans(cluster_queue: Mapping) -> dict[str, Loan]:
+    """The loans recorded on a ClusterQueue (`gpuaas.io/lent-gpus`), keyed `namespace/workload`.
+
+    A malformed annotation reads as no loans: it must never block quota decisions, and the
+    capacity split's in-use floor still protects running work.
+    """
+    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(LENT_ANNOTATION)
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return {}
+    loans = {}
+    for key, value in (raw.items() if isinstance(raw, dict) else []):
+        if isinstance(value, dict) and isinstance(value.get("flavor"), str):
+            gpus = _whole(value.get("gpus", 0))
+            if gpus > 0:
+                loans[key] = Loan(value["flavor"], gpus, str(value.get("uid", "")), str(value.get("lentAt", "")))
+    return loans
+
+
+def _loans_annotation(loans: Mapping[str, Loan]) -> str | None:
+    if not loans:
+        return None
+    return json.dumps({k: {"flavor": v.flavor, "gpus": v.gpus, "uid": v.uid, "lentAt": v.lent_at}
+                       for k, v in sorted(loans.items())}, sort_keys=True, separators=(",", ":"))
+
+
+def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
+    """The merge patch returning loan `key` (for on-finished), or None when nothing is lent for it.
+
+    Lowers nominalQuota of (loan flavor, nvidia.com/gpu) by the loan, never below what the queue
+    uses now, removes the key (the whole annotation when it was the last loan), and carries the
+    ClusterQueue's resourceVersion so a concurrent change makes it fail with 409 (re-read, re-plan).
+    """
+    loans = read_loans(cluster_queue)
+    loan = loans.pop(key, None)
+    if loan is None:
+        return None
+    current = gpu_quotas(cluster_queue).get(loan.flavor)
+    patch: JSON = {"metadata": {"annotations": {LENT_ANNOTATION: _loans_annotation(loans)}}}
+    rv = (cluster_queue.get("metadata") or {}).get("resourceVersion")
+    if rv:
+        patch["metadata"]["resourceVersion"] = rv
+    if current is not None:
+        floor = gpus_in_use(cluster_queue).get(loan.flavor, 0)
+        target = max(floor, current - loan.gpus)
+        if target != current:
+            patch["spec"] = {"resourceGroups": set_gpu_quota(
+                (cluster_queue.get("spec") or {}).get("resourceGroups") or [], loan.flavor, target, {})}
+    return patch
+
+
+def extra_resources(settings: QuotaSettings, gpus: int) -> dict[str, str]:
+    """cpu/memory nominal quotas that go with `gpus` GPUs when the policy sets per-GPU ratios."""
+    out = {}
+    if settings.cpu_per_gpu is not None:
+        out["cpu"] = _times(settings.cpu_per_gpu, gpus)
+    if settings.memory_per_gpu is not None:
+        out["memory"] = _times(settings.memory_per_gpu, gpus)
+    return out
+
+
+def _times(quantity: str, n: int) -> str:
+    match = _QUANTITY.match(quantity)
+    if not match:
+        raise RejectedInput("policy.quota", "a quantity", quantity, "fix the gpuaas-policy ConfigMap")
+    number, suffix = match.groups()
+    value = Fraction(number) * n
+    text = str(value.numerator) if value.denominator == 1 else format(float(value), "g")
+    return f"{text}{suffix}"
+
+
+def set_gpu_quota(groups: Iterable[Mapping], flavor: str, gpus: int, extras: Mapping[str, str]) -> list[JSON]:
+    """resourceGroups with (flavor, nvidia.com/gpu) nominalQuota = gpus (pure; input untouched).
+
+    Adds the flavor to the group covering GPUs when missing (listing every covered resource, as
+    Kueue requires; a covered resource with no policy ratio gets 0), or a new group when no group
+    covers GPUs. cpu/memory quotas follow the policy's per-GPU ratios where given.
+    """
+    groups = copy.deepcopy(list(groups))
+    covered_elsewhere = {r for g in groups if GPU_RESOURCE not in (g.get("coveredResources") or [])
+                         for r in g.get("coveredResources") or []}
+    group = next((g for g in groups if GPU_RESOURCE in (g.get("coveredResources") or [])), None)
+    if group is None:
+        covered = [GPU_RESOURCE] + [r for r in extras if r not in covered_elsewhere]
+        groups.append({"coveredResources": covered, "flavors": []})
+        group = groups[-1]
+    values = {GPU_RESOURCE: gpus, **extras}
+    entry = next((f for f in group["flavors"] if f.get("name") == flavor), None)
+    if entry is None:
+        entry = {"name": flavor, "resources": [{"name": r, "nominalQuota": values.get(r, 0)}
+                                               for r in group["coveredResources"]]}
+        group["flavors"].append(entry)
+        return groups
+    for resource in entry.get("resources") or []:
+        if resource.get("name") in values:
+            resource["nominalQuota"] = values[resource["name"]]
+    return groups
+
+
+def _same_quota(a: object, b: object) -> bool:
+    return str(a) == str(b)
+
+
+def _groups_equal(a: list[Mapping], b: list[Mapping]) -> bool:
+    def norm(groups: list[Mapping]) -> str:
+        def canon(value: object) -> object:
+            if isinstance(value, dict):
+                return {k: canon(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [canon(v) for v in value]
+            return str(value) if isinstance(value, (int, float)) else value
+        return json.dumps(canon(list(groups)), sort_keys=True)
+    return norm(a) == norm(b)
+
+
+def plan(request: QuotaRequest, state: QuotaState, settings: QuotaSettings) -> QuotaPlan:
+    """Pure: the actions that make quota what the request and the policy say (raises RejectedInput)."""
+    if request.mode == "hand":
+        return _plan_hand(request, state, settings)
+    return _plan_capacity(request, state, settings)
+
+
+def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings) -> QuotaPlan:
+    assert request.gpus is not None
+    cohort = request.cohort or settings.cohort
+    if request.flavor not in state.flavors:
+        raise RejectedInput("flavor", f"an existing ResourceFlavor ({', '.join(sorted(state.flavors)) or 'none exist'})",
+                            request.flavor, "create the ResourceFlavor first or pass one of those")
+    actions: list[QuotaAction] = []
+    reasons: list[str] = []
+    extras = extra_resources(settings, request.gpus)
+    cq = state.cluster_queues.get(request.tenant)
+    target = {"kind": "ClusterQueue", "name": request.tenant}
+    observed: JSON = {"clusterQueue": request.tenant, "exists": cq is not None, "cohort": cohort,
+                      "flavor": request.flavor}
+
+    if request.workload:
+        return _plan_loan(request, state, settings, cq, observed)
+
+    if cq is None:
+        if not request.namespace:
+            raise RejectedInput("namespace", "the tenant's namespace (for its LocalQueue) when the ClusterQueue "
+                                "is new", "", "pass namespace=<tenant namespace>")
+        body = new_cluster_queue(request.tenant, cohort, request.namespace, request.flavor, request.gpus,
+                                 extras, settings.queueing_strategy)
+        actions.append(QuotaAction("create-cluster-queue", target, f"ClusterQueue {request.tenant} does not exist; "
+                                   f"create it in cohort {cohort} with {request.gpus} GPU(s) of {request.flavor}",
+                                   body=body, after={request.flavor: request.gpus}))
+    else:
+        current_cohort = cohort_of(cq)
+        if current_cohort != cohort:
+            raise RejectedInput("cohort", f"cohort {current_cohort or '(none)'} of existing ClusterQueue "
+                                f"{request.tenant}", cohort, "move the ClusterQueue between cohorts by hand "
+                                "(kubectl) if that is really intended, or pass its cohort")
+        current = gpu_quotas(cq)
+        in_use = gpus_in_use(cq).get(request.flavor, 0)
+        observed.update(nominal=current.get(request.flavor), inUse=in_use, loans=len(read_loans(cq)))
+        lent = sum(loan.gpus for loan in read_loans(cq).values() if loan.flavor == request.flavor)
+        wanted = request.gpus + lent
+        if wanted < in_use:
+            raise RejectedInput("gpus", f">= {in_use - lent} (ClusterQueue {request.tenant} uses {in_use} GPU(s) of "
+                                f"{request.flavor}{f', {lent} of them lent' if lent else ''})", request.gpus,
+                                "wait for work to finish, or deactivate it first")
+        groups = (cq.get("spec") or {}).get("resourceGroups") or []
+        new_groups = set_gpu_quota(groups, request.flavor, wanted, extras)
+        if _groups_equal(groups, new_groups):
+            reasons.append(f"ClusterQueue {request.tenant} already has {wanted} GPU(s) of {request.flavor}")
+        else:
+            actions.append(QuotaAction(
+                "patch-cluster-queue", target,
+                f"resize {request.flavor} GPUs of ClusterQueue {request.tenant} from "
+                f"{current.get(request.flavor, 'none')} to {wanted}" + (f" ({lent} lent)" if lent else ""),
+                patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion")},
+                       "spec": {"resourceGroups": new_groups}},
+                before={request.flavor: current.get(request.flavor)}, after={request.flavor: wanted}))
+    if request.namespace:
+        lq_name = settings.local_queue or request.tenant
+        lq = state.local_queues.get((request.namespace, lq_name))
+        lq_target = {"kind": "LocalQueue", "namespace": request.namespace, "name": lq_name}
+        if lq is None:
+            actions.append(QuotaAction("create-local-queue", lq_target,
+                                       f"namespace {request.namespace} has no LocalQueue {lq_name}",
+                                       body=new_local_queue(lq_name, request.namespace, request.tenant)))
+        elif (lq.get("spec") or {}).get("clusterQueue") != request.tenant:
+            raise RejectedInput("namespace", f"a LocalQueue {lq_name} pointing at ClusterQueue {request.tenant}",
+                                f"LocalQueue {request.namespace}/{lq_name} -> "
+                                f"{(lq.get('spec') or {}).get('clusterQueue')}",
+                                "fix the LocalQueue by hand (its clusterQueue is immutable) or use another tenant")
+        else:
+            reasons.append(f"LocalQueue {request.namespace}/{lq_name} already points at {request.tenant}")
+    return QuotaPlan(tuple(actions), tuple(reasons), observed)
+
+
+def _plan_loan(request: QuotaRequest, state: QuotaState, settings: QuotaSettings, cq: JSON | None,
+               observed: JSON) -> QuotaPlan:
+    """Lend `gpus` to the ClusterQueue that admitted (or queues) `workload`."""
+    assert request.gpus is not None
+    workload = state.workload
+    if workload is None:
+        raise RejectedInput("workload", f"an existing Workload in namespace {request.namespace}", request.workload,
+                            "pass the Workload's name (kubectl get workloads -n NAMESPACE)")
+    admitted_in = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue")
+    if admitted_in and admitted_in != request.tenant:
+        raise RejectedInput("tenant", f"ClusterQueue {admitted_in} (where the Workload is admitted)", request.tenant,
+                            f"pass tenant={admitted_in}")
+    if cq is None:
+        raise RejectedInput("tenant", "an existing ClusterQueue to lend to", request.tenant,
+                            "create the tenant's ClusterQueue first (mode=hand without workload)")
+    key = f"{request.namespace}/{request.workload}"
+    loans = read_loans(cq)
+    previous = loans.get(key)
+    current = gpu_quotas(cq).get(request.flavor, 0)
+    delta = request.gpus - (previous.gpus if previous and previous.flavor == request.flavor else 0)
+    observed.update(loanKey=key, previousLoan=previous.__dict__ if previous else None, nominal=current)
+    if previous and previous.flavor != request.flavor:
+        raise RejectedInput("flavor", f"{previous.flavor} (the flavor of the existing loan to {key})", request.flavor,
+                            "return the loan first (on-finished) or lend the same flavor")
+    if delta == 0:
+        return QuotaPlan((), (f"{request.gpus} GPU(s) of {request.flavor} already lent to {key}",), observed)
+    loans[key] = Loan(request.flavor, request.gpus, (workload.get("metadata") or {}).get("uid", ""),
+                      state.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    groups = (cq.get("spec") or {}).get("resourceGroups") or []
+    new_total = max(gpus_in_use(cq).get(request.flavor, 0), current + delta)
+    action = QuotaAction(
+        "patch-cluster-queue", {"kind": "ClusterQueue", "name": request.tenant},
+        f"lend {request.gpus} GPU(s) of {request.flavor} to Workload {key}: nominalQuota {current} -> {new_total}",
+        patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion"),
+                            "annotations": {LENT_ANNOTATION: _loans_annotation(loans)}},
+               "spec": {"resourceGroups": set_gpu_quota(groups, request.flavor, new_total,
+                                                        extra_resources(settings, new_total))}},
+        before={request.flavor: current, "loan": previous.gpus if previous else 0},
+        after={request.flavor: new_total, "loan": request.gpus})
+    return QuotaPlan((action,), (), observed)
+
+
+def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSettings) -> QuotaPlan:
+    cohort = request.cohort or settings.cohort
+    members = {name: cq for name, cq in sorted(state.cluster_queues.items()) if cohort_of(cq) == cohort}
+    reasons: list[str] = []
+    observed: JSON = {"cohort": cohort, "clusterQueues": sorted(members), "flavors": {}}
+    if not members:
+        reasons.append(f"no ClusterQueue in cohort {cohort}: nothing to split")
+    new_groups = {name: (cq.get("spec") or {}).get("resourceGroups") or [] for name, cq in members.items()}
+    before: dict[str, JSON] = {name: {} for name in members}
+    after: dict[str, JSON] = {name: {} for name in members}
+    why: dict[str, list[str]] = {name: [] for name in members}
+    splits = []
+    if request.flavor and request.flavor not in state.flavors:
+        raise RejectedInput("flavor", f"an existing ResourceFlavor ({', '.join(sorted(state.flavors)) or 'none'})",
+                            request.flavor, "pass an existing flavor or leave it empty for all flavors")
+    for flavor_name, flavor in sorted(state.flavors.items()):
+        if request.flavor and flavor_name != request.flavor:
+            continue
+        labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
+        capacity, counted = flavor_capacity(state.nodes, labels)
+        claims = []
+        for name, cq in members.items():
+            tenant = settings.for_tenant(name)
+            listed = flavor_name in gpu_quotas(cq)
+            if tenant.flavors is not None and flavor_name not in tenant.flavors and not listed:
+                continue
+            if not listed and capacity == 0:
+                continue
+            loans = sum(loan.gpus for loan in read_loans(cq).values() if loan.flavor == flavor_name)
+            claims.append(TenantClaim(name, tenant.weight, tenant.guarantee(flavor_name),
+                                      gpus_in_use(cq).get(flavor_name, 0), loans, gpu_quotas(cq).get(flavor_name)))
+        if not claims:
+            continue
+        split = split_capacity(flavor_name, capacity, claims)
+        splits.append(split)
+        observed["flavors"][flavor_name] = {"capacity": capacity, "nodes": counted,
+                                            "nodeLabels": dict(labels)}
+        reasons.extend(f"{flavor_name}: {note}" for note in split.notes)
+        for quota in split.quotas:
+            before[quota.cluster_queue][flavor_name] = quota.current
+            after[quota.cluster_queue][flavor_name] = quota.nominal
+            if quota.changed:
+                new_groups[quota.cluster_queue] = set_gpu_quota(new_groups[quota.cluster_queue], flavor_name,
+                                                                quota.nominal,
+                                                                extra_resources(settings, quota.nominal))
+                why[quota.cluster_queue].append(f"{flavor_name} {quota.current if quota.current is not None else 'none'}"
+                                                f" -> {quota.nominal} ({quota.reason})")
+    actions = []
+    for name, cq in members.items():
+        groups = (cq.get("spec") or {}).get("resourceGroups") or []
+        if _groups_equal(groups, new_groups[name]):
+            if after[name]:
+                reasons.append(f"ClusterQueue {name} unchanged: " + ", ".join(
+                    f"{f}={n}" for f, n in sorted(after[name].items())))
+            continue
+        actions.append(QuotaAction(
+            "patch-cluster-queue", {"kind": "ClusterQueue", "name": name},
+            f"capacity tracking for ClusterQueue {name}: " + "; ".join(why[name]),
+            patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion")},
+                   "spec": {"resourceGroups": new_groups[name]}},
+            before=before[name], after=after[name]))
+    return QuotaPlan(tuple(actions), tuple(reasons), observed, tuple(splits))
+
+
+def new_cluster_queue(name: str, cohort: str, namespace: str, flavor: str, gpus: int, extras: Mapping[str, str],
+                      strategy: str) -> JSON:
+    """A tenant's ClusterQueue as the product creates it (validated against Kueue's CRD in the tests)."""
+    return {
+        "apiVersion": KUEUE_API, "kind": "ClusterQueue",
+        "metadata": {"name": name, "labels": {MANAGED_LABEL: "gpuaas", TENANT_LABEL: name}},
+        "spec": {
+            "cohortName": cohort,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "queueingStrategy": strategy,
+            "resourceGroups": set_gpu_quota([], flavor, gpus, extras),
+        },
+    }
+
+
+def new_local_queue(name: str, namespace: str, cluster_queue: str) -> JSON:
+    return {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_LABEL: "gpuaas",
+                                                                          TENANT_LABEL: cluster_queue}},
+            "spec": {"clusterQueue": cluster_queue}}
+
+
+# ------------------------------------------------------------------------------ observe / apply / run
+
+def observe(gateway: Any, request: QuotaRequest, now: datetime | None = None) -> QuotaState:
+    """Read live state: ClusterQueues, ResourceFlavors, and per mode Nodes or the tenant's queues."""
+    from steps.gateways import resources as R
+
+    state = QuotaState(
+        cluster_queues={cq["metadata"]["name"]: cq for cq in gateway.list(R.CLUSTER_QUEUE)},
+        flavors={rf["metadata"]["name"]: rf for rf in gateway.list(R.RESOURCE_FLAVOR)},
+        now=now or datetime.now(UTC),
+    )
+    if request.mode == "capacity":
+        state.nodes = gateway.list(R.NODE)
+    elif request.namespace:
+        state.local_queues = {(request.namespace, lq["metadata"]["name"]): lq
+                              for lq in gateway.list(R.LOCAL_QUEUE, request.namespace)}
+        if request.workload:
+            state.workload = gateway.get(R.WORKLOAD, request.workload, request.namespace)
+    return state
+
+
+@dataclass(frozen=True)
+class QuotaActionResult:
+    action: str
+    target: JSON
+    result: str                 # applied | unchanged | dry-run | failed
+    before: JSON | None = None
+    after: JSON | None = None
+    error: str | None = None
+
+    def to_dict(self) -> JSON:
+        out: JSON = {"action": self.action, "target": self.target, "before": self.before, "after": self.after,
+                     "result": self.result}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def apply(gateway: Any, quota_plan: QuotaPlan, dry_run: bool) -> list[QuotaActionResult]:
+    """Carry the plan out (or only report it). A 409 propagates: the caller re-reads and re-plans."""
+    from steps.gateways import resources as R
+
+    results = []
+    for action in quota_plan.actions:
+        if dry_run:
+            results.append(QuotaActionResult(action.action, action.target, "dry-run", action.before, action.after))
+            continue
+        if action.action == "create-cluster-queue":
+            gateway.create(R.CLUSTER_QUEUE, action.body)
+        elif action.action == "create-local-queue":
+            gateway.create(R.LOCAL_QUEUE, action.body, action.target["namespace"])
+        elif action.action == "patch-cluster-queue":
+            gateway.merge_patch(R.CLUSTER_QUEUE, action.target["name"], action.patch)
+        else:  # a plan is data: an unknown verb is a programming error, say which
+            raise ValueError(f"unknown provision-quota action {action.action!r}")
+        results.append(QuotaActionResult(action.action, action.target, "applied", action.before, action.after))
+    return results
+
+
+@dataclass
+class QuotaRun:
+    """Everything the audit record needs about one provision-quota run."""
+
+    outcome: str                                # applied | no-op | rejected-input | failed
+    request: QuotaRequest | None
+    plan: QuotaPlan | None
+    results: list[QuotaActionResult]
+    errors: list[str]
+    timings: dict[str, float]
+    attempts: int = 1
+
+    @property
+    def exit_code(self) -> int:
+        if self.outcome != "failed":
+            return 0
+        return 75 if any(e.startswith("transient:") for e in self.errors) else 1
+
+
+def run(gateway: Any, params: Mapping[str, str], policy: Any, *, now: datetime | None = None,
+        max_attempts: int = 3) -> QuotaRun:
+    """parse -> observe -> plan -> apply, re-reading and re-planning on 409 (bounded)."""
+    import time
+
+    from steps.gateways.errors import Conflict, TransientError
+
+    timings = {"observeSeconds": 0.0, "planSeconds": 0.0, "applySeconds": 0.0}
+    started = time.perf_counter()
+    request = None
+    quota_plan = None
+    try:
+        request = parse_request(params)
+        settings = policy if isinstance(policy, QuotaSettings) else QuotaSettings.from_policy(policy)
+    except RejectedInput as error:
+        return QuotaRun("rejected-input", request, None, [], [str(error)], _total(timings, started))
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            t = time.perf_counter()
+            state = observe(gateway, request, now)
+            timings["observeSeconds"] += time.perf_counter() - t
+            t = time.perf_counter()
+            quota_plan = plan(request, state, settings)
+            timings["planSeconds"] += time.perf_counter() - t
+            t = time.perf_counter()
+            results = apply(gateway, quota_plan, request.dry_run)
+            timings["applySeconds"] += time.perf_counter() - t
+        except RejectedInput as error:
+            return QuotaRun("rejected-input", request, quota_plan, [], [str(error)], _total(timings, started), attempt)
+        except Conflict as error:
+            if attempt < max_attempts:
+                continue
+            return QuotaRun("failed", request, quota_plan, [], [f"transient: conflict retries exhausted: {error}"],
+                            _total(timings, started), attempt)
+        except TransientError as error:
+            return QuotaRun("failed", request, quota_plan, [], [f"transient: {error}"], _total(timings, started), attempt)
+        except Exception as error:  # noqa: BLE001 - recorded as a permanent failure, never swallowed silently
+            return QuotaRun("failed", request, quota_plan, [], [f"{type(error).__name__}: {error}"],
+                            _total(timings, started), attempt)
+        outcome = "applied" if any(r.result in ("applied", "dry-run") for r in results) else "no-op"
+        return QuotaRun(outcome, request, quota_plan, results, [], _total(timings, started), attempt)
+
+
+def _total(timings: dict[str, float], started: float) -> dict[str, float]:
+    import time
+
+    return {**{k: round(v, 6) for k, v in timings.items()}, "totalSeconds": round(time.perf_counter() - started, 6)}

@@ -1,0 +1,230 @@
+"""provision-quota in both modes, through the official client against the local API server.
+
+Every scenario runs the reaction twice: the second run must be a `no-op` that writes nothing.
+Objects the reaction creates are validated strictly against Kueue's CRD schemas.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.apiserver import ApiServer
+from engine.kueue import KueueController
+from steps.gateways import resources as R
+from steps.gateways.kubernetes import KubernetesGateway
+from steps.reactions.provision_quota import (LENT_ANNOTATION, gpu_quotas, read_loans, return_loan_patch, run)
+from tests.quota import kueue_objects as K
+from tests.support.kueue_schema import kueue_schema_errors
+
+POLICY = {"quota": {"cohort": "gpuaas"},
+          "tenants": {"team-a": {"quota": {"weight": 2}}, "team-b": {"quota": {"weight": 1, "guaranteedGpus": 2}}}}
+
+
+def hand(**params: str) -> dict[str, str]:
+    return {"mode": "hand", "dry-run": "false", **params}
+
+
+def assert_valid_kueue(obj: dict) -> None:
+    body = {k: v for k, v in obj.items() if k != "status"}
+    body["metadata"] = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+    assert kueue_schema_errors(body) == []
+    for group in (obj.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group["flavors"]:  # Kueue's CEL rule: flavors list the covered resources, in order
+            assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+
+
+def node(name: str, flavor: str, gpus: int, ready: bool = True, cordoned: bool = False) -> dict:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"gpuaas.io/flavor": flavor}},
+            "spec": {"unschedulable": True} if cordoned else {},
+            "status": {"allocatable": {"nvidia.com/gpu": str(gpus)},
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_hand_creates_cluster_queue_and_local_queue_then_no_op(gateway: KubernetesGateway, server: ApiServer) -> None:
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    result = run(gateway, hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="8"), POLICY)
+    assert result.outcome == "applied", result.errors
+    assert [r.action for r in result.results] == ["create-cluster-queue", "create-local-queue"]
+    cq = gateway.get(R.CLUSTER_QUEUE, "team-a")
+    assert cq["spec"]["cohortName"] == "gpuaas" and gpu_quotas(cq) == {"a100": 8}
+    assert_valid_kueue(cq)
+    lq = gateway.get(R.LOCAL_QUEUE, "team-a", "team-a")
+    assert lq["spec"] == {"clusterQueue": "team-a"}
+    assert_valid_kueue(lq)
+
+    server.reset_counters()
+    again = run(gateway, hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="8"), POLICY)
+    assert again.outcome == "no-op" and again.results == []
+    assert server.write_count == 0
+
+
+def test_hand_covers_cpu_and_memory_when_the_policy_says(gateway: KubernetesGateway) -> None:
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    policy = {"quota": {"cpuPerGpu": "8", "memoryPerGpu": "64Gi"}}
+    assert run(gateway, hand(tenant="t", namespace="t", flavor="a100", gpus="4"), policy).outcome == "applied"
+    cq = gateway.get(R.CLUSTER_QUEUE, "t")
+    assert cq["spec"]["resourceGroups"][0]["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1:] == [
+        {"name": "cpu", "nominalQuota": "32"}, {"name": "memory", "nominalQuota": "256Gi"}]
+    assert_valid_kueue(cq)
+
+
+def test_hand_resize_records_before_and_after_and_adds_a_new_flavor(gateway: KubernetesGateway) -> None:
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("h100"))
+    run(gateway, hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="8"), POLICY)
+    resized = run(gateway, hand(tenant="team-a", flavor="a100", gpus="12"), POLICY)
+    assert resized.outcome == "applied"
+    assert [(r.before, r.after) for r in resized.results] == [({"a100": 8}, {"a100": 12})]
+    added = run(gateway, hand(tenant="team-a", flavor="h100", gpus="2"), POLICY)
+    assert added.outcome == "applied"
+    cq = gateway.get(R.CLUSTER_QUEUE, "team-a")
+    assert gpu_quotas(cq) == {"a100": 12, "h100": 2}
+    assert_valid_kueue(cq)
+
+
+def test_dry_run_plans_but_writes_nothing(gateway: KubernetesGateway, server: ApiServer) -> None:
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    server.reset_counters()
+    result = run(gateway, hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="8", **{"dry-run": "true"}),
+                 POLICY)
+    assert [r.result for r in result.results] == ["dry-run", "dry-run"]
+    assert result.plan.actions[0].body["spec"]["cohortName"] == "gpuaas"
+    assert server.write_count == 0
+
+
+BAD_INPUT = [
+    (hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="eight"), "gpus: expected a whole number"),
+    (hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="-1"), "gpus: expected a whole number"),
+    (hand(tenant="Team_A", namespace="team-a", flavor="a100", gpus="1"), "tenant: expected a ClusterQueue name"),
+    (hand(namespace="team-a", flavor="a100", gpus="1"), "tenant: expected a value in mode=hand"),
+    (hand(tenant="team-a", namespace="team-a", gpus="1"), "flavor: expected a value"),
+    (hand(tenant="team-a", namespace="team-a", flavor="v100", gpus="1"), "flavor: expected an existing ResourceFlavor"),
+    (hand(tenant="team-b", flavor="a100", gpus="1"), "namespace: expected the tenant's namespace"),
+    (hand(tenant="team-a", flavor="a100", gpus="1", cohort="other"), "cohort: expected cohort gpuaas"),
+    (hand(tenant="team-a", flavor="a100", gpus="1"), "gpus: expected >= 3"),
+    (hand(tenant="team-a", flavor="a100", gpus="1", workload="ghost"), "namespace: expected the Workload's namespace"),
+    (hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="1", workload="ghost"),
+     "workload: expected an existing Workload"),
+    ({"mode": "sideways"}, "mode: expected hand or capacity"),
+    ({"mode": "capacity", "gpus": "4"}, "gpus: expected empty in mode=capacity"),
+    ({"mode": "capacity", "dry-run": "maybe"}, "dry-run: expected"),
+]
+
+
+@pytest.mark.parametrize(("params", "message"), BAD_INPUT, ids=[m.split(":")[0] + str(i) for i, (_, m) in
+                                                                 enumerate(BAD_INPUT)])
+def test_bad_input_is_rejected_with_no_write(params: dict, message: str, gateway: KubernetesGateway,
+                                             server: ApiServer, kueue: KueueController) -> None:
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    gateway.create(R.CLUSTER_QUEUE, K.cluster_queue("team-a", 4))
+    gateway.create(R.LOCAL_QUEUE, K.local_queue("team-a", "team-a"))
+    gateway.create(R.WORKLOAD, K.workload("team-a", "running", gpus=3))
+    kueue.reconcile()
+    server.reset_counters()
+    result = run(gateway, params, POLICY)
+    assert result.outcome == "rejected-input"
+    assert message in result.errors[0], result.errors
+    assert server.write_count == 0
+
+
+def test_bad_policy_is_rejected(gateway: KubernetesGateway) -> None:
+    result = run(gateway, {"mode": "capacity"}, {"tenants": {"a": {"quota": {"weight": "-2"}}}})
+    assert result.outcome == "rejected-input" and "policy.tenants.a.quota.weight" in result.errors[0]
+
+
+def seed_capacity(gateway: KubernetesGateway, server: ApiServer) -> None:
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    for tenant in ("team-a", "team-b", "team-c"):
+        cohort = "elsewhere" if tenant == "team-c" else "gpuaas"
+        gateway.create(R.CLUSTER_QUEUE, K.cluster_queue(tenant, 1, cohort=cohort))
+        gateway.create(R.LOCAL_QUEUE, K.local_queue(tenant, tenant))
+    for body in (node("n1", "a100", 8), node("n2", "a100", 8), node("n3", "a100", 8, ready=False),
+                 node("n4", "a100", 8, cordoned=True), node("n5", "h100", 8)):
+        server.store.create(R.NODE, body)
+
+
+def test_capacity_splits_by_weight_and_second_run_is_no_op(gateway: KubernetesGateway, server: ApiServer) -> None:
+    seed_capacity(gateway, server)
+    result = run(gateway, {"mode": "capacity"}, POLICY)
+    assert result.outcome == "applied", result.errors
+    assert result.plan.observed["flavors"]["a100"]["capacity"] == 16
+    assert result.plan.observed["flavors"]["a100"]["nodes"] == ["n1", "n2"]
+    quotas = {name: gpu_quotas(gateway.get(R.CLUSTER_QUEUE, name)) for name in ("team-a", "team-b", "team-c")}
+    assert quotas == {"team-a": {"a100": 11}, "team-b": {"a100": 5}, "team-c": {"a100": 1}}, \
+        "weights 2:1 over 16 GPUs; team-c is in another cohort"
+    assert {r.target["name"]: (r.before, r.after) for r in result.results} == {
+        "team-a": ({"a100": 1}, {"a100": 11}), "team-b": ({"a100": 1}, {"a100": 5})}
+    assert_valid_kueue(gateway.get(R.CLUSTER_QUEUE, "team-a"))
+
+    server.reset_counters()
+    again = run(gateway, {"mode": "capacity"}, POLICY)
+    assert again.outcome == "no-op" and server.write_count == 0
+    assert any("unchanged" in reason for reason in again.plan.reasons)
+
+
+def test_capacity_never_goes_below_usage(gateway: KubernetesGateway, server: ApiServer, kueue: KueueController) -> None:
+    seed_capacity(gateway, server)
+    run(gateway, {"mode": "capacity"}, POLICY)
+    gateway.create(R.WORKLOAD, K.workload("team-b", "big", gpus=9))  # 5 own + 4 borrowed from team-a
+    kueue.reconcile()
+    assert gateway.get(R.CLUSTER_QUEUE, "team-b")["status"]["flavorsUsage"][0]["resources"][0]["total"] == "9"
+    server.store.patch(R.NODE, "n2", {"spec": {"unschedulable": True}})  # capacity drops to 8
+    result = run(gateway, {"mode": "capacity"}, POLICY)
+    quotas = {name: gpu_quotas(gateway.get(R.CLUSTER_QUEUE, name))["a100"] for name in ("team-a", "team-b")}
+    assert quotas == {"team-a": 0, "team-b": 9}, "team-b keeps what it uses; nothing else is left"
+    assert any("in use" in r for r in result.plan.reasons)
+
+
+def test_capacity_adds_a_new_flavor_to_every_queue(gateway: KubernetesGateway, server: ApiServer) -> None:
+    seed_capacity(gateway, server)
+    run(gateway, {"mode": "capacity"}, POLICY)
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("h100"))
+    result = run(gateway, {"mode": "capacity"}, POLICY)
+    assert result.outcome == "applied"
+    assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-a")) == {"a100": 11, "h100": 5}
+    assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-b")) == {"a100": 5, "h100": 3}, "guarantee 2 < share"
+    assert_valid_kueue(gateway.get(R.CLUSTER_QUEUE, "team-b"))
+
+
+def test_capacity_retries_after_a_conflict(gateway: KubernetesGateway, server: ApiServer) -> None:
+    seed_capacity(gateway, server)
+    server.faults.fail_next(1, status=409, method="PATCH")
+    result = run(gateway, {"mode": "capacity"}, POLICY)
+    assert result.outcome == "applied" and result.attempts == 2
+    assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-a")) == {"a100": 11}
+
+
+def test_lend_to_a_workload_and_return_it(gateway: KubernetesGateway, server: ApiServer,
+                                          kueue: KueueController) -> None:
+    seed_capacity(gateway, server)
+    run(gateway, {"mode": "capacity"}, POLICY)                  # team-a 11, team-b 5
+    gateway.create(R.WORKLOAD, K.workload("team-b", "burst", gpus=2))
+    kueue.reconcile()
+    params = hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="2", workload="burst")
+    lent = run(gateway, params, POLICY)
+    assert lent.outcome == "applied", lent.errors
+    cq = gateway.get(R.CLUSTER_QUEUE, "team-b")
+    assert gpu_quotas(cq) == {"a100": 7}
+    loan = read_loans(cq)["team-b/burst"]
+    assert (loan.flavor, loan.gpus) == ("a100", 2) and loan.uid
+    assert json.loads(cq["metadata"]["annotations"][LENT_ANNOTATION])["team-b/burst"]["gpus"] == 2
+    assert run(gateway, params, POLICY).outcome == "no-op", "lending twice is idempotent"
+
+    # Capacity tracking keeps the loan: 16 - 2 lent = 14 split 2:1 -> 9 / 5, plus 2 lent for team-b.
+    tracked = run(gateway, {"mode": "capacity"}, POLICY)
+    assert tracked.outcome == "applied"
+    assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-a"))["a100"] == 9
+    assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-b"))["a100"] == 7
+
+    # on-finished's side of the contract: one conditional merge patch returns the loan.
+    cq = gateway.get(R.CLUSTER_QUEUE, "team-b")
+    patch = return_loan_patch(cq, "team-b/burst")
+    gateway.merge_patch(R.CLUSTER_QUEUE, "team-b", patch)
+    cq = gateway.get(R.CLUSTER_QUEUE, "team-b")
+    assert gpu_quotas(cq) == {"a100": 5} and LENT_ANNOTATION not in (cq["metadata"].get("annotations") or {})
+    assert return_loan_patch(cq, "team-b/burst") is None, "returning twice is a no-op"
+    assert_valid_kueue(cq)
