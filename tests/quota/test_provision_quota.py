@@ -14,7 +14,7 @@ from engine.apiserver import ApiServer
 from engine.kueue import KueueController
 from steps.gateways import resources as R
 from steps.gateways.kubernetes import KubernetesGateway
-from steps.reactions.provision_quota import (LENT_ANNOTATION, gpu_quotas, read_loans, return_loan_patch, run)
+from steps.reactions.provision_quota import LENT_ANNOTATION, gpu_quotas, read_loans, return_loan_patch, run
 from tests.quota import kueue_objects as K
 from tests.support.kueue_schema import kueue_schema_errors
 
