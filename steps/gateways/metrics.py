@@ -156,9 +156,11 @@ def activity_selectors(namespace: str, pods: Iterable[str], window_seconds: floa
     names = f"{ENGINE_ACTIVE}|{GPU_UTIL}"
     window = f"{max(1, math.ceil(window_seconds))}s"
     out: dict[str, str] = {}
-    for spelling, (ns_label, pod_label) in zip(("plain", "exported"), LABEL_SPELLINGS):
+    for spelling, (ns_label, pod_label) in zip(("plain", "exported"), LABEL_SPELLINGS, strict=True):
+        # A plain-spelling series that also has exported_pod is the exporter pod's own target labels.
+        extra = ', exported_pod=""' if spelling == "plain" else ""
         out[spelling] = (f'{{__name__=~"{names}", {ns_label}={_quote(namespace)}, '
-                         f'{pod_label}=~{_quote(_pod_matcher(pods))}}}[{window}]')
+                         f'{pod_label}=~{_quote(_pod_matcher(pods))}{extra}}}[{window}]')
     return out
 
 

@@ -170,8 +170,8 @@ def test_allocation_and_quota_per_tenant_from_kueue() -> None:
 
 def test_requested_gpus_per_project_counts_running_pods_only() -> None:
     def req(ns: str, pod: str, container: str, n: str) -> tuple[str, str]:
-        return (f'kube_pod_container_resource_requests{{namespace="{ns}",pod="{pod}",container="{container}",'
-                f'resource="nvidia_com_gpu",unit="integer"}}', f"{n}x10")
+        return ((f'kube_pod_container_resource_requests{{namespace="{ns}",pod="{pod}",container="{container}",'
+                f'resource="nvidia_com_gpu",unit="integer"}}'), f"{n}x10")
 
     def phase(ns: str, pod: str, running: bool) -> list[tuple[str, str]]:
         return [(f'kube_pod_status_phase{{namespace="{ns}",pod="{pod}",phase="Running"}}', ("1" if running else "0") + "x10"),
