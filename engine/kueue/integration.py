@@ -66,10 +66,20 @@ def pod_sets_for(owner: Mapping) -> list[dict] | None:
                                      "spec": spec})]
     if kind == "InferenceService":
         predictor = spec.get("predictor") or {}
-        containers = [c for c in [predictor.get("model")] + list(predictor.get("containers") or []) if c]
+        containers = [_as_container(c) for c in [predictor.get("model")] + list(predictor.get("containers") or []) if c]
         count = predictor.get("minReplicas", 1) or 1
         return [_pod_set("predictor", count, {"spec": {"containers": copy.deepcopy(containers)}})]
     return None
+
+
+_CONTAINER_FIELDS = ("name", "image", "command", "args", "env", "ports", "resources")
+
+
+def _as_container(spec: Mapping) -> dict:
+    """A KServe predictor `model` spec is a Container plus model fields: keep only the Container part."""
+    container = {key: copy.deepcopy(spec[key]) for key in _CONTAINER_FIELDS if key in spec}
+    container.setdefault("name", "kserve-container")
+    return container
 
 
 def workload_for(owner: Mapping, api_version: str = "kueue.x-k8s.io/v1beta2") -> dict | None:

@@ -10,6 +10,7 @@ import pytest
 from engine.apiserver import ApiServer
 from engine.kueue import KueueController
 from steps.gateways.kubernetes import KubernetesGateway
+from tests.support.apiserver import gateway_for, running_apiserver
 
 
 class DemoClock:
@@ -27,17 +28,13 @@ class DemoClock:
 
 @pytest.fixture
 def server() -> Iterator[ApiServer]:
-    api = ApiServer()
-    api.start()
-    try:
+    with running_apiserver() as api:
         yield api
-    finally:
-        api.stop()
 
 
 @pytest.fixture
 def gateway(server: ApiServer) -> KubernetesGateway:
-    return KubernetesGateway(url=server.url)
+    return gateway_for(server)
 
 
 @pytest.fixture
