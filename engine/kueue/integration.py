@@ -90,6 +90,9 @@ def workload_for(owner: Mapping, api_version: str = "kueue.x-k8s.io/v1beta2") ->
     pod_sets = pod_sets_for(owner)
     if not queue or pod_sets is None:
         return None
+    if owner.get("kind") == "Pod" and any(ref.get("controller") and ref.get("kind") != "ReplicaSet"
+                                          for ref in metadata.get("ownerReferences") or []):
+        return None  # a job's or StatefulSet's pod: its owner's Workload already covers it
     kind, owner_api = owner["kind"], owner.get("apiVersion", "v1")
     name, uid = metadata["name"], metadata.get("uid", "")
     reference: dict[str, Any] = {"apiVersion": owner_api, "kind": kind, "name": name, "uid": uid}

@@ -83,6 +83,12 @@ def test_unlabelled_or_unknown_kinds_get_no_workload() -> None:
     unlabelled = K.job("ns", "x", gpus=1)
     del unlabelled["metadata"]["labels"]
     assert workload_for(unlabelled) is None
+    job_pod = pod()
+    job_pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u",
+                                               "controller": True}]
+    assert workload_for(job_pod) is None, "a job's pod is covered by the job's Workload"
+    job_pod["metadata"]["ownerReferences"][0].update(kind="ReplicaSet", apiVersion="apps/v1")
+    assert workload_for(job_pod) is not None, "a Deployment's pod gets its own Workload"
     assert workload_for({"apiVersion": "v1", "kind": "ConfigMap",
                          "metadata": {"name": "c", "labels": {K.QUEUE_LABEL: "gpu"}}}) is None
 
