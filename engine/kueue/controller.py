@@ -215,8 +215,8 @@ class KueueController:
             want = desired.get(pod_set.get("name"))
             if want is None or want == pod_set.get("count"):
                 continue
-            if owner.get("kind") == "StatefulSet" and want == 0:
-                continue  # N <-> 0 is "on hold", not a new count
+            if owner.get("kind") == "StatefulSet" and (want == 0 or workload.reserved):
+                continue  # N <-> 0 is "on hold", not a new count; Kueue does not resize an admitted pod group
             if elastic and want > pod_set.get("count", 1) and workload.reserved:
                 continue  # scale-up of an admitted elastic job needs a new slice: not emulated
             pod_set["count"] = want
