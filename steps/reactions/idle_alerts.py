@@ -1,0 +1,305 @@
+"""idle-alerts: split one Alertmanager group into one on-idle item per idle Kueue Workload.
+
+Alertmanager POSTs a GROUP (webhook version 4): several alerts, some perhaps resolved or for
+another alert name, and several pods of one workload (each Ray worker fires on its own). The
+`gpuaas-on-idle` template fans out one child per item this step writes to the `alerts` output:
+
+    [{"namespace": "team-a", "workload": "raycluster-demo-1a2b3", "pod": "demo-worker-x7k2p",
+      "alert": "{\"labels\": {...}, \"startsAt\": ..., \"fingerprint\": ...}"}]
+
+so each child runs under its own workload mutex with its own record. Only FIRING
+`GPUWorkloadIdle` alerts become items; everything else is listed in the record with the reason
+it was skipped. Pods resolve to their Workload from the live cluster (owner chain), and a
+workload with several idle pods yields ONE item: on-idle looks at all its pods anyway.
+
+The pod -> Workload resolution lives here and is shared with on-idle, which re-resolves (an
+item may be minutes old by the time its child runs).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+ALERT_NAME = "GPUWorkloadIdle"
+REACTION = "idle-alerts"
+JSON = dict[str, Any]
+
+# Pod labels Kueue and the job kinds put on pods; used only when owner references are missing.
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
+JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
+
+
+class Gateway(Protocol):
+    """The part of steps.gateways.kubernetes.KubernetesGateway these functions use."""
+
+    def get(self, resource: Any, name: str, namespace: str | None = None) -> JSON | None: ...
+    def list(self, resource: Any, namespace: str | None = None, label_selector: str | None = None) -> list[JSON]: ...
+
+
+class RejectedAlertGroup(ValueError):
+    """The event is not an Alertmanager webhook body: names the field, the expectation and the finding."""
+
+
+# -- the event -----------------------------------------------------------------------------------
+def _decode(value: Any, where: str) -> Any:
+    """A JSON value that may arrive as an object, a JSON string, or base64 of JSON (Argo Events
+    puts the event data base64-encoded when a trigger passes the whole event)."""
+    if isinstance(value, (dict, list)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode()
+    if not isinstance(value, str) or not value.strip():
+        raise RejectedAlertGroup(f"{where}: expected a JSON object, found {type(value).__name__} {str(value)[:60]!r}")
+    text = value.strip()
+    if text[0] in "{[":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RejectedAlertGroup(f"{where}: expected JSON, found invalid JSON ({exc})") from exc
+    try:
+        return json.loads(base64.b64decode(text, validate=True))
+    except (binascii.Error, ValueError) as exc:
+        raise RejectedAlertGroup(f"{where}: expected JSON or base64-encoded JSON, found {text[:60]!r}") from exc
+
+
+def alertmanager_body(event: Any) -> JSON:
+    """The Alertmanager v4 body inside whatever the Sensor delivered.
+
+    Accepts: the whole Argo Events event `{"context", "data"}` (data an object or base64), the
+    webhook event data `{"header", "body", "metadata"}`, or the bare Alertmanager body.
+    """
+    data = _decode(event, "event")
+    if isinstance(data, dict) and "context" in data and "data" in data:
+        data = _decode(data["data"], "event.data")
+    if isinstance(data, dict) and "body" in data and "alerts" not in data:
+        data = _decode(data["body"], "event.data.body")
+    if not isinstance(data, dict):
+        raise RejectedAlertGroup(f"event: expected an Alertmanager webhook object, found {type(data).__name__}")
+    if not isinstance(data.get("alerts"), list):
+        raise RejectedAlertGroup(
+            "event.data.body.alerts: expected the list of alerts of an Alertmanager webhook (version 4), "
+            f"found {type(data.get('alerts')).__name__}; keys present: {sorted(data)[:12]}. "
+            "Check that the Sensor passes the whole webhook event as `event`.")
+    version = str(data.get("version", ""))
+    if version and version != "4":
+        raise RejectedAlertGroup(f"event.data.body.version: expected \"4\" (Alertmanager webhook), found {version!r}")
+    return data
+
+
+# -- pod -> Workload --------------------------------------------------------------------------------
+def _resource_for(api_version: str, kind: str) -> Any | None:
+    """The Resource constant for an ownerReference (None for kinds the product does not know)."""
+    from steps.gateways import resources
+
+    group = api_version.split("/")[0] if "/" in api_version else ""
+    for value in vars(resources).values():
+        if isinstance(value, resources.Resource) and value.kind == kind and value.group == group:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class OwnerLink:
+    """One object of a pod's owner chain (the pod itself first)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class PodWorkload:
+    """Where a pod belongs: its owner chain and the Kueue Workload that admitted it (if any)."""
+
+    namespace: str
+    pod: str
+    pod_found: bool
+    chain: tuple[OwnerLink, ...] = ()
+    workload: JSON | None = None
+    reason: str = ""
+    """Why there is no workload, as a sentence for the record."""
+
+    @property
+    def workload_name(self) -> str | None:
+        return (self.workload or {}).get("metadata", {}).get("name")
+
+
+def owner_chain(kube: Gateway, obj: JSON, *, limit: int = 5) -> tuple[OwnerLink, ...]:
+    """`obj` and its controllers upwards (Pod -> ReplicaSet -> Deployment, Pod -> Job -> ...).
+
+    Stops at an owner the product has no Resource for (its link is still included, so a Workload
+    owned by it is found) or one that no longer exists.
+    """
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    links = [OwnerLink(obj.get("apiVersion", "v1"), obj.get("kind", "Pod"), meta.get("name", ""), meta.get("uid", ""))]
+    current = obj
+    for _ in range(limit):
+        refs = (current.get("metadata") or {}).get("ownerReferences") or []
+        ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        if not ref:
+            break
+        links.append(OwnerLink(ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""), ref.get("uid", "")))
+        resource = _resource_for(ref.get("apiVersion", ""), ref.get("kind", ""))
+        if resource is None:
+            break
+        parent = kube.get(resource, ref.get("name", ""), namespace if resource.namespaced else None)
+        if parent is None:
+            break
+        current = parent
+    return tuple(links)
+
+
+def workload_for_chain(workloads: Iterable[JSON], chain: tuple[OwnerLink, ...]) -> JSON | None:
+    """The Workload owned by the nearest link of the chain (pure).
+
+    Matches ownerReference uids (job-backed workloads, plain pods, pod groups), then Kueue's
+    `job-owner-name`/`job-owner-gvk` annotations (StatefulSet, LeaderWorkerSet).
+    """
+    workloads = list(workloads)
+    for link in chain:
+        for wl in workloads:
+            refs = (wl.get("metadata") or {}).get("ownerReferences") or []
+            if link.uid and any(r.get("uid") == link.uid for r in refs):
+                return wl
+        for wl in workloads:
+            annotations = (wl.get("metadata") or {}).get("annotations") or {}
+            gvk = annotations.get(JOB_OWNER_GVK, "")
+            if annotations.get(JOB_OWNER_NAME) == link.name and gvk.endswith(f"Kind={link.kind}"):
+                return wl
+            if annotations.get(JOB_OWNER_NAME) == link.name and gvk.split(",")[-1].strip() == link.kind:
+                return wl
+    return None
+
+
+def resolve_pod_workload(kube: Gateway, namespace: str, pod_name: str,
+                         workloads: list[JSON] | None = None) -> PodWorkload:
+    """Pod -> owner chain -> Workload, from the live cluster."""
+    from steps.gateways.resources import POD, WORKLOAD
+
+    pod = kube.get(POD, pod_name, namespace)
+    if pod is None:
+        return PodWorkload(namespace, pod_name, False,
+                           reason=f"pod {namespace}/{pod_name} no longer exists (released, finished or rescheduled)")
+    chain = owner_chain(kube, pod)
+    if workloads is None:
+        workloads = kube.list(WORKLOAD, namespace)
+    workload = workload_for_chain(workloads, chain)
+    if workload is None:
+        group = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL)
+        if group:
+            workload = next((w for w in workloads if (w.get("metadata") or {}).get("name") == group), None)
+    if workload is None:
+        path = " -> ".join(f"{link.kind}/{link.name}" for link in chain)
+        return PodWorkload(namespace, pod_name, True, chain,
+                           reason=f"pod {namespace}/{pod_name} belongs to no Kueue Workload (owner chain {path})")
+    return PodWorkload(namespace, pod_name, True, chain, workload)
+
+
+def pods_of_workload(kube: Gateway, workload: JSON) -> list[str]:
+    """Names of the running pods whose owner chain reaches `workload` (all its pods, for metrics)."""
+    from steps.gateways.resources import POD
+
+    meta = workload.get("metadata") or {}
+    namespace = meta.get("namespace")
+    owner_uids = {r.get("uid") for r in meta.get("ownerReferences") or []}
+    out: list[str] = []
+    for pod in kube.list(POD, namespace):
+        if ((pod.get("status") or {}).get("phase") or "Running") in ("Succeeded", "Failed"):
+            continue
+        chain = owner_chain(kube, pod)
+        if any(link.uid in owner_uids for link in chain) or workload_for_chain([workload], chain) is not None:
+            out.append((pod.get("metadata") or {}).get("name", ""))
+    return sorted(p for p in out if p)
+
+
+# -- the split (pure) ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IdleAlert:
+    """One alert of the group, as much of it as on-idle needs."""
+
+    status: str
+    alertname: str
+    namespace: str
+    pod: str
+    fingerprint: str
+    starts_at: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_alert(cls, alert: Mapping[str, Any]) -> IdleAlert:
+        labels = {str(k): str(v) for k, v in (alert.get("labels") or {}).items()}
+        return cls(status=str(alert.get("status", "")), alertname=labels.get("alertname", ""),
+                   namespace=labels.get("namespace", ""), pod=labels.get("pod", ""),
+                   fingerprint=str(alert.get("fingerprint", "")), starts_at=str(alert.get("startsAt", "")),
+                   labels=labels)
+
+    def as_param(self) -> str:
+        """The `alert` parameter of the on-idle child: compact JSON."""
+        return json.dumps({"status": self.status, "labels": dict(self.labels), "startsAt": self.starts_at,
+                           "fingerprint": self.fingerprint}, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Skipped:
+    alert: IdleAlert
+    reason: str
+
+    def as_dict(self) -> JSON:
+        return {"namespace": self.alert.namespace, "pod": self.alert.pod, "alertname": self.alert.alertname,
+                "status": self.alert.status, "fingerprint": self.alert.fingerprint, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class AlertSplit:
+    items: tuple[JSON, ...]
+    skipped: tuple[Skipped, ...]
+
+
+def candidate_alerts(body: Mapping[str, Any]) -> tuple[list[IdleAlert], list[Skipped]]:
+    """Firing GPUWorkloadIdle alerts with a namespace and a pod; the rest with reasons (pure)."""
+    keep: list[IdleAlert] = []
+    skipped: list[Skipped] = []
+    seen: set[tuple[str, str]] = set()
+    for raw in body.get("alerts") or []:
+        alert = IdleAlert.from_alert(raw if isinstance(raw, Mapping) else {})
+        if alert.alertname != ALERT_NAME:
+            skipped.append(Skipped(alert, f"alert {alert.alertname or '(no alertname)'} is not {ALERT_NAME}"))
+        elif alert.status != "firing":
+            skipped.append(Skipped(alert, f"alert status is {alert.status or '(none)'}, not firing"))
+        elif not alert.namespace or not alert.pod:
+            skipped.append(Skipped(alert, "alert has no namespace/pod labels (check the rule's `by (namespace, pod)`)"))
+        elif (alert.namespace, alert.pod) in seen:
+            skipped.append(Skipped(alert, f"duplicate alert for pod {alert.namespace}/{alert.pod} in the same group"))
+        else:
+            seen.add((alert.namespace, alert.pod))
+            keep.append(alert)
+    return keep, skipped
+
+
+def split_alerts(alerts: list[IdleAlert], resolved: Mapping[tuple[str, str], PodWorkload]) -> AlertSplit:
+    """One item per Workload, given each alert's resolution (pure)."""
+    items: list[JSON] = []
+    skipped: list[Skipped] = []
+    first_for: dict[tuple[str, str], IdleAlert] = {}
+    for alert in alerts:
+        where = resolved.get((alert.namespace, alert.pod))
+        if where is None or where.workload_name is None:
+            skipped.append(Skipped(alert, where.reason if where else "pod was not resolved"))
+            continue
+        key = (alert.namespace, where.workload_name)
+        if key in first_for:
+            skipped.append(Skipped(alert, f"workload {key[0]}/{key[1]} already has an item (pod {first_for[key].pod}); "
+                                          "on-idle checks all of its pods"))
+            continue
+        first_for[key] = alert
+        items.append({"namespace": alert.namespace, "workload": where.workload_name, "pod": alert.pod,
+                      "alert": alert.as_param()})
+    return AlertSplit(tuple(items), tuple(skipped))

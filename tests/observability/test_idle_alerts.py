@@ -1,0 +1,127 @@
+"""idle-alerts: which alerts of a group become on-idle items, and pod -> Workload resolution against
+the local API server for every kind's owner chain."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from steps.reactions import idle_alerts as ia
+from tests.observability.cluster_objects import Cluster
+from tests.support.apiserver import gateway_for, running_apiserver
+
+
+def alert(ns: str, pod: str, status: str = "firing", name: str = "GPUWorkloadIdle", fp: str = "") -> dict[str, Any]:
+    return {"status": status, "labels": {"alertname": name, "namespace": ns, "pod": pod, "severity": "warning"},
+            "annotations": {"summary": "idle"}, "startsAt": "2026-12-01T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "http://prometheus/graph", "fingerprint": fp or f"{ns}-{pod}"}
+
+
+def group(*alerts: dict[str, Any], status: str = "firing") -> dict[str, Any]:
+    return {"version": "4", "groupKey": '{}:{alertname="GPUWorkloadIdle"}', "truncatedAlerts": 0, "status": status,
+            "receiver": "gpuaas-idle-webhook", "groupLabels": {"alertname": "GPUWorkloadIdle"}, "commonLabels": {},
+            "commonAnnotations": {}, "externalURL": "http://alertmanager", "alerts": list(alerts)}
+
+
+# -- the event: every shape the Sensor may deliver -------------------------------------------------
+BODY = group(alert("team-a", "nb-0"))
+WEBHOOK_DATA = {"header": {"Content-Type": ["application/json"]}, "body": BODY, "metadata": {}}
+
+
+@pytest.mark.parametrize("event", [
+    BODY,
+    WEBHOOK_DATA,
+    {"context": {"type": "webhook", "source": "gpuaas-alertmanager"}, "data": WEBHOOK_DATA},
+    {"context": {"type": "webhook"}, "data": base64.b64encode(json.dumps(WEBHOOK_DATA).encode()).decode()},
+    json.dumps({"context": {}, "data": WEBHOOK_DATA}),
+    {"header": {}, "body": json.dumps(BODY)},
+], ids=["bare-body", "webhook-data", "event-object", "event-base64", "event-json-text", "body-as-text"])
+def test_alertmanager_body_from_any_event_shape(event: Any) -> None:
+    assert ia.alertmanager_body(event)["alerts"][0]["labels"]["pod"] == "nb-0"
+
+
+@pytest.mark.parametrize(("event", "field"), [
+    ("", "event"),
+    ("not json", "event"),
+    ({"context": {}, "data": {"header": {}, "body": {"status": "firing"}}}, "event.data.body.alerts"),
+    ({"version": "3", "alerts": []}, "event.data.body.version"),
+    ({"context": {}, "data": "%%%"}, "event.data"),
+])
+def test_bad_events_name_the_field(event: Any, field: str) -> None:
+    with pytest.raises(ia.RejectedAlertGroup, match=f"^{field}:"):
+        ia.alertmanager_body(event)
+
+
+# -- which alerts count (pure) ---------------------------------------------------------------------
+def test_only_firing_idle_alerts_with_pod_labels_are_candidates() -> None:
+    no_pod = alert("team-a", "")
+    keep, skipped = ia.candidate_alerts(group(
+        alert("team-a", "nb-0"), alert("team-a", "nb-1", status="resolved"), alert("team-a", "x", name="KubePodCrashLooping"),
+        no_pod, alert("team-a", "nb-0", fp="again")))
+    assert [(a.namespace, a.pod) for a in keep] == [("team-a", "nb-0")]
+    reasons = [s.reason for s in skipped]
+    assert reasons == ["alert status is resolved, not firing", "alert KubePodCrashLooping is not GPUWorkloadIdle",
+                       "alert has no namespace/pod labels (check the rule's `by (namespace, pod)`)",
+                       "duplicate alert for pod team-a/nb-0 in the same group"]
+
+
+def test_split_gives_one_item_per_workload() -> None:
+    wl = {"metadata": {"name": "raycluster-demo-1a2b3", "namespace": "team-a"}}
+    alerts, _ = ia.candidate_alerts(group(alert("team-a", "w-0"), alert("team-a", "w-1"), alert("team-a", "gone")))
+    resolved = {("team-a", "w-0"): ia.PodWorkload("team-a", "w-0", True, workload=wl),
+                ("team-a", "w-1"): ia.PodWorkload("team-a", "w-1", True, workload=wl),
+                ("team-a", "gone"): ia.PodWorkload("team-a", "gone", False, reason="pod team-a/gone no longer exists")}
+    split = ia.split_alerts(alerts, resolved)
+    assert [(i["namespace"], i["workload"], i["pod"]) for i in split.items] == [("team-a", "raycluster-demo-1a2b3", "w-0")]
+    assert json.loads(split.items[0]["alert"])["labels"]["pod"] == "w-0"
+    assert [s.alert.pod for s in split.skipped] == ["w-1", "gone"]
+    assert "already has an item" in split.skipped[0].reason
+    assert split.skipped[1].reason == "pod team-a/gone no longer exists"
+
+
+def test_annotation_only_owner_matches_statefulset_workload() -> None:
+    chain = (ia.OwnerLink("v1", "Pod", "nb-0", "u-pod"), ia.OwnerLink("apps/v1", "StatefulSet", "nb", "u-sts"))
+    wl = {"metadata": {"name": "statefulset-nb-0a1b2", "annotations": {
+        "kueue.x-k8s.io/job-owner-gvk": "apps/v1, Kind=StatefulSet", "kueue.x-k8s.io/job-owner-name": "nb"}}}
+    other = {"metadata": {"name": "other", "annotations": {
+        "kueue.x-k8s.io/job-owner-gvk": "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet",
+        "kueue.x-k8s.io/job-owner-name": "nb"}}}
+    assert ia.workload_for_chain([other, wl], chain) is wl
+
+
+# -- pod -> Workload against the API server ------------------------------------------------------------
+@pytest.fixture
+def cluster() -> Iterator[tuple[Cluster, Any]]:
+    with running_apiserver() as api:
+        yield Cluster(api.store), gateway_for(api)
+
+
+def test_resolution_for_every_owner_chain(cluster: tuple[Cluster, Any]) -> None:
+    c, kube = cluster
+    _, ray_wl, ray_pods = c.ray_cluster("team-a", "demo", workers=2)
+    _, dep_wl, dep_pod = c.deployment_pod_workload("team-b", "infer")
+    _, job_wl, job_pod = c.job("team-a", "train")
+    _, sts_wl, sts_pod = c.stateful_set("team-c", "notebook")
+    stray = c.pod("team-a", "debug-shell", None)
+    cases = [(ray_pods[1], ray_wl), (dep_pod, dep_wl), (job_pod, job_wl), (sts_pod, sts_wl)]
+    for pod, workload in cases:
+        found = ia.resolve_pod_workload(kube, pod["metadata"]["namespace"], pod["metadata"]["name"])
+        assert found.workload_name == workload["metadata"]["name"], found
+    unowned = ia.resolve_pod_workload(kube, "team-a", stray["metadata"]["name"])
+    assert unowned.pod_found and unowned.workload is None and "belongs to no Kueue Workload" in unowned.reason
+    gone = ia.resolve_pod_workload(kube, "team-a", "vanished-0")
+    assert not gone.pod_found and "no longer exists" in gone.reason
+
+
+def test_pods_of_a_workload_are_all_its_running_pods(cluster: tuple[Cluster, Any]) -> None:
+    c, kube = cluster
+    _, ray_wl, pods = c.ray_cluster("team-a", "demo", workers=3)
+    c.ray_cluster("team-a", "other", workers=1)
+    c.pod("team-a", "demo-worker-gpu-old", c.created[0], phase="Failed")
+    assert ia.pods_of_workload(kube, ray_wl) == sorted(p["metadata"]["name"] for p in pods)
+    _, dep_wl, dep_pod = c.deployment_pod_workload("team-a", "infer")
+    assert ia.pods_of_workload(kube, dep_wl) == [dep_pod["metadata"]["name"]]
