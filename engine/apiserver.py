@@ -502,7 +502,9 @@ class Store:
         self._dependents: dict[str, set[str]] = {}
         self._log: deque[Change] = deque(maxlen=history)
         self._subscribers: list[Subscription] = []
-        self._rv = 0
+        # Starts above 0: resourceVersion "0" means "any version" to a watch, so an empty store's
+        # list must not hand it out.
+        self._rv = 1
         self.writes: Counter[str] = Counter()
 
     # ----------------------------------------------------------- public fast path
@@ -1269,7 +1271,7 @@ class ApiServer:
         self._httpd.api = self
         self.port = self._httpd.server_address[1]
         self.url = f"http://{self.host}:{self.port}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
                                         name=f"apiserver:{self.port}", daemon=True)
         self._thread.start()
         return self.url

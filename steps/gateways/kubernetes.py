@@ -237,6 +237,8 @@ class KubernetesGateway:
               ) -> Iterator[tuple[str, JSON]]:
         """Yield (type, object) for every change after `resource_version`; ends when the server
         closes the stream (timeoutSeconds). A 410 Gone raises PermanentError: re-list and re-watch.
+        Without `resource_version` the current objects come first as ADDED. Closing the generator
+        early (break) closes the connection.
         """
         query: dict[str, str] = {"watch": "true", "allowWatchBookmarks": "false"}
         if resource_version:
@@ -249,6 +251,7 @@ class KubernetesGateway:
         response = self._send("GET", resource.path(namespace), query=query, stream=True,
                               timeout=(_connect_timeout(self.timeout), read_timeout))
         raw = response.response
+        finished = False
         try:
             buffer = b""
             for chunk in raw.stream(65536, decode_content=True):
@@ -258,12 +261,15 @@ class KubernetesGateway:
                     event = _watch_event(resource, line)
                     if event is not None:
                         yield event
+            finished = True
             event = _watch_event(resource, buffer)
             if event is not None:
                 yield event
         except (_urllib3_errors.ProtocolError, _urllib3_errors.ReadTimeoutError):
             return
         finally:
+            if not finished:
+                raw.close()  # abandoned mid-stream: the connection must not go back to the pool
             raw.release_conn()
 
     # ---------------------------------------------------------------- events
