@@ -1,0 +1,231 @@
+"""on-idle: one GPUWorkloadIdle alert -> confirm the workload is idle NOW -> release its workers.
+
+An alert is a hint that may be minutes old and names one pod. So the reaction:
+
+1. observe: resolves pod -> Workload -> owner from the live cluster (the `workload` parameter is
+   only a fallback when the pod is gone), reads the tenant (ClusterQueue), runtime since
+   admission, exemption annotations, the releases already made for the tenant in the last hour,
+   and asks Prometheus (metrics gateway) for the activity of EVERY GPU of ALL the workload's
+   pods over the policy window;
+2. decide (pure): no-op when there is nothing to release or the GPUs are not provably idle
+   (busy, partly busy, no data, data with holes); skipped-by-policy when exempt, younger than
+   the minimum runtime, or the tenant hit its hourly release budget; else release (or dry-run);
+3. apply: the kind's release strategy;
+4. record: GPUs released and GPU-hours freed per hour (= GPUs released).
+
+Nothing is released on missing data: "no samples" never means idle. If Prometheus is unreachable
+and the decision depends on it, the step fails TRANSIENT (exit 75) and Argo retries it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from steps.gateways.metrics import GpuActivity
+from steps.reactions.idle_alerts import IdleAlert
+
+REACTION = "on-idle"
+EXEMPT_KEY = "gpuaas.io/idle-policy"
+EXEMPT_VALUE = "exempt"
+GPU = "nvidia.com/gpu"
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class IdleRequest:
+    """The step's parameters, validated."""
+
+    namespace: str
+    workload: str
+    pod: str
+    alert: IdleAlert | None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class IdlePolicy:
+    """The part of the tenant's policy the idle reaction applies (defaults match the alert rule)."""
+
+    window_seconds: float = 1800.0
+    threshold: float = 0.05
+    """Highest GPU activity (0-1) that still counts as idle."""
+    min_coverage: float = 0.9
+    """Share of the window that samples must cover before "idle" is believed."""
+    min_runtime_seconds: float = 3600.0
+    mode: str = "enforce"
+    """"enforce" releases; "dry-run" records the plan only."""
+    max_releases_per_hour: int = 10
+    """Per tenant; 0 = never release."""
+
+
+@dataclass(frozen=True)
+class IdleState:
+    """What observe found that matters to the decision (also what the record shows)."""
+
+    now: datetime
+    workload: JSON | None
+    resolution: str = ""
+    """How the workload was found, or why it was not."""
+    tenant: str | None = None
+    owner: JSON | None = None
+    pods: tuple[str, ...] = ()
+    activity: GpuActivity | None = None
+    metrics_error: str | None = None
+    releases_last_hour: int = 0
+    released_record: JSON | None = None
+    """The release gpuaas recorded on the workload/owner, if it is currently released."""
+
+    # -- facts derived from the Workload -----------------------------------------------------------
+    def _condition(self, kind: str) -> JSON | None:
+        for cond in ((self.workload or {}).get("status") or {}).get("conditions") or []:
+            if cond.get("type") == kind:
+                return cond
+        return None
+
+    def is_true(self, kind: str) -> bool:
+        return (self._condition(kind) or {}).get("status") == "True"
+
+    @property
+    def active(self) -> bool:
+        return ((self.workload or {}).get("spec") or {}).get("active", True) is not False
+
+    @property
+    def admitted_at(self) -> datetime | None:
+        cond = self._condition("Admitted")
+        if not cond or cond.get("status") != "True" or not cond.get("lastTransitionTime"):
+            return None
+        return datetime.fromisoformat(str(cond["lastTransitionTime"]).replace("Z", "+00:00"))
+
+    @property
+    def runtime_seconds(self) -> float | None:
+        at = self.admitted_at
+        return None if at is None else max(0.0, (self.now - at).total_seconds())
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the Workload's admission holds (sum over pod sets)."""
+        total = 0.0
+        admission = ((self.workload or {}).get("status") or {}).get("admission") or {}
+        for assignment in admission.get("podSetAssignments") or []:
+            usage = (assignment.get("resourceUsage") or {}).get(GPU)
+            if usage is not None:
+                total += float(str(usage))
+        return int(total)
+
+    @property
+    def exempt_by(self) -> str | None:
+        """"Workload <name>" or "<Kind> <name>" carrying gpuaas.io/idle-policy: exempt, else None."""
+        for obj in (self.workload, self.owner):
+            meta = (obj or {}).get("metadata") or {}
+            for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
+                if str(source.get(EXEMPT_KEY, "")).lower() == EXEMPT_VALUE:
+                    return f"{(obj or {}).get('kind', 'object')} {meta.get('name')}"
+        return None
+
+    def observed(self) -> JSON:
+        """The record's `observed` section."""
+        return {
+            "resolution": self.resolution, "tenant": self.tenant,
+            "owner": None if not self.owner else {"kind": self.owner.get("kind"),
+                                                  "name": (self.owner.get("metadata") or {}).get("name")},
+            "admitted": self.is_true("Admitted"), "finished": self.is_true("Finished"), "active": self.active,
+            "runtimeSeconds": self.runtime_seconds, "gpus": self.gpus, "pods": list(self.pods),
+            "exemptBy": self.exempt_by, "releasesLastHour": self.releases_last_hour,
+            "released": self.released_record, "activity": self.activity.as_dict() if self.activity else None,
+            "metricsError": self.metrics_error,
+        }
+
+
+@dataclass(frozen=True)
+class IdleDecision:
+    """What to do and why. `verdict`: release | no-op | skipped-by-policy | retry."""
+
+    verdict: str
+    reasons: tuple[str, ...]
+    dry_run: bool = False
+    gpus: int = 0
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def releases(self) -> bool:
+        return self.verdict == "release"
+
+
+def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDecision:
+    """The idle reaction's whole judgement, as a pure function (table-tested)."""
+    target = f"{request.namespace}/{(state.workload or {}).get('metadata', {}).get('name', request.workload)}"
+    if state.workload is None:
+        return IdleDecision("no-op", (state.resolution or f"workload {target} not found; nothing to release",))
+    if state.is_true("Finished"):
+        return IdleDecision("no-op", (f"workload {target} has finished; on-finished releases what is left",))
+    if state.released_record is not None or not state.active:
+        when = (state.released_record or {}).get("releasedAt")
+        return IdleDecision("no-op", (f"workload {target} is already released" + (f" (at {when})" if when else "")
+                                      + "; repeated alerts are expected",))
+    if not state.is_true("Admitted"):
+        return IdleDecision("no-op", (f"workload {target} is not admitted; it holds no GPUs to release",))
+    if state.exempt_by:
+        return IdleDecision("skipped-by-policy", (f"{state.exempt_by} is annotated {EXEMPT_KEY}: {EXEMPT_VALUE}",))
+    runtime = state.runtime_seconds or 0.0
+    if runtime < policy.min_runtime_seconds:
+        return IdleDecision("skipped-by-policy", (
+            f"workload {target} has run {runtime:.0f}s since admission, less than the minimum runtime "
+            f"{policy.min_runtime_seconds:g}s",))
+    if not state.pods:
+        return IdleDecision("no-op", (f"workload {target} has no running pods; idleness cannot be confirmed",))
+    if state.metrics_error:
+        return IdleDecision("retry", (f"idleness cannot be confirmed now: {state.metrics_error}",))
+    if state.activity is None:
+        return IdleDecision("no-op", ("GPU activity was not observed",))
+    why_not = state.activity.why_not_idle(policy.threshold, policy.min_coverage)
+    if why_not:
+        return IdleDecision("no-op", (why_not,))
+    if policy.max_releases_per_hour <= 0 or state.releases_last_hour >= policy.max_releases_per_hour:
+        return IdleDecision("skipped-by-policy", (
+            f"tenant {state.tenant} already had {state.releases_last_hour} release(s) in the last hour "
+            f"(maximum {policy.max_releases_per_hour})",))
+    dry_run = request.dry_run or policy.mode == "dry-run"
+    idle = (f"all {len(state.activity.gpus)} GPU(s) of {len(state.pods)} pod(s) stayed at or below "
+            f"{policy.threshold:.0%} for {policy.window_seconds:g}s (max {state.activity.max_activity or 0:.1%}, "
+            f"coverage {state.activity.coverage:.0%})")
+    reasons = [idle]
+    if dry_run:
+        reasons.append("dry-run: " + ("requested by the dry-run parameter" if request.dry_run
+                                      else f"tenant {state.tenant} policy mode is dry-run"))
+    return IdleDecision("release", tuple(reasons), dry_run=dry_run, gpus=state.gpus)
+
+
+def parse_request(params: Mapping[str, str]) -> IdleRequest:
+    """Validate the step parameters: `namespace`, `workload`, `pod` (optional), `alert` (JSON), `dry-run`."""
+    alert_raw = (params.get("alert") or "").strip()
+    alert: IdleAlert | None = None
+    if alert_raw:
+        try:
+            data = json.loads(alert_raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"alert: expected the JSON of one Alertmanager alert, found invalid JSON ({exc}); "
+                             "the idle-alerts step writes it, check the template's withParam wiring") from exc
+        if not isinstance(data, dict):
+            raise ValueError(f"alert: expected a JSON object, found {type(data).__name__}")
+        alert = IdleAlert.from_alert(data)
+    namespace = (params.get("namespace") or (alert.namespace if alert else "")).strip()
+    pod = (params.get("pod") or (alert.pod if alert else "")).strip()
+    workload = (params.get("workload") or "").strip()
+    if not namespace:
+        raise ValueError("namespace: expected the workload's namespace (or an alert with a namespace label), found nothing")
+    if not workload and not pod:
+        raise ValueError("workload: expected a Workload name, or an alert/pod to resolve it from; found neither")
+    if alert and alert.namespace and alert.namespace != namespace:
+        raise ValueError(f"alert.labels.namespace: expected {namespace!r} (the namespace parameter), found {alert.namespace!r}")
+    dry = (params.get("dry-run") or "false").strip().lower()
+    if dry not in ("true", "false"):
+        raise ValueError(f"dry-run: expected \"true\" or \"false\", found {dry!r}")
+    return IdleRequest(namespace=namespace, workload=workload, pod=pod, alert=alert, dry_run=dry == "true")
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
