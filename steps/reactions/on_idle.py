@@ -98,7 +98,7 @@ class IdleState:
         cond = self._condition("Admitted")
         if not cond or cond.get("status") != "True" or not cond.get("lastTransitionTime"):
             return None
-        return datetime.fromisoformat(str(cond["lastTransitionTime"]).replace("Z", "+00:00"))
+        return datetime.fromisoformat(str(cond["lastTransitionTime"]))
 
     @property
     def runtime_seconds(self) -> float | None:
@@ -173,8 +173,8 @@ def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDe
     runtime = state.runtime_seconds or 0.0
     if runtime < policy.min_runtime_seconds:
         return IdleDecision("skipped-by-policy", (
-            f"workload {target} has run {runtime:.0f}s since admission, less than the minimum runtime "
-            f"{policy.min_runtime_seconds:g}s",))
+            (f"workload {target} has run {runtime:.0f}s since admission, less than the minimum runtime "
+            f"{policy.min_runtime_seconds:g}s"),))
     if not state.pods:
         return IdleDecision("no-op", (f"workload {target} has no running pods; idleness cannot be confirmed",))
     if state.metrics_error:
@@ -186,8 +186,8 @@ def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDe
         return IdleDecision("no-op", (why_not,))
     if policy.max_releases_per_hour <= 0 or state.releases_last_hour >= policy.max_releases_per_hour:
         return IdleDecision("skipped-by-policy", (
-            f"tenant {state.tenant} already had {state.releases_last_hour} release(s) in the last hour "
-            f"(maximum {policy.max_releases_per_hour})",))
+            (f"tenant {state.tenant} already had {state.releases_last_hour} release(s) in the last hour "
+            f"(maximum {policy.max_releases_per_hour})"),))
     dry_run = request.dry_run or policy.mode == "dry-run"
     idle = (f"all {len(state.activity.gpus)} GPU(s) of {len(state.pods)} pod(s) stayed at or below "
             f"{policy.threshold:.0%} for {policy.window_seconds:g}s (max {state.activity.max_activity or 0:.1%}, "
