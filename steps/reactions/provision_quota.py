@@ -44,6 +44,7 @@ from typing import Any
 from steps.capacity import GPU_RESOURCE, FlavorSplit, TenantClaim, flavor_capacity, split_capacity
 
 REACTION = "provision-quota"
+EVENT_REASON = "GPUaaSQuotaProvisioned"
 LENT_ANNOTATION = "gpuaas.io/lent-gpus"
 MANAGED_LABEL = "gpuaas.io/managed-by"
 TENANT_LABEL = "gpuaas.io/tenant"
@@ -686,15 +687,32 @@ def apply(gateway: Any, quota_plan: QuotaPlan, dry_run: bool) -> list[QuotaActio
             results.append(QuotaActionResult(action.action, action.target, "dry-run", action.before, action.after))
             continue
         if action.action == "create-cluster-queue":
-            gateway.create(R.CLUSTER_QUEUE, action.body)
+            written = gateway.create(R.CLUSTER_QUEUE, action.body)
         elif action.action == "create-local-queue":
-            gateway.create(R.LOCAL_QUEUE, action.body, action.target["namespace"])
+            written = gateway.create(R.LOCAL_QUEUE, action.body, action.target["namespace"])
         elif action.action == "patch-cluster-queue":
-            gateway.merge_patch(R.CLUSTER_QUEUE, action.target["name"], action.patch)
+            written = gateway.merge_patch(R.CLUSTER_QUEUE, action.target["name"], action.patch)
         else:  # a plan is data: an unknown verb is a programming error, say which
             raise ValueError(f"unknown provision-quota action {action.action!r}")
-        results.append(QuotaActionResult(action.action, action.target, "applied", action.before, action.after))
+        results.append(QuotaActionResult(action.action, action.target, "applied", action.before, action.after,
+                                         error=_record_event(gateway, written, action)))
     return results
+
+
+def _record_event(gateway: Any, written: JSON, action: QuotaAction) -> str | None:
+    """`kubectl describe clusterqueue` shows the change (best effort: the write already happened)."""
+    from steps.gateways.errors import KubernetesError
+    from steps.gateways.resources import CLUSTER_QUEUE
+
+    if action.action == "create-local-queue":
+        return None
+    written = {"apiVersion": CLUSTER_QUEUE.api_version, "kind": CLUSTER_QUEUE.kind, **(written or {})}
+    written.setdefault("metadata", {}).setdefault("name", action.target["name"])
+    try:
+        gateway.record_event(written, EVENT_REASON, action.reason, action="ProvisionQuota")
+    except KubernetesError as error:
+        return f"event not recorded: {error}"
+    return None
 
 
 @dataclass

@@ -55,6 +55,10 @@ def test_hand_creates_cluster_queue_and_local_queue_then_no_op(gateway: Kubernet
     assert lq["spec"] == {"clusterQueue": "team-a"}
     assert_valid_kueue(lq)
 
+    [event] = [e for e in gateway.list(R.EVENT, "default") if e["involvedObject"]["kind"] == "ClusterQueue"]
+    assert (event["reason"], event["involvedObject"]["name"]) == ("GPUaaSQuotaProvisioned", "team-a")
+    assert "create it in cohort gpuaas with 8 GPU(s) of a100" in event["message"]
+
     server.reset_counters()
     again = run(gateway, hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="8"), POLICY)
     assert again.outcome == "no-op" and again.results == []
