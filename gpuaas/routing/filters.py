@@ -133,12 +133,13 @@ class DataFilter:
                 return True, ""
         values = ", ".join(t for t, _, _ in self.patterns)
         if op == "=":
-            hint = ""
             if len(self.patterns) == 1:
-                return False, f"{self.label}: value {_quote(actual)} does not match {values}" + hint
+                return False, f"{self.label}: value {_quote(actual)} does not match {values}"
             return False, f"{self.label}: value {_quote(actual)} matches none of [{values}]"
         if op == "!=":
-            return False, f"{self.label}: value {_quote(actual)} matches {values} (comparator !=)"
+            if len(self.patterns) == 1:
+                return False, f"{self.label}: value {_quote(actual)} matches {values} (comparator !=)"
+            return False, f"{self.label}: value {_quote(actual)} matches every one of [{values}] (comparator !=)"
         return False, (
             f"{self.label}: comparator {op!r} never matches a string filter (Argo Events only "
             f"implements = and != for strings)"
@@ -359,7 +360,7 @@ class DependencyFilters:
                 whys.append(why)
         if self.expr_or:
             if errors:
-                return False, "expr filter errors [" + " / ".join(errors) + "]", "; ".join(whys)
+                return False, "; ".join(["expr filter errors [" + " / ".join(errors) + "]", *whys]), ""
             return False, None, "no expr filter passed (exprLogicalOperator: or): " + "; ".join(whys)
         return True, None, ""
 
@@ -389,7 +390,7 @@ class DependencyFilters:
                 whys.append(why)
         if self.data_or:
             if errors:
-                return False, "data filter errors [" + " / ".join(errors) + "]", "; ".join(whys)
+                return False, "; ".join(["data filter errors [" + " / ".join(errors) + "]", *whys]), ""
             return False, None, "no data filter passed (dataLogicalOperator: or): " + "; ".join(whys)
         return True, None, ""
 
