@@ -97,6 +97,8 @@ _CORE_EXTRA = [
     ResourceType("jobset.x-k8s.io", "jobsets", "JobSet"),
     ResourceType("trainer.kubeflow.org", "trainjobs", "TrainJob"),
 ]
+_EXTRA_VERSIONS = {"argoproj.io": "v1alpha1", "jobset.x-k8s.io": "v1alpha2", "trainer.kubeflow.org": "v1alpha1",
+                   "kueue.x-k8s.io": "v1beta2"}
 _SCALE_KINDS = {"deployments", "statefulsets", "replicasets", "machinesets", "machinedeployments",
                 "leaderworkersets"}
 
@@ -110,8 +112,10 @@ class Registry:
 
     def __init__(self) -> None:
         self._types: dict[tuple[str, str], ResourceType] = {}
+        self._versions: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         for r in known.ALL:
+            self.note_version(r.group, r.version)
             self.register(ResourceType(
                 r.group, r.plural, r.kind, r.namespaced,
                 status_subresource=r.plural not in _NO_STATUS,
@@ -119,6 +123,7 @@ class Registry:
                 status_on_create=(r.group, r.plural) == ("", "nodes")))
         for t in _CORE_EXTRA:
             self.register(t)
+            self.note_version(t.group, _EXTRA_VERSIONS.get(t.group, "v1"))
 
     def register(self, resource_type: ResourceType) -> None:
         with self._lock:
@@ -136,11 +141,21 @@ class Registry:
     def known(self, group: str, plural: str) -> bool:
         return (group, plural) in self._types
 
-    def groups(self) -> dict[str, set[str]]:
-        out: dict[str, set[str]] = {}
-        for r in known.ALL:
-            out.setdefault(r.group, set()).add(r.version)
-        return out
+    def note_version(self, group: str, version: str) -> None:
+        """Remember a version a client used, so discovery lists it."""
+        with self._lock:
+            versions = self._versions.setdefault(group, [])
+            if version not in versions:
+                versions.append(version)
+
+    def groups(self) -> dict[str, list[str]]:
+        """group -> served versions, preferred first."""
+        with self._lock:
+            return {g: list(vs) for g, vs in self._versions.items()}
+
+    def resources_of(self, group: str) -> list[ResourceType]:
+        with self._lock:
+            return sorted((t for (g, _), t in self._types.items() if g == group), key=lambda t: t.plural)
 
 
 def _guess_kind(plural: str) -> str:
@@ -1074,21 +1089,31 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
             return
         if method == "GET" and path in ("/apis", "/apis/"):
-            groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in sorted(vs)],
-                       "preferredVersion": {"groupVersion": f"{g}/{max(vs)}", "version": max(vs)}}
+            groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                       "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
                       for g, vs in sorted(store.registry.groups().items()) if g]
             self._send(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+            return
+        discovery = re.fullmatch(r"/api/(v1)/?|/apis/([^/]+)/([^/]+)/?", path)
+        if method == "GET" and discovery:
+            group, version = ("", "v1") if discovery.group(1) else (discovery.group(2), discovery.group(3))
+            self._send(200, _resource_list(store.registry, group, version))
             return
         target = _parse_path(path)
         if target is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         body: Any = None
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if raw and ("protobuf" in content_type or "cbor" in content_type or "yaml" in content_type):
+            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format "
+                           f"({content_type}); this server accepts JSON only")
         if raw:
             try:
                 body = json.loads(raw)
             except ValueError as error:
                 raise ApiError(400, "BadRequest", f"the request body is not valid JSON: {error}") from None
         kind_hint = body.get("kind") if method == "POST" and isinstance(body, dict) else None
+        store.registry.note_version(target.group, target.version)
         rt = store.registry.lookup(target.group, target.plural, kind_hint)
         if target.namespace and not rt.namespaced:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource "
@@ -1217,6 +1242,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
+
+
+def _resource_list(registry: Registry, group: str, version: str) -> JSON:
+    """APIResourceList for discovery (kubectl maps `kubectl get workloads` through it)."""
+    verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+    resources: list[JSON] = []
+    for t in registry.resources_of(group):
+        resources.append({"name": t.plural, "singularName": t.kind.lower(), "namespaced": t.namespaced,
+                          "kind": t.kind, "verbs": verbs})
+        if t.status_subresource:
+            resources.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
+                              "kind": t.kind, "verbs": ["get", "patch", "update"]})
+        if t.scale is not None:
+            resources.append({"name": f"{t.plural}/scale", "singularName": "", "namespaced": t.namespaced,
+                              "group": "autoscaling", "version": "v1", "kind": "Scale",
+                              "verbs": ["get", "patch", "update"]})
+    return {"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -194,3 +194,23 @@ def test_bad_input_is_a_permanent_error_naming_the_problem(kube: KubernetesGatew
     with pytest.raises(PermanentError) as caught:
         kube.list(R.WORKLOAD, label_selector="a in (b")
     assert caught.value.status == 400
+
+
+def test_discovery_lists_registered_kinds_and_their_subresources(api: ApiServer) -> None:
+    status, groups = raw(api, "GET", "/apis")
+    kueue = next(g for g in groups["groups"] if g["name"] == "kueue.x-k8s.io")
+    assert status == 200 and kueue["preferredVersion"]["version"] == "v1beta2"
+    assert {v["version"] for v in kueue["versions"]} == {"v1beta1", "v1beta2"}
+    _, apps = raw(api, "GET", "/apis/apps/v1")
+    by_name = {r["name"]: r for r in apps["resources"]}
+    assert by_name["deployments"]["kind"] == "Deployment" and by_name["deployments"]["namespaced"] is True
+    assert by_name["deployments/scale"]["kind"] == "Scale" and "statefulsets/status" in by_name
+    _, core = raw(api, "GET", "/api/v1")
+    nodes = next(r for r in core["resources"] if r["name"] == "nodes")
+    assert (nodes["kind"], nodes["namespaced"]) == ("Node", False)
+
+
+def test_non_json_bodies_are_415(api: ApiServer) -> None:
+    status, body = raw(api, "POST", R.CONFIG_MAP.path("n"), {"metadata": {"name": "c"}},
+                       "application/vnd.kubernetes.protobuf")
+    assert status == 415 and body["reason"] == "UnsupportedMediaType"
