@@ -19,6 +19,7 @@ reader may hold a reference without copying.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import random
@@ -441,6 +442,7 @@ class Change:
     name: str
     type: str  # ADDED | MODIFIED | DELETED
     object: JSON
+    previous: JSON | None = None  # the object before a MODIFIED, for selector transitions
 
 
 class Subscription:
@@ -463,12 +465,29 @@ class Subscription:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.closed = False
 
-    def wants(self, change: Change) -> bool:
+    def translate(self, change: Change) -> Change | None:
+        """The change as this watcher sees it, or None.
+
+        With a selector, an object that starts matching arrives as ADDED and one that stops
+        matching as DELETED, as the API server's watch cache reports them.
+        """
         if self.key is not None and (change.group, change.plural) != self.key:
-            return False
+            return None
         if self.namespace and change.namespace != self.namespace:
-            return False
-        return _selected(change.object, self.labels, self.fields)
+            return None
+        if not self.labels and not self.fields:
+            return change
+        now = _selected(change.object, self.labels, self.fields)
+        if change.type != "MODIFIED":
+            return change if now else None
+        before = change.previous is not None and _selected(change.previous, self.labels, self.fields)
+        if now and before:
+            return change
+        if now:
+            return dataclasses.replace(change, type="ADDED")
+        if before:
+            return dataclasses.replace(change, type="DELETED")
+        return None
 
     def _push(self, item: Any) -> None:
         self._queue.put(item)
@@ -618,13 +637,14 @@ class Store:
     def _bucket(self, rt: ResourceType, namespace: str) -> dict[str, JSON]:
         return self._objects.setdefault((rt.group, rt.plural), {}).setdefault(namespace, {})
 
-    def _record(self, rt: ResourceType, kind: str, obj: JSON) -> None:
+    def _record(self, rt: ResourceType, kind: str, obj: JSON, previous: JSON | None = None) -> None:
         meta = obj["metadata"]
-        change = Change(self._rv, rt.group, rt.plural, meta.get("namespace", ""), meta["name"], kind, obj)
+        change = Change(self._rv, rt.group, rt.plural, meta.get("namespace", ""), meta["name"], kind, obj, previous)
         self._log.append(change)
         for sub in self._subscribers:
-            if sub.wants(change):
-                sub._push(change)
+            seen = sub.translate(change)
+            if seen is not None:
+                sub._push(seen)
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -775,7 +795,7 @@ class Store:
         if result["metadata"].get("deletionTimestamp") and not result["metadata"].get("finalizers"):
             self._remove(rt, result, "Background")
         else:
-            self._record(rt, "MODIFIED", result)
+            self._record(rt, "MODIFIED", result, old)
         return result
 
     def _store_update(self, rt: ResourceType, old: JSON, result: JSON) -> None:
@@ -826,7 +846,7 @@ class Store:
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 new["metadata"]["resourceVersion"] = self._next_rv()
                 self._store_update(rt, obj, new)
-                self._record(rt, "MODIFIED", new)
+                self._record(rt, "MODIFIED", new, obj)
                 return new
             self._remove(rt, obj, propagation)
             return obj
@@ -861,7 +881,7 @@ class Store:
                     del new["metadata"]["ownerReferences"]
                 new["metadata"]["resourceVersion"] = self._next_rv()
                 self._store_update(dep_rt, dep, new)
-                self._record(dep_rt, "MODIFIED", new)
+                self._record(dep_rt, "MODIFIED", new, dep)
             elif not any(r.get("uid") in self._by_uid for r in refs if r.get("uid") != uid):
                 self.writes["gc-delete"] += 1
                 self._delete(dep_rt, dep_name, dep_ns or None, "Background")
@@ -894,8 +914,9 @@ class Store:
                 for change in reversed(self._log):
                     if change.resource_version <= since:
                         break
-                    if sub.wants(change):
-                        replay.append(change)
+                    seen = sub.translate(change)
+                    if seen is not None:
+                        replay.append(seen)
                 for change in reversed(replay):
                     sub._push(change)
             self._subscribers.append(sub)

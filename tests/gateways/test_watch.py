@@ -116,3 +116,15 @@ def test_stop_ends_open_watches(api: ApiServer, kube: KubernetesGateway) -> None
     api.stop()
     watcher.join(timeout=10)
     assert not watcher.is_alive() and seen
+
+
+def test_a_selector_watch_sees_objects_enter_and_leave_the_selection(kube: KubernetesGateway) -> None:
+    kube.create(R.POD, {"metadata": {"name": "p", "namespace": "n", "labels": {"idle": "false"}}})
+    _, rv = kube.list_with_version(R.POD)
+    kube.merge_patch(R.POD, "p", {"metadata": {"labels": {"idle": "true"}}}, "n")
+    kube.merge_patch(R.POD, "p", {"metadata": {"annotations": {"seen": "1"}}}, "n")
+    kube.merge_patch(R.POD, "p", {"metadata": {"labels": {"idle": "false"}}}, "n")
+    kube.merge_patch(R.POD, "p", {"metadata": {"annotations": {"seen": "2"}}}, "n")  # not selected: nothing
+    kube.create(R.POD, {"metadata": {"name": "q", "namespace": "n", "labels": {"idle": "true"}}})
+    events = take(kube.watch(R.POD, "n", resource_version=rv, timeout_seconds=5, label_selector="idle=true"), 4)
+    assert names(events) == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p"), ("ADDED", "q")]
