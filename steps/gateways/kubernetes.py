@@ -20,7 +20,6 @@ import importlib.util
 import json
 import os
 import sys
-import threading
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -130,7 +129,6 @@ class KubernetesGateway:
         self.component = component
         self._rest = _rest.RESTClientObject(self.configuration)
         self._host = self.configuration.host.rstrip("/")
-        self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- reads
     def get(self, resource: Resource, name: str, namespace: str | None = None,
@@ -322,6 +320,10 @@ class KubernetesGateway:
     def _send(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
               content_type: str = "application/json", stream: bool = False,
               timeout: Any = None) -> Any:
+        """One API call with bounded backoff on 5xx, 429 (honouring Retry-After up to max_delay),
+        timeouts and refused connections. Writes are retried too: a create retried after a lost
+        answer then meets AlreadyExists, which callers treat as "done" for fixed names.
+        """
         url = self._host + path + (("?" + urlencode(query)) if query else "")
         timeout = timeout if timeout is not None else self.timeout
         last: KubernetesError | None = None
