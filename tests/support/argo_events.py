@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 import itertools
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-BASE_TIME = datetime(2026, 12, 1, 9, 0, 0, tzinfo=timezone.utc)
+BASE_TIME = datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC)
 STAGES = (
     "pending",
     "quota-reserved",
