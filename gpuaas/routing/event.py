@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaas.routing.gjson import Document, go_json
+from gpuaas.routing.gjson import Document, go_json, valid_json
 
 
 class EventError(ValueError):
@@ -39,6 +39,14 @@ class ArgoEvent:
     data: str | None
     _document: Document | None = field(default=None, repr=False)
     _context_document: Document | None = field(default=None, repr=False)
+    _valid_json: bool | None = field(default=None, repr=False)
+
+    @property
+    def data_is_json(self) -> bool:
+        """Whether the data is valid JSON (checked once; filters and keys all need it)."""
+        if self._valid_json is None:
+            self._valid_json = self.data is not None and valid_json(self.data)
+        return self._valid_json
 
     @property
     def document(self) -> Document:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuaas.routing.event import ArgoEvent
-from gpuaas.routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path, valid_json
+from gpuaas.routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path
 from gpuaas.routing.goregexp import GoRegexpError, compile_go_regexp
 from gpuaas.routing.gotemplate import Template, TemplateError, parse_template
 from gpuaas.routing.govaluate import Expression, ExpressionError
@@ -323,7 +323,7 @@ class DependencyFilters:
             return True, None, ""
         if event.data is None:
             return True, None, ""
-        if not valid_json(event.data):
+        if not event.data_is_json:
             return False, "expr filter: event data is not valid JSON", ""
         errors: list[str] = []
         whys: list[str] = []
@@ -370,7 +370,7 @@ class DependencyFilters:
             return True, None, ""
         if event.data is None:
             return True, None, ""
-        if not valid_json(event.data):
+        if not event.data_is_json:
             return False, "data filter: event data is not valid JSON", ""
         errors: list[str] = []
         whys: list[str] = []

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaas.routing.event import ArgoEvent
-from gpuaas.routing.gjson import Document, GjsonPath, UnsupportedPath, compile_path, valid_json
+from gpuaas.routing.gjson import Document, GjsonPath, UnsupportedPath, compile_path
 from gpuaas.routing.gotemplate import Template, TemplateError, parse_template
 from gpuaas.routing.sjson import SjsonError, set_path
 
@@ -114,7 +114,7 @@ class TriggerParameter:
 def _data_document(event: ArgoEvent) -> tuple[Document | None, str]:
     content_type = event.datacontenttype
     if content_type == "application/json":
-        if event.data is not None and valid_json(event.data):
+        if event.data_is_json:
             return event.document, ""
         return None, "event data is not valid JSON"
     if content_type in ("application/yaml", "text/yaml"):

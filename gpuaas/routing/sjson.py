@@ -9,6 +9,7 @@ null) for numeric parts. The document is a decoded JSON value (dicts and lists),
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 _SIMPLE_NUMBER = re.compile(r"-?[0-9]+")
@@ -18,8 +19,9 @@ class SjsonError(ValueError):
     """The dest path cannot be set on this document (e.g. a key into a string)."""
 
 
-def split_path(path: str) -> list[tuple[str, bool]]:
-    """Split an sjson path into (part, forced_key) tuples."""
+@lru_cache(maxsize=1024)
+def split_path(path: str) -> tuple[tuple[str, bool], ...]:
+    """Split an sjson path into (part, forced_key) tuples (cached: dests repeat per event)."""
     if not path:
         raise SjsonError("path cannot be empty")
     parts: list[tuple[str, bool]] = []
@@ -41,7 +43,7 @@ def split_path(path: str) -> list[tuple[str, bool]]:
         current.append(c)
         i += 1
     parts.append(_part("".join(current)))
-    return parts
+    return tuple(parts)
 
 
 def _part(text: str) -> tuple[str, bool]:
@@ -64,7 +66,7 @@ def _new_container(part: tuple[str, bool]) -> Any:
     return [] if (not forced and _SIMPLE_NUMBER.fullmatch(key)) else {}
 
 
-def _set(node: Any, parts: list[tuple[str, bool]], value: Any, path: str) -> None:
+def _set(node: Any, parts: tuple[tuple[str, bool], ...], value: Any, path: str) -> None:
     key, forced = parts[0]
     last = len(parts) == 1
     if isinstance(node, dict):
