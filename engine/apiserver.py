@@ -24,6 +24,8 @@ import json
 import queue
 import random
 import re
+import select
+import socket
 import threading
 import time
 import uuid
@@ -1226,7 +1228,7 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 change = sub.next(wait)
                 if change is None:
-                    if sub.closed:
+                    if sub.closed or self._client_gone():
                         break
                     continue
                 self._chunk({"type": change.type, "object": _view(change.object, target.version)})
@@ -1238,6 +1240,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     # ------------------------------------------------------------------
+    def _client_gone(self) -> bool:
+        """True when the watcher hung up: an idle watch must not hold a thread forever."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     def _start_stream(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -128,3 +128,14 @@ def test_a_selector_watch_sees_objects_enter_and_leave_the_selection(kube: Kuber
     kube.create(R.POD, {"metadata": {"name": "q", "namespace": "n", "labels": {"idle": "true"}}})
     events = take(kube.watch(R.POD, "n", resource_version=rv, timeout_seconds=5, label_selector="idle=true"), 4)
     assert names(events) == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p"), ("ADDED", "q")]
+
+
+def test_a_watcher_that_hangs_up_is_forgotten(api: ApiServer, kube: KubernetesGateway) -> None:
+    kube.create(R.POD, {"metadata": {"name": "p", "namespace": "n"}})
+    stream = kube.watch(R.POD)  # no timeout: only the hang-up can end it on the server
+    assert names(take(stream, 1)) == [("ADDED", "p")]
+    for _ in range(100):  # the server notices on its next idle wake-up (every 0.5 s)
+        if not api.store._subscribers:
+            break
+        threading.Event().wait(0.05)
+    assert api.store._subscribers == []
