@@ -599,7 +599,8 @@ class Store:
         rt = self._type(resource) if resource is not None else None
         return self._subscribe(rt, getattr(resource, "version", None), namespace,
                                None if resource_version is None else str(resource_version),
-                               parse_label_selector(label_selector), [], synthetic_added=resource_version in ("", "0"))
+                               parse_label_selector(label_selector), [],
+                               synthetic_added=resource_version is not None and str(resource_version) in ("", "0"))
 
     def snapshot(self) -> list[JSON]:
         """Every object of every kind (copies), for the demo's final cluster dump."""

@@ -123,3 +123,9 @@ def test_concurrent_writers_through_update_with_retry_lose_no_update(kube: Kuber
     for worker in workers:
         worker.join()
     assert kube.get(R.CONFIG_MAP, "counter", "n")["data"]["n"] == "20"
+
+
+def test_too_many_requests_with_retry_after_is_retried(api: ApiServer, kube: KubernetesGateway) -> None:
+    api.faults.fail_next(1, status=429, retry_after=0.01)
+    assert kube.list(R.WORKLOAD) == []
+    assert api.requests["GET"] == 2 and api.faults.injected == 1
