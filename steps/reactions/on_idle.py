@@ -229,3 +229,116 @@ def parse_request(params: Mapping[str, str]) -> IdleRequest:
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
+
+
+# -- observe (edges: Kubernetes API and Prometheus) ------------------------------------------------
+RELEASED_EVENT_REASON = "GPUaaSWorkersReleased"
+
+
+def tenant_of(kube: Any, workload: JSON) -> str | None:
+    """The ClusterQueue: from the admission, else through the LocalQueue named by spec.queueName
+    (a deactivated Workload has lost its admission but still belongs to its tenant)."""
+    from steps.gateways.resources import LOCAL_QUEUE
+
+    admission = (workload.get("status") or {}).get("admission") or {}
+    if admission.get("clusterQueue"):
+        return str(admission["clusterQueue"])
+    queue = (workload.get("spec") or {}).get("queueName")
+    if not queue:
+        return None
+    local = kube.get(LOCAL_QUEUE, queue, (workload.get("metadata") or {}).get("namespace"))
+    return ((local or {}).get("spec") or {}).get("clusterQueue")
+
+
+def releases_in_last_hour(kube: Any, tenant: str | None, now: datetime) -> int:
+    """Releases recorded for the tenant's namespaces in the last hour, counted from the
+    `GPUaaSWorkersReleased` Events the record step writes on Workloads (ARCHITECTURE §3).
+
+    The tenant's namespaces are those whose LocalQueues point at its ClusterQueue. Events are
+    aggregated per message, so `count` is summed when the last one falls inside the hour.
+    """
+    from steps.gateways.resources import EVENT, LOCAL_QUEUE
+
+    if not tenant:
+        return 0
+    namespaces = {(lq.get("metadata") or {}).get("namespace") for lq in kube.list(LOCAL_QUEUE)
+                  if ((lq.get("spec") or {}).get("clusterQueue")) == tenant}
+    total = 0
+    for event in kube.list(EVENT):
+        if event.get("reason") != RELEASED_EVENT_REASON:
+            continue
+        involved = event.get("involvedObject") or {}
+        if involved.get("kind") != "Workload" or involved.get("namespace") not in namespaces:
+            continue
+        stamp = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+        if not stamp:
+            continue
+        when = datetime.fromisoformat(str(stamp))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        if (now - when).total_seconds() <= 3600:
+            total += int(event.get("count") or 1)
+    return total
+
+
+def owner_of(kube: Any, workload: JSON) -> JSON | None:
+    """The Workload's owner object (controller reference first), if the product knows its kind."""
+    from steps.reactions.idle_alerts import _resource_for
+
+    meta = workload.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if not ref:
+        return None
+    resource = _resource_for(ref.get("apiVersion", ""), ref.get("kind", ""))
+    if resource is None:
+        return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
+                "metadata": {"name": ref.get("name"), "uid": ref.get("uid"), "namespace": meta.get("namespace")}}
+    return kube.get(resource, ref.get("name", ""), meta.get("namespace") if resource.namespaced else None)
+
+
+def observe(kube: Any, metrics: Any, request: IdleRequest, policy_for: Any,
+            now: datetime | None = None) -> tuple[IdleState, IdlePolicy]:
+    """Read everything the decision needs; `policy_for(tenant) -> IdlePolicy` gives the window.
+
+    Prometheus being down is NOT raised here: it is recorded as `metrics_error`, because an
+    exempt or too-young workload is decided without metrics; only a decision that needs them
+    turns it into a transient failure.
+    """
+    from steps.gateways.metrics import MetricsError
+    from steps.gateways.resources import WORKLOAD
+    from steps.reactions.idle_alerts import pods_of_workload, resolve_pod_workload
+
+    now = now or now_utc()
+    workload: JSON | None = None
+    resolution = ""
+    if request.pod:
+        found = resolve_pod_workload(kube, request.namespace, request.pod)
+        workload, resolution = found.workload, found.reason
+        if workload is not None:
+            resolution = f"pod {request.namespace}/{request.pod} -> Workload {found.workload_name}"
+            if request.workload and request.workload != found.workload_name:
+                resolution += f" (the alert item named {request.workload}; the live owner chain wins)"
+    if workload is None and request.workload:
+        workload = kube.get(WORKLOAD, request.workload, request.namespace)
+        resolution = (f"{resolution}; " if resolution else "") + (
+            f"Workload {request.namespace}/{request.workload} read by name" if workload is not None
+            else f"Workload {request.namespace}/{request.workload} not found")
+    if workload is None:
+        return IdleState(now=now, workload=None, resolution=resolution), policy_for(None)
+    tenant = tenant_of(kube, workload)
+    policy = policy_for(tenant)
+    owner = owner_of(kube, workload)
+    pods = tuple(pods_of_workload(kube, workload))
+    activity = None
+    metrics_error = None
+    if pods:
+        try:
+            activity = metrics.gpu_activity(request.namespace, pods, policy.window_seconds, at=now.timestamp())
+        except MetricsError as exc:
+            if not getattr(exc, "transient", False):
+                raise
+            metrics_error = str(exc)
+    return IdleState(now=now, workload=workload, resolution=resolution, tenant=tenant, owner=owner, pods=pods,
+                     activity=activity, metrics_error=metrics_error,
+                     releases_last_hour=releases_in_last_hour(kube, tenant, now)), policy
