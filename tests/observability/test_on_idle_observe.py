@@ -89,7 +89,7 @@ def test_young_workload_is_skipped_by_policy(world: tuple[Cluster, Any, MetricsG
 
 
 def test_hourly_budget_counts_release_events_of_the_tenant(world: tuple[Cluster, Any, MetricsGateway]) -> None:
-    c, kube, _ = world
+    c, _, _ = world
     recent = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
     old = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
     other = c.store.get(R.WORKLOAD, "statefulset-infer-0a1b2", "team-c")  # tenant-a, another namespace
