@@ -156,7 +156,9 @@ class _StringResult:
         return self.text
 
     def bool(self) -> bool:
-        return _GO_BOOLS.get(self.text, False) if self.text in ("1", "t", "T", "TRUE", "true", "True") else False
+        from gpuaas.routing.gjson import go_string_bool
+
+        return go_string_bool(self.text)
 
     def float(self) -> float:
         from gpuaas.routing.gjson import go_parse_float

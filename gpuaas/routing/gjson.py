@@ -155,14 +155,14 @@ class Result:
         return self._r.to_str()
 
     def bool(self) -> bool:
-        """Go `Result.Bool()`: true, a non-zero number, or a string strconv.ParseBool accepts."""
+        """Go `Result.Bool()`: true, a non-zero number, or a string that lower-cased ParseBool's as true."""
         t = self._type
         if t is bool:
             return bool(self._r.to_bool())
         if t is int or t is float:
             return self.float() != 0
         if t is str:
-            return self._r.to_str() in ("1", "t", "T", "TRUE", "true", "True")
+            return go_string_bool(self._r.to_str())
         return False
 
     def float(self) -> float:
@@ -194,6 +194,11 @@ class Result:
 
 
 _MISSING = object()
+
+
+def go_string_bool(text: str) -> bool:
+    """gjson: `strconv.ParseBool(strings.ToLower(str))` with the error ignored."""
+    return text.lower() in ("1", "t", "true")
 
 
 def go_number_string(raw: str) -> str:

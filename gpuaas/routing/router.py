@@ -291,20 +291,21 @@ class Router:
         if not isinstance(obj, dict):
             raise ParameterError("the trigger resource is not an object after applying parameters")
         metadata = obj.setdefault("metadata", {})
-        if trigger.type == WORKFLOW_TRIGGER:
-            if not metadata.get("name"):
-                if trigger.operation != "submit":
-                    raise ParameterError(f"failed to execute the workflow {trigger.operation} operation, no name is given")
-                if not metadata.get("generateName"):
-                    raise ParameterError("failed to trigger the workflow, neither name nor generateName is given")
-            if trigger.operation == "submit":
-                labels = metadata.get("labels") or {}
-                labels.update({
-                    "events.argoproj.io/sensor": sensor.name,
-                    "events.argoproj.io/trigger": trigger.name,
-                    "events.argoproj.io/action-timestamp": str(int(self.clock() * 1000)),
-                })
-                metadata["labels"] = labels
+        if trigger.type == WORKFLOW_TRIGGER and not metadata.get("name"):
+            if trigger.operation != "submit":
+                raise ParameterError(f"failed to execute the workflow {trigger.operation} operation, no name is given")
+            if not metadata.get("generateName"):
+                raise ParameterError("failed to trigger the workflow, neither name nor generateName is given")
+        if (trigger.type == WORKFLOW_TRIGGER and trigger.operation == "submit") or (
+            trigger.type == K8S_TRIGGER and trigger.operation == "create"
+        ):  # both triggers label what they create (argo-workflow.go, standard-k8s.go)
+            labels = metadata.get("labels") or {}
+            labels.update({
+                "events.argoproj.io/sensor": sensor.name,
+                "events.argoproj.io/trigger": trigger.name,
+                "events.argoproj.io/action-timestamp": str(int(self.clock() * 1000)),
+            })
+            metadata["labels"] = labels
         if not metadata.get("namespace"):
             metadata["namespace"] = sensor.namespace
         return obj

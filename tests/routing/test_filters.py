@@ -148,7 +148,7 @@ class TestNumberAndBoolDataFilters:
         fired, reason = fires(sensor(data({"path": "gpus", "type": "number", "value": ["four"]})), {"gpus": 4})
         assert not fired and "ParseFloat" in reason
 
-    @pytest.mark.parametrize(("actual", "expected"), [(True, True), ("True", True), ("t", True), (1, True),
+    @pytest.mark.parametrize(("actual", "expected"), [(True, True), ("True", True), ("t", True), ("TrUe", True), (1, True),
                                                      (False, False), ("yes", False), (0, False)])
     def test_bool_uses_go_conversions(self, actual: Any, expected: bool) -> None:
         f = {"path": "flag", "type": "bool", "value": ["true"]}

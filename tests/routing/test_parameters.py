@@ -225,3 +225,31 @@ class TestConditions:
         r = router(sensor(dependencies=deps, conditions="(dep-a || dep-b) && dep-c"))
         assert r.route(cloudevent({}, subject="b")).triggered == []
         assert [t.dependencies for t in r.route(cloudevent({}, subject="c")).triggered] == [["dep-b", "dep-c"]]
+
+
+class TestOtherTriggers:
+    def test_k8s_create_trigger_labels_the_object_and_reports_the_operation(self) -> None:
+        s = sensor(parameters=[])
+        template = s["spec"]["triggers"][0]["template"]
+        template["k8s"] = {"operation": "create", "source": {"inline": (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: seen-}\ndata: {name: ''}\n")},
+            "parameters": [param("data.name", dataKey="body.metadata.name")]}
+        del template["argoWorkflow"]
+        result = router(s).route(cloudevent(DATA))
+        (triggered,) = result.triggered
+        assert (triggered.type, triggered.operation) == ("k8s", "create")
+        assert triggered.workflow["data"] == {"name": "w1"}
+        assert triggered.workflow["metadata"]["labels"]["events.argoproj.io/trigger"] == "run"
+
+    def test_trigger_level_parameters_rewrite_the_template(self) -> None:
+        s = sensor()
+        s["spec"]["triggers"][0]["parameters"] = [
+            param("argoWorkflow.source.resource.spec.workflowTemplateRef.name", dataTemplate="tpl-{{ .Input.type }}")]
+        (workflow,) = router(s).route(cloudevent(DATA)).workflows
+        assert workflow["spec"]["workflowTemplateRef"]["name"] == "tpl-UPDATE"
+
+    def test_source_outside_the_sensor_is_reported(self) -> None:
+        s = sensor()
+        s["spec"]["triggers"][0]["template"]["argoWorkflow"]["source"] = {"s3": {"bucket": {"name": "b"}}}
+        result = router(s).route(cloudevent(DATA))
+        assert result.triggered == [] and "only evaluates source.resource and source.inline" in result.skipped[0].reason
