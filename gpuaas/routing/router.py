@@ -36,7 +36,8 @@ from gpuaas.routing.sensor import (
 )
 
 _NOT_EVENT_TYPES = {"template", "service", "eventBusName", "replicas", "replica", "triggers"}
-_RECENT_IDS = 10_000
+_RECENT_IDS = 100_000
+_DEDUP_SECONDS = 60.0  # jetstream trigger_conn.go purges remembered ids after one minute
 
 
 @dataclass
@@ -142,7 +143,7 @@ class Router:
                     )
         self._lock = threading.Lock()
         self._saved: dict[tuple[str, str], dict[str, ArgoEvent]] = {}
-        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._recent: OrderedDict[str, float] = OrderedDict()
 
     @classmethod
     def from_manifests(cls, path: Path | str, **kwargs: Any) -> Router:
@@ -184,15 +185,17 @@ class Router:
 
         matches = self._index.get((event.source, event.subject), [])
         with self._lock:
+            now = self.clock()
+            while self._recent and (now - next(iter(self._recent.values())) > _DEDUP_SECONDS
+                                    or len(self._recent) > _RECENT_IDS):
+                self._recent.popitem(last=False)
             if event.id in self._recent:
                 for sensor, dep in matches:
                     result.skipped.append(Skipped(sensor.name, dep.name, (
-                        f"event id {event.id} was already processed; the sensor drops re-deliveries of the "
-                        f"same id (JetStream de-duplication)")))
+                        f"event id {event.id} was already processed less than a minute ago; the sensor drops "
+                        f"re-deliveries of the same id (JetStream trigger connection de-duplication)")))
                 return result
-            self._recent[event.id] = None
-            if len(self._recent) > _RECENT_IDS:
-                self._recent.popitem(last=False)
+            self._recent[event.id] = now
             matched_sensors = {id(s) for s, _ in matches}
             if self.explain_unsubscribed:
                 for sensor in self.sensors:

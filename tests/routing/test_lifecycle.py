@@ -169,6 +169,14 @@ class TestWorkloadEventDetails:
         assert templates(again) == []
         assert any("already processed" in s.reason for s in again.skipped)
 
+    def test_same_event_id_after_a_minute_is_processed_again(self, stack: Stack) -> None:
+        now = [1_796_000_000.0]
+        stack.router.clock = lambda: now[0]
+        event = resource_event(*stack.workloads, "UPDATE", workload(stage="admitted"), workload(stage="pending"))
+        assert templates(stack.router.route(event)) == [ON_ADMITTED]
+        now[0] += 61
+        assert templates(stack.router.route(event)) == [ON_ADMITTED]
+
     def test_a_skipped_admission_says_which_filter_failed(self, stack: Stack) -> None:
         result = update(stack, "pending", "quota-reserved", "kueue.x-k8s.io/v1beta2")
         admitted = [s for s in result.skipped if "not subscribed" not in s.reason
