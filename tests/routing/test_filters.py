@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 
-from tests.routing.builders import fires, sensor
+from tests.routing.builders import cloudevent, fires, router, sensor
 
 ADMITTED = {"type": "UPDATE",
             "body": {"status": {"conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted"}]},
@@ -252,3 +253,22 @@ class TestExprFilters:
     def test_code_is_never_executed(self) -> None:
         fired, reason = fires(sensor(self.expr("__import__('os').system('true')", k="type")), ADMITTED)
         assert not fired and "expr filter 1" in reason
+
+
+class TestEventData:
+    def test_event_without_data_passes_data_and_expr_filters(self) -> None:
+        """filter.go returns true when event.Data is nil: a data filter does not guard an empty event."""
+        s = sensor({"data": [string_filter("type", "^UPDATE$")],
+                    "exprs": [{"expr": "x == 1", "fields": [{"name": "x", "path": "x"}]}]})
+        event = {"specversion": "1.0", "id": "no-data", "source": "demo-source", "subject": "demo-event",
+                 "type": "resource"}
+        assert router(s).route(event).triggered
+
+    def test_data_that_is_not_json_fails_the_data_filter(self) -> None:
+        event = cloudevent(None, data_base64=base64.b64encode(b"type=UPDATE").decode())
+        del event["data"]
+        result = router(sensor(data(string_filter("type", "UPDATE")))).route(event)
+        assert not result.triggered and "not valid JSON" in result.skipped[0].reason
+
+    def test_string_data_is_a_json_string(self) -> None:
+        assert fires(sensor(data(string_filter("@this", "^hello$"))), "hello")[0]
