@@ -221,3 +221,15 @@ class TestAlertmanagerGroups:
         body = alertmanager_payload([idle_alert()])
         first, second = self.route(stack, body), self.route(stack, body)
         assert templates(first) == templates(second) == [ON_IDLE]
+
+
+def test_concurrent_routing_loses_and_duplicates_nothing(stack: Stack) -> None:
+    """The engine routes from several threads: every admission fires exactly once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    events = [resource_event(*stack.workloads, "UPDATE", workload(f"job-w{i}-abcde", stage="admitted"),
+                             workload(f"job-w{i}-abcde", stage="pending")) for i in range(400)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(stack.router.route, events))
+    names = sorted(parameters(wf)["workload"] for r in results for wf in r.workflows)
+    assert names == sorted(f"job-w{i}-abcde" for i in range(400))
