@@ -4,8 +4,8 @@
 objects, so it reads every YAML/JSON document under the folder (recursively), keeps those of
 kind Sensor and EventSource (`argoproj.io/*`), and takes a missing namespace from the nearest
 `kustomization.yaml` that sets `namespace:`. The same object found twice (a base and an
-overlay copy) is kept once; if the copies differ, the first in path order wins and a warning
-says which file was ignored.
+overlay copy, with or without a namespace) is kept once; if the copies differ, the first in path
+order wins and a warning says which file was ignored.
 """
 
 from __future__ import annotations
@@ -45,11 +45,16 @@ def load_argo_events_objects(root: Path) -> LoadedObjects:
     for path in files:
         if path.name in _KUSTOMIZATION_NAMES:
             continue
+        text = ""
         try:
             text = path.read_text(encoding="utf-8")
             documents = list(yaml.safe_load_all(text)) if path.suffix != ".json" else [json.loads(text)]
         except (yaml.YAMLError, ValueError, UnicodeDecodeError) as exc:
-            raise ManifestError(f"{path}: not valid YAML/JSON: {exc}") from None
+            if any(f"kind: {k}" in text or f'"kind": "{k}"' in text
+                   for k in ARGO_EVENTS_KINDS):
+                raise ManifestError(f"{path}: not valid YAML/JSON: {exc}") from None
+            loaded.warnings.append(f"{path}: skipped, not valid YAML/JSON ({str(exc).splitlines()[0]})")
+            continue
         for doc in documents:
             for obj in _items(doc):
                 if obj.get("kind") not in ARGO_EVENTS_KINDS or not str(obj.get("apiVersion", "")).startswith("argoproj.io/"):
@@ -63,10 +68,12 @@ def load_argo_events_objects(root: Path) -> LoadedObjects:
                     namespace = _kustomize_namespace(path.parent, root if root.is_dir() else path.parent, namespaces)
                     if namespace:
                         metadata["namespace"] = namespace
-                key = (obj["kind"], str(metadata.get("namespace") or ""), str(metadata["name"]))
+                # One install holds one Sensor of a name: a base and its overlay copies are the same
+                # object (an overlay without `namespace:` would otherwise look like a second Sensor).
+                key = (obj["kind"], "", str(metadata["name"]))
                 if key in loaded.origins:
                     first = next(o for o in loaded.objects if _key(o) == key)
-                    if first != obj:
+                    if _without_namespace(first) != _without_namespace(obj):
                         loaded.warnings.append(
                             f"{path}: {key[0]} {key[2]} also defined in {loaded.origins[key]} with different "
                             f"content; using the one from {loaded.origins[key]}"
@@ -79,7 +86,12 @@ def load_argo_events_objects(root: Path) -> LoadedObjects:
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
     metadata = obj.get("metadata") or {}
-    return (obj.get("kind", ""), str(metadata.get("namespace") or ""), str(metadata.get("name", "")))
+    return (obj.get("kind", ""), "", str(metadata.get("name", "")))
+
+
+def _without_namespace(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "namespace"}
+    return {**obj, "metadata": metadata}
 
 
 def _items(doc: Any) -> list[dict[str, Any]]:
