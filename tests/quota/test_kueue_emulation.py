@@ -292,3 +292,35 @@ def test_background_thread_over_the_store_reacts_to_changes(server: ApiServer, g
     finally:
         kueue.stop()
     assert kueue.last_error is None
+
+
+def test_a_finished_condition_written_during_a_pass_is_never_lost(gateway, server: ApiServer, clock) -> None:
+    """The engine (as job controller) writes Finished while a pass is running: our write conflicts."""
+    from engine.kueue.cluster import GatewayCluster
+
+    setup_tenants(gateway, team_a={"cohort": None})
+    gateway.create(R.WORKLOAD, K.workload("team-a", "racer", gpus=1))
+    KueueController.over_url(server.url, clock=clock).reconcile()
+    gateway.merge_patch(R.WORKLOAD, "racer", {"spec": {"active": False}}, "team-a")
+
+    class EngineWritesFirst(GatewayCluster):
+        """Before our first Workload status write, someone else writes Finished (a real concurrent write)."""
+
+        raced = False
+
+        def merge_patch(self, resource, name, patch, namespace=None, subresource=None):
+            if resource.kind == "Workload" and subresource == "status" and not self.raced:
+                self.raced = True
+                current = gateway.get(R.WORKLOAD, name, namespace)
+                gateway.merge_patch(R.WORKLOAD, name, {"status": {"conditions": current["status"]["conditions"] + [
+                    {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done",
+                     "lastTransitionTime": "2026-01-01T12:00:30Z"}]}}, namespace, subresource="status")
+            return super().merge_patch(resource, name, patch, namespace, subresource)
+
+    racing = KueueController(EngineWritesFirst(gateway), clock=clock)
+    racing.reconcile()
+    racing.reconcile()
+    obj = wl(gateway, "team-a", "racer")
+    assert condition(obj, "Finished") == ("True", "Succeeded", "done")
+    assert obj["status"]["admission"]["clusterQueue"] == "team-a", "a finished Workload keeps its admission"
+    assert gpu_usage(gateway, "team-a") == ("0", "0")
