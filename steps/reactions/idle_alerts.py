@@ -303,3 +303,47 @@ def split_alerts(alerts: list[IdleAlert], resolved: Mapping[tuple[str, str], Pod
         items.append({"namespace": alert.namespace, "workload": where.workload_name, "pod": alert.pod,
                       "alert": alert.as_param()})
     return AlertSplit(tuple(items), tuple(skipped))
+
+
+# -- observe (edge) -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IdleAlertsState:
+    """The group and where each candidate pod belongs, read from the live cluster."""
+
+    body: Mapping[str, Any]
+    candidates: tuple[IdleAlert, ...]
+    skipped: tuple[Skipped, ...]
+    resolved: Mapping[tuple[str, str], PodWorkload]
+
+    def observed(self) -> JSON:
+        return {
+            "groupKey": self.body.get("groupKey"), "status": self.body.get("status"),
+            "receiver": self.body.get("receiver"), "alerts": len(self.body.get("alerts") or []),
+            "truncatedAlerts": self.body.get("truncatedAlerts", 0),
+            "pods": {f"{ns}/{pod}": (r.workload_name or r.reason) for (ns, pod), r in self.resolved.items()},
+        }
+
+
+def observe(kube: Gateway, event: Any) -> IdleAlertsState:
+    """Parse the group (RejectedAlertGroup on bad input) and resolve each candidate pod.
+
+    Workloads are listed once per namespace, not once per alert: a group can hold dozens of pods.
+    """
+    from steps.gateways.resources import WORKLOAD
+
+    body = alertmanager_body(event)
+    candidates, skipped = candidate_alerts(body)
+    by_namespace: dict[str, list[JSON]] = {}
+    resolved: dict[tuple[str, str], PodWorkload] = {}
+    for alert in candidates:
+        if alert.namespace not in by_namespace:
+            by_namespace[alert.namespace] = kube.list(WORKLOAD, alert.namespace)
+        resolved[(alert.namespace, alert.pod)] = resolve_pod_workload(
+            kube, alert.namespace, alert.pod, by_namespace[alert.namespace])
+    return IdleAlertsState(body, tuple(candidates), tuple(skipped), resolved)
+
+
+def plan(state: IdleAlertsState) -> AlertSplit:
+    """The items for the fan-out, and every alert left out with its reason (pure)."""
+    split = split_alerts(list(state.candidates), state.resolved)
+    return AlertSplit(split.items, state.skipped + split.skipped)

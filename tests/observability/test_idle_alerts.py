@@ -125,3 +125,23 @@ def test_pods_of_a_workload_are_all_its_running_pods(cluster: tuple[Cluster, Any
     assert ia.pods_of_workload(kube, ray_wl) == sorted(p["metadata"]["name"] for p in pods)
     _, dep_wl, dep_pod = c.deployment_pod_workload("team-a", "infer")
     assert ia.pods_of_workload(kube, dep_wl) == [dep_pod["metadata"]["name"]]
+
+
+def test_group_to_items_against_the_api_server(cluster: tuple[Cluster, Any]) -> None:
+    c, kube = cluster
+    _, ray_wl, ray_pods = c.ray_cluster("team-a", "demo", workers=2)
+    _, job_wl, job_pod = c.job("team-b", "train")
+    c.pod("team-a", "debug-shell", None)
+    event = {"context": {"type": "webhook"}, "data": {"header": {}, "body": group(
+        alert("team-a", ray_pods[1]["metadata"]["name"]), alert("team-a", ray_pods[2]["metadata"]["name"]),
+        alert("team-b", job_pod["metadata"]["name"]), alert("team-a", "debug-shell"),
+        alert("team-a", "nb-0", status="resolved"), alert("team-a", "vanished-0"))}}
+    state = ia.observe(kube, event)
+    split = ia.plan(state)
+    assert [(i["namespace"], i["workload"]) for i in split.items] == [
+        ("team-a", ray_wl["metadata"]["name"]), ("team-b", job_wl["metadata"]["name"])]
+    reasons = {s.alert.pod: s.reason for s in split.skipped}
+    assert set(reasons) == {ray_pods[2]["metadata"]["name"], "debug-shell", "nb-0", "vanished-0"}
+    assert "belongs to no Kueue Workload" in reasons["debug-shell"]
+    assert "no longer exists" in reasons["vanished-0"]
+    assert state.observed()["alerts"] == 6
