@@ -1,11 +1,16 @@
 """Reading rendered Sensors and EventSources from a manifests folder.
 
-`kubectl apply -k` would build kustomize overlays; the router only needs the Argo Events
-objects, so it reads every YAML/JSON document under the folder (recursively), keeps those of
-kind Sensor and EventSource (`argoproj.io/*`), and takes a missing namespace from the nearest
-`kustomization.yaml` that sets `namespace:`. The same object found twice (a base and an
-overlay copy, with or without a namespace) is kept once; if the copies differ, the first in path
-order wins and a warning says which file was ignored.
+Two ways, both without running kustomize:
+
+* the folder (or a folder below it) is a kustomization root (`kustomization.yaml` present):
+  follow its `resources:` (files and folders, recursively, as `kubectl apply -k` would), and
+  give objects without a namespace the namespace of the outermost kustomization that sets one.
+  `patches` are NOT applied (a warning says so); point at the base to see the Sensors as rendered;
+* otherwise every YAML/JSON document under the folder (recursively).
+
+Only objects of kind Sensor and EventSource (`argoproj.io/*`) are kept. The same object found
+twice (a base and an overlay copy, with or without a namespace) is kept once; if the copies
+differ, the first wins and a warning says which file was ignored.
 """
 
 from __future__ import annotations
@@ -37,10 +42,15 @@ def load_argo_events_objects(root: Path) -> LoadedObjects:
     root = Path(root)
     if not root.exists():
         raise ManifestError(f"manifests path {root} does not exist; pass the folder `gpuaas render` writes (manifests/)")
-    files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")
-    )
     loaded = LoadedObjects()
+    forced: dict[Path, str | None] = {}
+    if root.is_dir() and _kustomization_file(root) is not None:
+        files = []
+        _kustomize_resources(root, None, files, forced, loaded.warnings, set())
+    else:
+        files = [root] if root.is_file() else sorted(
+            p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")
+        )
     namespaces: dict[Path, str | None] = {}
     for path in files:
         if path.name in _KUSTOMIZATION_NAMES:
@@ -64,7 +74,9 @@ def load_argo_events_objects(root: Path) -> LoadedObjects:
                 if not metadata.get("name"):
                     loaded.warnings.append(f"{path}: a {obj['kind']} without metadata.name was ignored")
                     continue
-                if not metadata.get("namespace"):
+                if forced.get(path):
+                    metadata["namespace"] = forced[path]
+                elif not metadata.get("namespace"):
                     namespace = _kustomize_namespace(path.parent, root if root.is_dir() else path.parent, namespaces)
                     if namespace:
                         metadata["namespace"] = namespace
@@ -120,3 +132,40 @@ def _kustomize_namespace(folder: Path, stop: Path, cache: dict[Path, str | None]
         namespace = _kustomize_namespace(folder.parent, stop, cache)
     cache[folder] = namespace
     return namespace
+
+
+def _kustomization_file(folder: Path) -> Path | None:
+    return next((folder / n for n in _KUSTOMIZATION_NAMES if (folder / n).is_file()), None)
+
+
+def _kustomize_resources(folder: Path, namespace: str | None, files: list[Path], forced: dict[Path, str | None],
+                         warnings: list[str], seen: set[Path]) -> None:
+    """Collect the resource files a kustomization includes; the outermost `namespace:` wins."""
+    folder = folder.resolve()
+    if folder in seen:
+        return
+    seen.add(folder)
+    kustomization = _kustomization_file(folder)
+    if kustomization is None:
+        warnings.append(f"{folder}: listed as a kustomize resource but has no kustomization.yaml; skipped")
+        return
+    try:
+        data = yaml.safe_load(kustomization.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{kustomization}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{kustomization}: expected a Kustomization object")
+    namespace = namespace or data.get("namespace")
+    for key in ("patches", "patchesStrategicMerge", "patchesJson6902"):
+        if data.get(key):
+            warnings.append(f"{kustomization}: {key} are not applied by gpuaas route (objects are read as rendered)")
+    for entry in data.get("resources") or []:
+        target = (folder / str(entry)).resolve()
+        if target.is_dir():
+            _kustomize_resources(target, namespace, files, forced, warnings, seen)
+        elif target.is_file():
+            if target not in files:
+                files.append(target)
+                forced[target] = namespace
+        else:
+            warnings.append(f"{kustomization}: resource {entry} not found (remote resources are not fetched)")

@@ -83,3 +83,24 @@ def test_fixture_sensors_are_valid_argo_events_objects() -> None:
         definition = {"$ref": f"#/definitions/io.argoproj.events.v1alpha1.{obj['kind']}",
                       "definitions": schema["definitions"]}
         jsonschema.Draft7Validator(definition).validate(obj)
+
+
+def test_overlay_folder_follows_its_resources_with_the_overlay_namespace(tmp_path: Path) -> None:
+    write(tmp_path / "base" / "sensors.yaml", sensor())
+    write(tmp_path / "base" / "eventsources.yaml", event_source())
+    write(tmp_path / "base" / "unlisted.yaml", {**sensor(), "metadata": {"name": "not-in-kustomization"}})
+    (tmp_path / "base" / "kustomization.yaml").write_text(
+        "namespace: base-ns\nresources: [sensors.yaml, eventsources.yaml]\n")
+    overlay = tmp_path / "overlays" / "openshift"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(
+        "namespace: overlay-ns\nresources: [../../base, https://example.invalid/remote.yaml]\n"
+        "patches: [{path: p.yaml}]\n")
+    loaded = load_argo_events_objects(overlay)
+    assert sorted((o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]) for o in loaded.objects) == [
+        ("EventSource", "demo-source", "overlay-ns"), ("Sensor", "demo", "overlay-ns")]
+    assert any("patches are not applied" in w for w in loaded.warnings)
+    assert any("not found" in w for w in loaded.warnings)
+    workflow = Router(loaded.objects).route(
+        {"source": "demo-source", "subject": "demo-event", "data": {}}).workflows[0]
+    assert workflow["metadata"]["namespace"] == "overlay-ns"
