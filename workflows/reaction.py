@@ -1,0 +1,259 @@
+"""The shape every gpuaas WorkflowTemplate shares: one reaction step, its retry, lock, record and metrics.
+
+A reaction template is deliberately uniform (ARCHITECTURE section 1) because three parties read it:
+Argo on a cluster, the local engine (which executes the rendered YAML), and an admin in the Argo UI.
+
+    spec.arguments        every parameter with a description and a default (Submit works as is)
+    entrypoint `main`     a `steps` template calling the reaction's script template
+    script template       image `gpuaas-step`, command [python, -m, steps, <reaction>],
+                          source '{{inputs.parameters}}', outputs read from /tmp/gpuaas/outputs/<name>
+    retryStrategy         retry only exit code 75 (EX_TEMPFAIL: 5xx, timeouts, conflicts exhausted)
+    onExit `exit-handler` runs `python -m steps record-outcome` with {{workflow.status}} and
+                          {{workflow.failures}}, so a run whose step crashed still leaves a record
+    synchronization       `mutexes` (Argo 4 removed the singular form): one lock per Workload
+    workflowMetadata      labels gpuaas.io/reaction (fixed), gpuaas.io/workload and gpuaas.io/tenant
+                          (labelsFrom expressions over workflow parameters) so history is searchable
+    metrics               runs by reaction and Argo status, duration histogram (workflow level);
+                          outcomes by reaction (template level, from the step's `outcome` output)
+    podGC, ttlStrategy, activeDeadlineSeconds, serviceAccountName
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hera.workflows import (
+    Counter,
+    Env,
+    FieldEnv,
+    Histogram,
+    Label,
+    Parameter,
+    Resources,
+    Script,
+    Step,
+    Steps,
+    WorkflowTemplate,
+)
+from hera.workflows.models import (
+    Backoff,
+    Capabilities,
+    LabelValueFrom,
+    Mutex,
+    PodGC,
+    RetryStrategy,
+    SeccompProfile,
+    SecurityContext,
+    Synchronization,
+    TTLStrategy,
+    ValueFrom,
+    WorkflowMetadata,
+)
+from hera.workflows.models import Parameter as ModelParameter
+
+IMAGE = "gpuaas-step"
+"""Placeholder image name; kustomize `images:` (name gpuaas-step) pins the admin's registry and tag."""
+SERVICE_ACCOUNT = "gpuaas-steps"
+OUTPUTS_DIR = "/tmp/gpuaas/outputs"
+"""ARCHITECTURE section 1: the step writes one file per output parameter here (env GPUAAS_OUTPUTS_DIR)."""
+PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+TRANSIENT_EXIT_CODE = 75
+REACTION_LABEL = "gpuaas.io/reaction"
+TENANT_LABEL = "gpuaas.io/tenant"
+WORKLOAD_LABEL = "gpuaas.io/workload"
+RUNS_METRIC = "gpuaas_reaction_runs"
+DURATION_METRIC = "gpuaas_reaction_duration_seconds"
+OUTCOMES_METRIC = "gpuaas_reaction_outcomes"
+RECLAIMED_GPU_HOURS_METRIC = "gpuaas_gpu_hours_reclaimed"
+RELEASED_GPUS_METRIC = "gpuaas_idle_gpus_released"
+
+
+@dataclass(frozen=True)
+class Input:
+    """One template parameter: what the UI shows, and the default that lets Submit run as is."""
+
+    name: str
+    description: str
+    default: str = ""
+    enum: tuple[str, ...] = ()
+
+    def argument(self) -> Parameter:
+        return Parameter(name=self.name, value=self.default, description=self.description,
+                         enum=list(self.enum) or None)
+
+
+NAMESPACE = Input("namespace", "Namespace of the Kueue Workload (the tenant's project).")
+WORKLOAD = Input("workload", "Name of the Kueue Workload (kubectl get workloads -n NAMESPACE).")
+EVENT = Input("event", "The raw event as the Sensor delivered it (JSON). Leave empty when submitting by hand: "
+                       "the step then reads the live state only.")
+DRY_RUN = Input("dry-run", "true: plan and record only, change nothing. false: apply the plan.", "false",
+                ("false", "true"))
+TENANT = Input("tenant", "Optional hint for the gpuaas.io/tenant label (ClusterQueue name). The step resolves "
+                         "the tenant itself and never trusts this value.")
+WORKLOAD_INPUTS: tuple[Input, ...] = (NAMESPACE, WORKLOAD, EVENT, DRY_RUN, TENANT)
+
+STANDARD_OUTPUTS: tuple[tuple[str, str], ...] = (("outcome", "failed"), ("plan", "{}"), ("record", ""))
+"""(name, default): a step that dies before writing its files still yields parsable outputs."""
+
+
+@dataclass(frozen=True)
+class ReactionTemplate:
+    """What differs between the six templates; everything else is the shared shape above."""
+
+    name: str
+    """WorkflowTemplate name users find in the Argo UI (`gpuaas-on-admitted`)."""
+    reaction: str
+    """`python -m steps <reaction>`."""
+    description: str
+    inputs: tuple[Input, ...] = WORKLOAD_INPUTS
+    mutex: str | None = "gpuaas-workload-{{workflow.parameters.namespace}}-{{workflow.parameters.workload}}"
+    extra_outputs: tuple[tuple[str, str], ...] = ()
+    needs_prometheus: bool = False
+    reclaimed_gpu_hours: bool = False
+    """Emit gpuaas_gpu_hours_reclaimed from the step's `gpu-hours-reclaimed` output."""
+    active_deadline_seconds: int = 900
+    labels_from_workload: bool = True
+    extra_annotations: dict[str, str] = field(default_factory=dict)
+
+
+def mutex(name: str) -> Synchronization:
+    return Synchronization(mutexes=[Mutex(name=name)])
+
+
+def transient_retry() -> RetryStrategy:
+    """Retry exit code 75 only: a permanent failure (1) or a recorded outcome (0) is final."""
+    return RetryStrategy(limit="4", retry_policy="Always",
+                         expression=f"asInt(lastRetry.exitCode) == {TRANSIENT_EXIT_CODE}",
+                         backoff=Backoff(duration="5s", factor="2", max_duration="2m"))
+
+
+def restricted_security_context() -> SecurityContext:
+    """What OpenShift's restricted-v2 SCC and Pod Security `restricted` accept; the UID is left to the platform."""
+    return SecurityContext(allow_privilege_escalation=False, run_as_non_root=True,
+                           capabilities=Capabilities(drop=["ALL"]),
+                           seccomp_profile=SeccompProfile(type="RuntimeDefault"))
+
+
+def step_env(needs_prometheus: bool) -> list[Env | FieldEnv]:
+    env: list[Env | FieldEnv] = [FieldEnv(name="GPUAAS_NAMESPACE", field_path="metadata.namespace"),
+                                 Env(name="GPUAAS_OUTPUTS_DIR", value=OUTPUTS_DIR)]
+    if needs_prometheus:
+        env.append(Env(name="GPUAAS_PROMETHEUS_URL", value=PROMETHEUS_URL))
+    return env
+
+
+def output(name: str, default: str) -> Parameter:
+    return Parameter(name=name, value_from=ValueFrom(path=f"{OUTPUTS_DIR}/{name}", default=default))
+
+
+def script(name: str, reaction: str, inputs: Sequence[str], outputs: Sequence[tuple[str, str]], *,
+           needs_prometheus: bool = False, retry: bool = True, synchronization: Synchronization | None = None,
+           metrics: list | None = None) -> Script:
+    """The script template of one reaction: `python -m steps <reaction> /argo/staging/script`."""
+    return Script(
+        name=name,
+        image=IMAGE,
+        image_pull_policy="IfNotPresent",
+        command=["python", "-m", "steps", reaction],
+        source="{{inputs.parameters}}",
+        inputs=[Parameter(name=n) for n in inputs],
+        outputs=[output(n, d) for n, d in outputs],
+        env=step_env(needs_prometheus),
+        security_context=restricted_security_context(),
+        resources=Resources(cpu_request="50m", memory_request="128Mi", memory_limit="512Mi"),
+        retry_strategy=transient_retry() if retry else None,
+        synchronization=synchronization,
+        metrics=metrics,
+    )
+
+
+def outcome_metric(reaction: str) -> Counter:
+    return Counter(name=OUTCOMES_METRIC, help="gpuaas reaction steps by recorded outcome",
+                   labels=[Label(key="reaction", value=reaction),
+                           Label(key="outcome", value="{{outputs.parameters.outcome}}")],
+                   value="1")
+
+
+def amount_metric(name: str, help_text: str, output_name: str) -> Counter:
+    """A counter incremented by a numeric step output (metrics' dashboard reads these)."""
+    return Counter(name=name, help=help_text, when="{{status}} == Succeeded",
+                   labels=[Label(key="tenant", value="{{inputs.parameters.tenant}}")],
+                   value=f"{{{{outputs.parameters.{output_name}}}}}")
+
+
+def workflow_metrics(reaction: str) -> list:
+    return [
+        Counter(name=RUNS_METRIC, help="gpuaas reaction workflows by reaction and Argo status",
+                labels=[Label(key="reaction", value=reaction), Label(key="status", value="{{workflow.status}}")],
+                value="1"),
+        Histogram(name=DURATION_METRIC, help="gpuaas reaction workflow duration in seconds",
+                  labels=[Label(key="reaction", value=reaction)],
+                  value="{{workflow.duration}}", buckets=[1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0]),
+    ]
+
+
+def exit_handler(reaction: str, inputs: Sequence[Input]) -> tuple[Steps, Script]:
+    """`record-outcome` with the run's status and failures: a crashed step is still recorded."""
+    names = [i.name for i in inputs]
+    recorder = script("record-outcome", "record-outcome",
+                      ["reaction", *names, "status", "failures"], STANDARD_OUTPUTS, retry=True)
+    handler = Steps(name="exit-handler")
+    handler._add_sub(Step(name="record-outcome", template="record-outcome", arguments=[
+        ModelParameter(name="reaction", value=reaction),
+        *[ModelParameter(name=n, value=f"{{{{workflow.parameters.{n}}}}}") for n in names],
+        ModelParameter(name="status", value="{{workflow.status}}"),
+        ModelParameter(name="failures", value="{{workflow.failures}}"),
+    ]))
+    return handler, recorder
+
+
+def workflow_arguments(names: Sequence[str]) -> list[ModelParameter]:
+    return [ModelParameter(name=n, value=f"{{{{workflow.parameters.{n}}}}}") for n in names]
+
+
+def assemble(spec: ReactionTemplate, templates: Sequence, *, entry_steps: Steps) -> WorkflowTemplate:
+    """Assemble a WorkflowTemplate from its script templates and entrypoint `main`."""
+    labels_from = None
+    if spec.labels_from_workload:
+        labels_from = {
+            WORKLOAD_LABEL: LabelValueFrom(expression="workflow.parameters.workload"),
+            TENANT_LABEL: LabelValueFrom(expression="workflow.parameters.tenant"),
+        }
+    handler, recorder = exit_handler(spec.reaction, spec.inputs)
+    template = WorkflowTemplate(
+        name=spec.name,
+        labels={"app.kubernetes.io/name": "gpuaas", "app.kubernetes.io/component": "reaction",
+                REACTION_LABEL: spec.reaction},
+        annotations={"workflows.argoproj.io/description": spec.description, **spec.extra_annotations},
+        entrypoint="main",
+        on_exit="exit-handler",
+        service_account_name=SERVICE_ACCOUNT,
+        arguments=[i.argument() for i in spec.inputs],
+        synchronization=mutex(spec.mutex) if spec.mutex else None,
+        active_deadline_seconds=spec.active_deadline_seconds,
+        pod_gc=PodGC(strategy="OnPodSuccess"),
+        ttl_strategy=TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
+        workflow_metadata=WorkflowMetadata(labels={REACTION_LABEL: spec.reaction}, labels_from=labels_from),
+        metrics=workflow_metrics(spec.reaction),
+    )
+    for t in (entry_steps, *templates, handler, recorder):
+        template._add_sub(t)
+    return template
+
+
+def single_step(spec: ReactionTemplate) -> WorkflowTemplate:
+    """A template whose `main` runs the reaction once (all but on-idle)."""
+    names = [i.name for i in spec.inputs]
+    metrics = [outcome_metric(spec.reaction)]
+    outputs = list(STANDARD_OUTPUTS) + list(spec.extra_outputs)
+    if spec.reclaimed_gpu_hours:
+        outputs.append(("gpu-hours-reclaimed", "0"))
+        metrics.append(amount_metric(RECLAIMED_GPU_HOURS_METRIC,
+                                     "GPU-hours reclaimed from idle workloads, counted when a release ends",
+                                     "gpu-hours-reclaimed"))
+    step_template = script(spec.reaction, spec.reaction, names, outputs,
+                           needs_prometheus=spec.needs_prometheus, metrics=metrics)
+    main = Steps(name="main")
+    main._add_sub(Step(name=spec.reaction, template=spec.reaction, arguments=workflow_arguments(names)))
+    return assemble(spec, [step_template], entry_steps=main)
