@@ -1,0 +1,1 @@
+"""The domain model: Kueue Workloads (workload), their owners (owners), tenants (tenancy)."""

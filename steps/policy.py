@@ -1,0 +1,246 @@
+"""The idle policy: ConfigMap `gpuaas-policy` (namespace $GPUAAS_NAMESPACE), key `policy.yaml`.
+
+Defaults plus per-tenant overrides (a tenant is a ClusterQueue name). Format (EXAMPLE_POLICY_YAML
+below is the documented, tested example the manifests embed):
+
+    idle:                       # defaults for every tenant
+      window: 30m               # how long GPUs must stay idle (seconds as a number, or 30s/10m/1h/1h30m)
+      threshold: 0.05           # highest GPU activity (0-1) that still counts as idle
+      minCoverage: 0.9          # share of the window the samples must cover before idle is believed
+      minRuntime: 1h            # never release a workload admitted less than this ago
+      mode: enforce             # enforce | dry-run (plan and record only)
+      maxReleasesPerHour: 10    # per tenant; 0 = never release
+    quota: {...}                # read by provision-quota (steps.reactions.provision_quota)
+    tenants:
+      team-a:
+        idle: {mode: dry-run, window: 10m}
+        quota: {weight: 2, guaranteedGpus: {a100: 4}}
+
+Exemption is not a policy key but an annotation (or label) `gpuaas.io/idle-policy: exempt` on the
+Workload or its owner: the tenant decides per workload.
+
+    load_policy(kube, namespace) -> (Policy, source)   # defaults when the ConfigMap is absent
+    parse_policy(text) -> Policy                       # PolicyError (a RejectedInput) names the field
+    Policy.idle_for(tenant) -> IdleSettings            # defaults overlaid with the tenant's `idle`
+    Policy.raw                                         # the whole mapping (quota reads its sections)
+    default_policy_text() -> str                       # EXAMPLE_POLICY_YAML
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from steps.plan import RejectedInput
+
+CONFIG_MAP = "gpuaas-policy"
+KEY = "policy.yaml"
+EXEMPT_KEY = "gpuaas.io/idle-policy"
+EXEMPT_VALUE = "exempt"
+MODES = ("enforce", "dry-run")
+
+EXAMPLE_POLICY_YAML = """\
+# gpuaas policy: defaults for every tenant, then per-tenant overrides (tenant = ClusterQueue name).
+# Exempt one workload: annotate it (or its owner) gpuaas.io/idle-policy=exempt.
+idle:
+  window: 30m              # GPUs idle for this long (30s, 10m, 1h, 1h30m or seconds)
+  threshold: 0.05          # activity at or below 5% counts as idle (0-1)
+  minCoverage: 0.9         # samples must cover 90% of the window ("no data" is never idle)
+  minRuntime: 1h           # never release a workload admitted less than an hour ago
+  mode: enforce            # enforce | dry-run
+  maxReleasesPerHour: 10   # per tenant; 0 = never release
+quota:
+  cohort: gpuaas           # the shared cohort of every tenant's ClusterQueue
+  queueingStrategy: BestEffortFIFO
+  weight: 1                # capacity split weight
+  guaranteedGpus: 0        # GPUs a tenant keeps whatever the others need
+tenants:
+  team-a:
+    idle:
+      window: 1h
+      mode: dry-run
+    quota:
+      weight: 2
+      guaranteedGpus: 4
+"""
+
+
+def default_policy_text() -> str:
+    """The documented example policy (what `gpuaas render` puts in the ConfigMap)."""
+    return EXAMPLE_POLICY_YAML
+
+
+class PolicyError(RejectedInput):
+    """The policy document is wrong; names the key path, what was expected and what was found."""
+
+    def __init__(self, field: str, expected: str, found: object) -> None:
+        super().__init__(f"policy.yaml {field}", expected, found,
+                         f"fix ConfigMap {CONFIG_MAP} (kubectl -n gpuaas edit configmap {CONFIG_MAP})")
+
+
+@dataclass(frozen=True)
+class IdleSettings:
+    """The idle part of one tenant's policy (field names match on_idle.IdlePolicy)."""
+
+    window_seconds: float = 1800.0
+    threshold: float = 0.05
+    min_coverage: float = 0.9
+    min_runtime_seconds: float = 3600.0
+    mode: str = "enforce"
+    max_releases_per_hour: int = 10
+
+    @property
+    def dry_run(self) -> bool:
+        return self.mode == "dry-run"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"windowSeconds": self.window_seconds, "threshold": self.threshold,
+                "minCoverage": self.min_coverage, "minRuntimeSeconds": self.min_runtime_seconds,
+                "mode": self.mode, "maxReleasesPerHour": self.max_releases_per_hour}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Defaults plus per-tenant overrides; `raw` is the parsed document for other sections."""
+
+    idle: IdleSettings = IdleSettings()
+    tenants: Mapping[str, IdleSettings] = field(default_factory=dict)
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def idle_for(self, tenant: str | None) -> IdleSettings:
+        return self.tenants.get(tenant or "", self.idle)
+
+    def tenant_section(self, tenant: str) -> Mapping[str, Any]:
+        return ((self.raw.get("tenants") or {}).get(tenant) or {})
+
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def parse_duration(where: str, value: object) -> float:
+    """Seconds from a number or a Go-like duration string (30s, 10m, 1h30m)."""
+    if isinstance(value, bool):
+        raise PolicyError(where, "a duration (seconds, or 30s / 10m / 1h30m)", repr(value))
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise PolicyError(where, "a duration >= 0", repr(value))
+        return float(value)
+    text = str(value).strip()
+    match = _DURATION.match(text)
+    if not text or not match or not any(match.groups()):
+        raise PolicyError(where, "a duration (seconds, or 30s / 10m / 1h30m)", repr(value))
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def _number(where: str, value: object, low: float, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PolicyError(where, f"a number between {low:g} and {high:g}" if high is not None
+                          else f"a number >= {low:g}", repr(value))
+    if value < low or (high is not None and value > high):
+        raise PolicyError(where, f"a number between {low:g} and {high:g}" if high is not None
+                          else f"a number >= {low:g}", repr(value))
+    return float(value)
+
+
+_IDLE_KEYS = {"window", "threshold", "minCoverage", "minRuntime", "mode", "maxReleasesPerHour"}
+
+
+def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
+    if section is None:
+        return base
+    if not isinstance(section, Mapping):
+        raise PolicyError(where, "a mapping of idle settings", type(section).__name__)
+    unknown = sorted(set(section) - _IDLE_KEYS)
+    if unknown:
+        raise PolicyError(f"{where}.{unknown[0]}", f"one of {', '.join(sorted(_IDLE_KEYS))}", repr(unknown[0]))
+    out = base
+    if "window" in section:
+        window = parse_duration(f"{where}.window", section["window"])
+        if window <= 0:
+            raise PolicyError(f"{where}.window", "a duration > 0", repr(section["window"]))
+        out = replace(out, window_seconds=window)
+    if "threshold" in section:
+        out = replace(out, threshold=_number(f"{where}.threshold", section["threshold"], 0, 1))
+    if "minCoverage" in section:
+        out = replace(out, min_coverage=_number(f"{where}.minCoverage", section["minCoverage"], 0, 1))
+    if "minRuntime" in section:
+        out = replace(out, min_runtime_seconds=parse_duration(f"{where}.minRuntime", section["minRuntime"]))
+    if "mode" in section:
+        if section["mode"] not in MODES:
+            raise PolicyError(f"{where}.mode", "enforce or dry-run", repr(section["mode"]))
+        out = replace(out, mode=section["mode"])
+    if "maxReleasesPerHour" in section:
+        value = section["maxReleasesPerHour"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PolicyError(f"{where}.maxReleasesPerHour", "a whole number >= 0", repr(value))
+        out = replace(out, max_releases_per_hour=value)
+    return out
+
+
+def policy_from_mapping(document: object) -> Policy:
+    """Validate a parsed document (pure)."""
+    if document is None:
+        return Policy()
+    if not isinstance(document, Mapping):
+        raise PolicyError("(document)", "a mapping with idle/quota/tenants sections", type(document).__name__)
+    unknown = sorted(set(document) - {"idle", "quota", "tenants"})
+    if unknown:
+        raise PolicyError(unknown[0], "one of idle, quota, tenants", repr(unknown[0]))
+    defaults = _idle("idle", document.get("idle"), IdleSettings())
+    tenants_section = document.get("tenants") or {}
+    if not isinstance(tenants_section, Mapping):
+        raise PolicyError("tenants", "a mapping of ClusterQueue name -> overrides", type(tenants_section).__name__)
+    tenants: dict[str, IdleSettings] = {}
+    for name, section in tenants_section.items():
+        if section is None:
+            section = {}
+        if not isinstance(section, Mapping):
+            raise PolicyError(f"tenants.{name}", "a mapping with idle and/or quota", type(section).__name__)
+        extra = sorted(set(section) - {"idle", "quota"})
+        if extra:
+            raise PolicyError(f"tenants.{name}.{extra[0]}", "idle or quota", repr(extra[0]))
+        tenants[str(name)] = _idle(f"tenants.{name}.idle", section.get("idle"), defaults)
+    if document.get("quota") is not None and not isinstance(document.get("quota"), Mapping):
+        raise PolicyError("quota", "a mapping of quota settings", type(document.get("quota")).__name__)
+    return Policy(idle=defaults, tenants=tenants, raw=dict(document))
+
+
+def parse_policy(text: str) -> Policy:
+    """Parse policy.yaml text; PolicyError on YAML or validation errors."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise PolicyError("(document)", "valid YAML", f"a syntax error{where}: {getattr(error, 'problem', error)}") \
+            from None
+    return policy_from_mapping(document)
+
+
+def load_policy(kube: Any, namespace: str) -> tuple[Policy, str]:
+    """Read the ConfigMap; (Policy(), "defaults: ...") when it or its key is absent."""
+    from steps.gateways.resources import CONFIG_MAP as CM
+
+    config_map = kube.get(CM, CONFIG_MAP, namespace)
+    if config_map is None:
+        return Policy(), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} not found)"
+    text = (config_map.get("data") or {}).get(KEY)
+    if not text:
+        return Policy(), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} has no key {KEY})"
+    version = (config_map.get("metadata") or {}).get("resourceVersion")
+    return parse_policy(text), f"ConfigMap {namespace}/{CONFIG_MAP} resourceVersion {version}"
+
+
+def exempt_by(*objects: Mapping[str, Any] | None) -> str | None:
+    """"<Kind> <name>" of the first object annotated (or labelled) gpuaas.io/idle-policy: exempt."""
+    for obj in objects:
+        meta = (obj or {}).get("metadata") or {}
+        for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
+            if str(source.get(EXEMPT_KEY, "")).strip().lower() == EXEMPT_VALUE:
+                return f"{(obj or {}).get('kind', 'object')} {meta.get('name')}"
+    return None

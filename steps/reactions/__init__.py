@@ -1,0 +1,251 @@
+"""Reactions: one module per reaction, found by name (no shared registry to edit).
+
+Convention (stable; helpers add modules without touching this file):
+
+    reaction "on-idle"  ->  module steps.reactions.on_idle
+
+A reaction module exposes
+
+    REACTION: str = "on-idle"
+    def step(context: StepContext) -> steps.plan.StepReport
+
+The entry point (`python -m steps on-idle FILE`) imports the module lazily, calls `step`, then
+records the Kubernetes Event, builds the audit record and writes the outputs: a reaction never
+writes output files or the record itself. Raising `steps.plan.RejectedInput` from `step` gives
+`rejected-input`; a gateway `TransientError` gives `failed` + exit 75; anything else `failed` +
+exit 1, and the record is still written.
+
+Most reactions are observe -> plan -> apply; `run_planned(context, observe=..., plan=...)` is that
+loop (re-observe and re-plan on 409 Conflict, bounded), with `apply_actions` as the generic apply
+over `steps.plan.Action`s:
+
+    def observe(context: StepContext, request: ReactionRequest) -> State   # State: see `run_planned`
+    def plan(request: ReactionRequest, state, policy: steps.policy.Policy) -> steps.plan.Plan  (pure)
+    def step(context): return run_planned(context, observe=observe, plan=plan)
+
+`StepContext` gives lazy access to the gateways (`context.kube`, `context.metrics`), the policy
+(`context.policy`, read from the ConfigMap on first use), the raw parameters and the clock.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any
+
+from steps.plan import (
+    JSON,
+    Action,
+    ActionResult,
+    Outcome,
+    Plan,
+    ReactionRequest,
+    RejectedInput,
+    StepReport,
+    outcome_of,
+)
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+def module_name(reaction: str) -> str:
+    """ "on-idle" -> "steps.reactions.on_idle"."""
+    return f"{__name__}.{reaction.replace('-', '_')}"
+
+
+def load(reaction: str) -> ModuleType:
+    """Import the reaction's module; RejectedInput when the name is malformed or unknown."""
+    if not _NAME.match(reaction or ""):
+        raise RejectedInput("reaction", "a reaction name such as on-admitted (lower-case, '-')",
+                            repr(reaction), "check the template's command: [python, -m, steps, <reaction>]")
+    try:
+        module = importlib.import_module(module_name(reaction))
+    except ModuleNotFoundError as error:
+        if error.name != module_name(reaction):
+            raise
+        raise RejectedInput("reaction", f"one of {', '.join(available())}", repr(reaction),
+                            "check the template's command") from None
+    if not callable(getattr(module, "step", None)):
+        raise RejectedInput("reaction", f"a module exposing step(context) ({module.__name__})",
+                            "a module without step()", "this reaction cannot be run as a step yet")
+    return module
+
+
+def available() -> list[str]:
+    """Reaction names with a module in this package (for messages and docs)."""
+    here = os.path.dirname(__file__)
+    return sorted(f[:-3].replace("_", "-") for f in os.listdir(here)
+                  if f.endswith(".py") and not f.startswith("_"))
+
+
+class StepContext:
+    """What a reaction may touch: parameters, environment, clock, and lazily built gateways."""
+
+    def __init__(self, reaction: str, params: Mapping[str, str], environ: Mapping[str, str] | None = None,
+                 *, kube: Any = None, metrics: Any = None, policy: Any = None, now: datetime | None = None) -> None:
+        self.reaction = reaction
+        self.params = dict(params)
+        self.environ = dict(os.environ if environ is None else environ)
+        self._kube = kube
+        self._metrics = metrics
+        self._policy = policy
+        self._now = now
+        self.policy_source = "given" if policy is not None else ""
+
+    def now(self) -> datetime:
+        return self._now or datetime.now(UTC)
+
+    @property
+    def kube(self) -> Any:
+        """steps.gateways.kubernetes.KubernetesGateway (GPUAAS_KUBE_URL wins, as ARCHITECTURE §1)."""
+        if self._kube is None:
+            from steps.gateways.kubernetes import KubernetesGateway
+
+            url = self.environ.get("GPUAAS_KUBE_URL")
+            self._kube = KubernetesGateway(url=url) if url else KubernetesGateway()
+        return self._kube
+
+    @property
+    def metrics(self) -> Any:
+        """steps.gateways.metrics.MetricsGateway at GPUAAS_PROMETHEUS_URL."""
+        if self._metrics is None:
+            from steps.gateways.metrics import MetricsGateway
+
+            self._metrics = MetricsGateway(url=self.environ.get("GPUAAS_PROMETHEUS_URL") or None)
+        return self._metrics
+
+    @property
+    def namespace(self) -> str:
+        """The product's own namespace (policy ConfigMap lives there)."""
+        return self.environ.get("GPUAAS_NAMESPACE") or "gpuaas"
+
+    @property
+    def policy(self) -> Any:
+        """steps.policy.Policy from ConfigMap gpuaas-policy (defaults when it is absent)."""
+        if self._policy is None:
+            from steps.policy import load_policy
+
+            self._policy, self.policy_source = load_policy(self.kube, self.namespace)
+        return self._policy
+
+
+def _project(obj: Any, shape: Any) -> Any:
+    """The part of `obj` that a merge patch of `shape` touches (before/after in the record)."""
+    if not isinstance(shape, dict):
+        return obj
+    if not isinstance(obj, dict):
+        return None
+    return {k: _project(obj.get(k), v) for k, v in shape.items() if k != "resourceVersion"}
+
+
+def apply_actions(kube: Any, plan: Plan, dry_run: bool) -> list[ActionResult]:
+    """Apply a plan's actions in order (or report them as dry-run).
+
+    Conflict (409) propagates so the caller re-observes and re-plans; TransientError propagates
+    (exit 75, Argo retries); any other API error marks the action failed and stops the plan.
+    """
+    from steps.gateways.errors import Conflict, KubernetesError, TransientError
+
+    results: list[ActionResult] = []
+    for action in plan.actions:
+        if action.operation == "none":
+            results.append(ActionResult(action.action, action.target, "unchanged", action.before, action.before))
+            continue
+        if dry_run:
+            results.append(ActionResult(action.action, action.target, "dry-run", action.before, None))
+            continue
+        try:
+            after = _write(kube, action)
+        except (Conflict, TransientError):
+            raise
+        except KubernetesError as error:
+            results.append(ActionResult(action.action, action.target, "failed", action.before, None, str(error)))
+            break
+        results.append(ActionResult(action.action, action.target, "applied", action.before, after))
+    return results
+
+
+def _write(kube: Any, action: Action) -> JSON | None:
+    ns = action.namespace if action.resource.namespaced else None
+    if action.operation == "create":
+        created = kube.create(action.resource, action.body or {}, ns)
+        return {"name": (created.get("metadata") or {}).get("name"), "uid": (created.get("metadata") or {}).get("uid")}
+    if action.operation == "merge-patch":
+        patch = action.patch
+        if action.resource_version:
+            patch = {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": action.resource_version}}
+        written = kube.merge_patch(action.resource, action.name, patch, ns, subresource=action.subresource)
+        return _project(written, action.patch)
+    if action.operation == "json-patch":
+        written = kube.json_patch(action.resource, action.name, action.patch, ns, subresource=action.subresource)
+        return {"resourceVersion": (written.get("metadata") or {}).get("resourceVersion")}
+    if action.operation == "delete":
+        kube.delete(action.resource, action.name, ns)
+        return None
+    raise ValueError(f"unknown operation {action.operation!r} in action {action.action}")
+
+
+def run_planned(context: StepContext, *, observe: Callable[[StepContext, ReactionRequest], Any],
+                plan: Callable[[ReactionRequest, Any, Any], Plan],
+                apply: Callable[[Any, Plan, bool], list[ActionResult]] = apply_actions,
+                require_workload: bool = True, attempts: int = 3) -> StepReport:
+    """parse -> observe -> plan -> apply, re-observing and re-planning on 409 (bounded).
+
+    The state returned by `observe` should offer (all optional): `observed() -> dict` (the record's
+    `observed`), `workload_object` (the Workload dict, for the Kubernetes Event), `workload_ref`
+    ({namespace, name, uid}), `tenant`, `cohort`, `event_summary`.
+    A RejectedInput raised anywhere ends as `rejected-input` with zero writes.
+    """
+    from steps.gateways.errors import Conflict, TransientError
+
+    timings = {"observeSeconds": 0.0, "planSeconds": 0.0, "applySeconds": 0.0}
+    started = time.perf_counter()
+    report = StepReport(reaction=context.reaction, outcome=Outcome.FAILED, timings=timings)
+    request = ReactionRequest.from_params(context.reaction, context.params)
+    report.request = request
+    if require_workload:
+        request.require_workload()
+    for attempt in range(1, attempts + 1):
+        t = time.perf_counter()
+        state = observe(context, request)
+        timings["observeSeconds"] += time.perf_counter() - t
+        _fill_from_state(report, state)
+        t = time.perf_counter()
+        the_plan = plan(request, state, context.policy)
+        timings["planSeconds"] += time.perf_counter() - t
+        report.plan = the_plan
+        report.metrics.update(the_plan.metrics)
+        t = time.perf_counter()
+        try:
+            results = apply(context.kube, the_plan, request.dry_run or the_plan.dry_run)
+        except Conflict as error:
+            timings["applySeconds"] += time.perf_counter() - t
+            report.errors.append(f"attempt {attempt}: {error}; re-read and re-planned")
+            if attempt == attempts:
+                raise TransientError(409, f"conflict retries exhausted after {attempts} attempts: {error.message}",
+                                     "Conflict") from error
+            continue
+        timings["applySeconds"] += time.perf_counter() - t
+        report.results = results
+        report.outcome = outcome_of(the_plan, results)
+        if the_plan.event is not None:
+            report.event = (the_plan.event[0], the_plan.event[1], "Normal")
+        report.errors.extend(r.error for r in results if r.error)
+        break
+    timings["totalSeconds"] = time.perf_counter() - started
+    return report
+
+
+def _fill_from_state(report: StepReport, state: Any) -> None:
+    observed = getattr(state, "observed", None)
+    report.observed = observed() if callable(observed) else (observed or {})
+    report.workload_object = getattr(state, "workload_object", None)
+    report.workload = getattr(state, "workload_ref", None) or report.workload
+    report.tenant = getattr(state, "tenant", None)
+    report.cohort = getattr(state, "cohort", None)
+    report.event_summary = getattr(state, "event_summary", None)
