@@ -347,3 +347,49 @@ def plan(state: IdleAlertsState) -> AlertSplit:
     """The items for the fan-out, and every alert left out with its reason (pure)."""
     split = split_alerts(list(state.candidates), state.resolved)
     return AlertSplit(split.items, state.skipped + split.skipped)
+
+
+# -- the step (steps.reactions convention) ----------------------------------------------------------
+def step(context: Any) -> Any:
+    """`python -m steps idle-alerts FILE`: write the `alerts` output for the on-idle fan-out.
+
+    Outcome `applied` when at least one item is handed to the fan-out (that hand-over is this
+    step's only effect: it writes nothing to the cluster), `no-op` when none is.
+    """
+    import time
+
+    from steps.plan import Outcome, ReactionRequest, RejectedInput, StepReport
+
+    started = time.perf_counter()
+    request = ReactionRequest.from_params(REACTION, context.params)
+    if not request.event.strip():
+        raise RejectedInput("event", "the Alertmanager webhook event the Sensor delivered", "an empty value",
+                            "the Sensor's trigger must pass the whole event (no dataKey) as parameter `event`")
+    t = time.perf_counter()
+    try:
+        state = observe(context.kube, request.event)
+    except RejectedAlertGroup as error:
+        field_name, _, rest = str(error).partition(": ")
+        raise RejectedInput(field_name, "an Alertmanager webhook (version 4) body", rest,
+                            "check the Alertmanager receiver and the Sensor's trigger parameters") from None
+    observe_s = time.perf_counter() - t
+    t = time.perf_counter()
+    split = plan(state)
+    plan_s = time.perf_counter() - t
+    actions = [{"action": "fan-out", "target": {"kind": "Workload", "namespace": i["namespace"], "name": i["workload"]},
+                "reason": f"firing {ALERT_NAME} for pod {i['namespace']}/{i['pod']}"} for i in split.items]
+    reasons = [f"skipped {s.alert.namespace or '?'}/{s.alert.pod or '?'}: {s.reason}" for s in split.skipped]
+    if not split.items:
+        reasons.insert(0, "no firing GPUWorkloadIdle alert resolves to a Kueue Workload")
+    return StepReport(
+        reaction=REACTION, outcome=Outcome.APPLIED if split.items else Outcome.NO_OP, request=request,
+        plan={"actions": actions, "reasons": reasons},
+        results=[{**a, "before": None, "after": None, "result": "applied"} for a in actions],
+        observed={**state.observed(), "skipped": [s.as_dict() for s in split.skipped]},
+        metrics={"alerts": len(state.body.get("alerts") or []), "items": len(split.items)},
+        timings={"observeSeconds": observe_s, "planSeconds": plan_s, "applySeconds": 0.0,
+                 "totalSeconds": time.perf_counter() - started},
+        event_summary={"groupKey": state.body.get("groupKey"), "status": state.body.get("status"),
+                       "receiver": state.body.get("receiver")},
+        outputs={"alerts": json.dumps(list(split.items), separators=(",", ":"))},
+    )

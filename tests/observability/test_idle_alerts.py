@@ -145,3 +145,42 @@ def test_group_to_items_against_the_api_server(cluster: tuple[Cluster, Any]) -> 
     assert "belongs to no Kueue Workload" in reasons["debug-shell"]
     assert "no longer exists" in reasons["vanished-0"]
     assert state.observed()["alerts"] == 6
+
+
+def _run_step(api_url: str, tmp_path: Any, reaction: str, params: dict[str, str]) -> tuple[int, dict[str, str]]:
+    from steps.entrypoint import main
+
+    params_file = tmp_path / "params.json"
+    params_file.write_text(json.dumps([{"name": k, "value": v} for k, v in params.items()]))
+    out = tmp_path / "outputs"
+    code = main([reaction, str(params_file)], outputs_dir=str(out), environ={"GPUAAS_KUBE_URL": api_url})
+    return code, {p.name: p.read_text() for p in out.iterdir()}
+
+
+def test_step_writes_the_alerts_output_and_a_record(tmp_path: Any) -> None:
+    with running_apiserver() as api:
+        c = Cluster(api.store)
+        _, ray_wl, ray_pods = c.ray_cluster("team-a", "demo", workers=2)
+        event = {"context": {"type": "webhook", "source": "gpuaas-alertmanager", "subject": "alertmanager"},
+                 "data": base64.b64encode(json.dumps({"header": {}, "body": group(
+                     alert("team-a", ray_pods[1]["metadata"]["name"]), alert("team-a", "x", status="resolved"))})
+                     .encode()).decode()}
+        writes_before = api.write_count
+        code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"event": json.dumps(event), "dry-run": "false"})
+        assert api.write_count == writes_before
+    assert code == 0 and outputs["outcome"] == "applied"
+    items = json.loads(outputs["alerts"])
+    assert [(i["namespace"], i["workload"], i["pod"]) for i in items] == [
+        ("team-a", ray_wl["metadata"]["name"], ray_pods[1]["metadata"]["name"])]
+    record = json.loads(outputs["record"])
+    assert record["type"] == "io.gpuaas.reaction.idle-alerts"
+    assert record["data"]["observed"]["skipped"][0]["reason"] == "alert status is resolved, not firing"
+
+
+@pytest.mark.parametrize(("event", "field"), [("", "event"), ('{"version": "4", "status": "firing"}', "event.data.body.alerts")])
+def test_step_rejects_bad_events_without_writes(tmp_path: Any, event: str, field: str) -> None:
+    with running_apiserver() as api:
+        code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"event": event})
+        assert api.write_count == 0
+    assert code == 0 and outputs["outcome"] == "rejected-input"
+    assert json.loads(outputs["record"])["data"]["errors"][0].startswith(f"{field}: expected")
