@@ -1,0 +1,62 @@
+"""`gpuaas render [--out DIR] [--check]`: write every manifest as YAML (default: manifests/).
+
+The rendered YAML is committed: reviewers see the YAML diff of every Python change, the local engine
+and `gpuaas route` read exactly these files, and `kubectl apply -k manifests/overlays/<name>` applies
+them. `--check` writes nothing and exits 1 when a render would change the files (CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "manifests"
+MANAGED = ("base", "examples", "overlays")
+"""Subfolders of --out that render owns: stale *.yaml there is removed."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
+                        help="folder to write (default: the repository's manifests/)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 and list the files a render would change")
+    parser.add_argument("--workload-version", default="v1beta2", choices=["v1beta2", "v1beta1"],
+                        help="Kueue Workload API version the EventSource watches (default v1beta2)")
+    parser.add_argument("--no-validate", action="store_true",
+                        help="skip strict schema validation (needs ../shared/schemas)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuaas.manifests.files import render_files
+
+    files = render_files(args.workload_version)
+    if not args.no_validate:
+        from gpuaas.manifests import objects
+        from gpuaas.manifests.validation import validate_all
+
+        problems = validate_all(objects(args.workload_version))
+        if problems:
+            print("gpuaas render: the rendered objects are not valid; nothing written:", file=sys.stderr)
+            for problem in problems:
+                print(f"  {problem}", file=sys.stderr)
+            return 1
+    out: Path = args.out
+    changed = [path for path, text in files.items()
+               if not (out / path).is_file() or (out / path).read_text() != text]
+    stale = [str(p.relative_to(out)) for sub in MANAGED if (out / sub).is_dir()
+             for p in sorted((out / sub).rglob("*.yaml")) if str(p.relative_to(out)) not in files]
+    if args.check:
+        for path in changed:
+            print(f"would change: {out / path}")
+        for path in stale:
+            print(f"would remove: {out / path}")
+        return 1 if changed or stale else 0
+    for path in changed:
+        target = out / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(files[path])
+    for path in stale:
+        (out / path).unlink()
+    print(f"gpuaas render: {len(files)} files in {out} ({len(changed)} written, {len(stale)} removed)")
+    return 0

@@ -1,0 +1,130 @@
+"""Least-privilege RBAC: every rule lists only the verbs some code calls, and says which code.
+
+Cluster-scoped rules (ClusterRole) are needed where the objects live in tenant namespaces or are
+cluster-scoped (Workloads, owners, ClusterQueues, Nodes); namespace rules (Role in `gpuaas`) cover
+the rest. If you add a gateway call in steps/, add the verb here in the same change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuaas.manifests.platform import (
+    EVENT_SOURCES_ACCOUNT,
+    NAMESPACE,
+    POLICY_CONFIGMAP,
+    SENSORS_ACCOUNT,
+    STEPS_ACCOUNT,
+    labels,
+)
+
+JSON = dict[str, Any]
+Rule = tuple[list[str], list[str], list[str], str]
+"""(apiGroups, resources, verbs, why: the code that needs it)."""
+
+STEPS_CLUSTER_RULES: list[Rule] = [
+    (["kueue.x-k8s.io"], ["workloads"], ["get", "list", "patch"],
+     "steps reactions observe the Workload (get), idle-alerts/on-idle resolve pods and count releases per "
+     "tenant (list), release/resume record the release on the Workload (patch)"),
+    (["kueue.x-k8s.io"], ["clusterqueues"], ["get", "list", "create", "patch"],
+     "steps/reactions/provision_quota.py: observe (list), create a tenant's ClusterQueue, patch nominalQuota; "
+     "on-finished returns lent quota (patch)"),
+    (["kueue.x-k8s.io"], ["localqueues"], ["get", "list", "create", "patch"],
+     "steps/reactions/provision_quota.py: list a namespace's LocalQueues, create the tenant's LocalQueue"),
+    (["kueue.x-k8s.io"], ["resourceflavors"], ["get", "list"],
+     "steps/reactions/provision_quota.py: list flavors to split capacity"),
+    ([""], ["nodes"], ["get", "list"],
+     "steps/reactions/provision_quota.py: GPU capacity from Node allocatable"),
+    ([""], ["pods"], ["get", "list"],
+     "steps/reactions/idle_alerts.py: resolve_pod_workload (get), pods_of_workload (list)"),
+    ([""], ["events"], ["get", "create", "patch"],
+     "steps/gateways/kubernetes.py record_event: get the Event, patch its count, or create it"),
+    (["apps"], ["deployments", "statefulsets", "replicasets"], ["get", "patch"],
+     "release/resume strategies (steps/strategies.py, steps/reactions/on_idle.py): read the owner, record "
+     "the release annotation; replicasets: walk a pod's owner chain"),
+    (["apps"], ["deployments/scale", "statefulsets/scale"], ["get", "patch"],
+     "release/resume strategies: scale workers down to 0 and back through /scale"),
+    (["batch"], ["jobs"], ["get", "patch"],
+     "release/resume strategies: suspend/resume a batch Job; idle-alerts: pod owner chain"),
+    (["ray.io"], ["rayclusters", "rayjobs"], ["get", "patch"],
+     "release/resume strategies: workerGroupSpecs replicas / suspend of RayCluster and RayJob"),
+    (["kubeflow.org"], ["pytorchjobs", "notebooks"], ["get", "patch"],
+     "release/resume strategies: PyTorchJob runPolicy.suspend, Notebook kubeflow-resource-stopped"),
+    (["serving.kserve.io"], ["inferenceservices"], ["get", "patch"],
+     "release/resume strategies: InferenceService minReplicas"),
+    (["leaderworkerset.x-k8s.io"], ["leaderworkersets", "leaderworkersets/scale"], ["get", "patch"],
+     "release/resume strategies: LeaderWorkerSet replicas"),
+    (["keda.sh"], ["scaledobjects"], ["get", "create", "patch", "delete"],
+     "release/resume strategies: pause a KEDA-scaled owner while released (create/patch), remove the "
+     "pause object gpuaas created on resume (delete); never a tenant's own ScaledObject"),
+]
+
+STEPS_NAMESPACE_RULES: list[Rule] = [
+    ([""], ["configmaps"], ["get"],
+     "steps/policy.py: read ConfigMap gpuaas-policy (resourceNames restricts it to that one)"),
+    (["argoproj.io"], ["workflowtaskresults"], ["create", "patch"],
+     "Argo's executor in every step pod reports outputs (Argo Workflows >= 3.4)"),
+]
+
+SENSOR_NAMESPACE_RULES: list[Rule] = [
+    (["argoproj.io"], ["workflows"], ["create"],
+     "sensors/trigger.py: argoWorkflow trigger, operation submit"),
+]
+
+EVENT_SOURCE_CLUSTER_RULES: list[Rule] = [
+    (["kueue.x-k8s.io"], ["workloads"], ["get", "list", "watch"],
+     "sensors/event_sources.py workloads(): resource EventSource list+watch"),
+    ([""], ["nodes"], ["get", "list", "watch"],
+     "sensors/event_sources.py gpu_nodes(): resource EventSource list+watch"),
+]
+
+
+def _rules(rules: list[Rule], resource_names: dict[str, list[str]] | None = None) -> list[JSON]:
+    out = []
+    for groups, resources, verbs, _why in rules:
+        rule: JSON = {"apiGroups": groups, "resources": resources, "verbs": verbs}
+        names = (resource_names or {}).get(resources[0])
+        if names:
+            rule["resourceNames"] = names
+        out.append(rule)
+    return out
+
+
+def _why(rules: list[Rule]) -> dict[str, str]:
+    """Annotations `gpuaas.io/rule-N` naming the code behind rule N (YAML comments do not survive a dump)."""
+    return {f"gpuaas.io/rule-{i}": why for i, (_g, _r, _v, why) in enumerate(rules)}
+
+
+def _role(kind: str, name: str, rules: list[Rule], component: str, ns: str | None,
+          resource_names: dict[str, list[str]] | None = None) -> JSON:
+    metadata: JSON = {"name": name, "labels": labels(component), "annotations": _why(rules)}
+    if ns:
+        metadata["namespace"] = ns
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata,
+            "rules": _rules(rules, resource_names)}
+
+
+def _binding(kind: str, name: str, role_kind: str, account: str, component: str, ns: str,
+             namespaced: bool) -> JSON:
+    metadata: JSON = {"name": name, "labels": labels(component)}
+    if namespaced:
+        metadata["namespace"] = ns
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]}
+
+
+def objects(ns: str = NAMESPACE) -> list[JSON]:
+    out: list[JSON] = []
+    for name, account, component, cluster, local in (
+        ("gpuaas-steps", STEPS_ACCOUNT, "reaction", STEPS_CLUSTER_RULES, STEPS_NAMESPACE_RULES),
+        ("gpuaas-sensors", SENSORS_ACCOUNT, "sensor", [], SENSOR_NAMESPACE_RULES),
+        ("gpuaas-eventsources", EVENT_SOURCES_ACCOUNT, "event-source", EVENT_SOURCE_CLUSTER_RULES, []),
+    ):
+        if cluster:
+            out.append(_role("ClusterRole", name, cluster, component, None))
+            out.append(_binding("ClusterRoleBinding", name, "ClusterRole", account, component, ns, False))
+        if local:
+            out.append(_role("Role", name, local, component, ns, {"configmaps": [POLICY_CONFIGMAP]}))
+            out.append(_binding("RoleBinding", name, "Role", account, component, ns, True))
+    return out
