@@ -24,11 +24,11 @@ Rule = tuple[list[str], list[str], list[str], str]
 
 STEPS_CLUSTER_RULES: list[Rule] = [
     (["kueue.x-k8s.io"], ["workloads"], ["get", "list", "patch"],
-     "steps reactions observe the Workload (get), idle-alerts/on-idle resolve pods and count releases per "
-     "tenant (list), release/resume record the release on the Workload (patch)"),
+     ("steps reactions observe the Workload (get), idle-alerts/on-idle resolve pods and count releases per "
+     "tenant (list), release/resume record the release on the Workload (patch)")),
     (["kueue.x-k8s.io"], ["clusterqueues"], ["get", "list", "create", "patch"],
-     "steps/reactions/provision_quota.py: observe (list), create a tenant's ClusterQueue, patch nominalQuota; "
-     "on-finished returns lent quota (patch)"),
+     ("steps/reactions/provision_quota.py: observe (list), create a tenant's ClusterQueue, patch nominalQuota; "
+     "on-finished returns lent quota (patch)")),
     (["kueue.x-k8s.io"], ["localqueues"], ["get", "list", "create", "patch"],
      "steps/reactions/provision_quota.py: list a namespace's LocalQueues, create the tenant's LocalQueue"),
     (["kueue.x-k8s.io"], ["resourceflavors"], ["get", "list"],
@@ -40,8 +40,8 @@ STEPS_CLUSTER_RULES: list[Rule] = [
     ([""], ["events"], ["get", "create", "patch"],
      "steps/gateways/kubernetes.py record_event: get the Event, patch its count, or create it"),
     (["apps"], ["deployments", "statefulsets", "replicasets"], ["get", "patch"],
-     "release/resume strategies (steps/strategies.py, steps/reactions/on_idle.py): read the owner, record "
-     "the release annotation; replicasets: walk a pod's owner chain"),
+     ("release/resume strategies (steps/strategies.py, steps/reactions/on_idle.py): read the owner, record "
+     "the release annotation; replicasets: walk a pod's owner chain")),
     (["apps"], ["deployments/scale", "statefulsets/scale"], ["get", "patch"],
      "release/resume strategies: scale workers down to 0 and back through /scale"),
     (["batch"], ["jobs"], ["get", "patch"],
@@ -55,8 +55,8 @@ STEPS_CLUSTER_RULES: list[Rule] = [
     (["leaderworkerset.x-k8s.io"], ["leaderworkersets", "leaderworkersets/scale"], ["get", "patch"],
      "release/resume strategies: LeaderWorkerSet replicas"),
     (["keda.sh"], ["scaledobjects"], ["get", "create", "patch", "delete"],
-     "release/resume strategies: pause a KEDA-scaled owner while released (create/patch), remove the "
-     "pause object gpuaas created on resume (delete); never a tenant's own ScaledObject"),
+     ("release/resume strategies: pause a KEDA-scaled owner while released (create/patch), remove the "
+     "pause object gpuaas created on resume (delete); never a tenant's own ScaledObject")),
 ]
 
 STEPS_NAMESPACE_RULES: list[Rule] = [

@@ -176,8 +176,8 @@ def schema_errors(obj: JSON) -> list[str]:
         folder, filename = CRD_FILES[(group, kind)]
         crd_schema = _crd_schema(folder, filename, version)
         if crd_schema is None:
-            return [f"{label}: apiVersion {api_version}: not a served version of the {kind} CRD in "
-                    f"{folder}/{filename}"]
+            return [(f"{label}: apiVersion {api_version}: not a served version of the {kind} CRD in "
+                    f"{folder}/{filename}")]
         return [f"{label}: {p}" for p in _schema_errors(crd_schema, obj)]
     return [f"{label}: {p}" for p in _core_errors(obj)]
 
@@ -190,8 +190,8 @@ def _core_errors(obj: JSON) -> list[str]:
     except kubernetes_validate.ValidationError as error:
         return [f"{'/'.join(str(p) for p in error.path) or '(top)'}: {error.message}"]
     except kubernetes_validate.SchemaNotFoundError:
-        return [f"no schema for apiVersion {obj.get('apiVersion')} kind {obj.get('kind')}: add it to "
-                "gpuaas.manifests.validation.CRD_FILES or render a known kind"]
+        return [(f"no schema for apiVersion {obj.get('apiVersion')} kind {obj.get('kind')}: add it to "
+                "gpuaas.manifests.validation.CRD_FILES or render a known kind")]
     return []
 
 
