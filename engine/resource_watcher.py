@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import kubernetes
+import kubernetes.client.rest
 
 from engine.events import envelope
 
@@ -88,8 +90,9 @@ class ResourceWatcher:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.watch_timeout_seconds = watch_timeout_seconds
         configuration = kubernetes.client.Configuration()
-        configuration.host = kube_url
-        self.api = kubernetes.client.ApiClient(configuration)
+        configuration.host = kube_url.rstrip("/")
+        self.host = configuration.host
+        self.rest = kubernetes.client.rest.RESTClientObject(configuration)
         self._known: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
         self._started_at = datetime.now(UTC)
@@ -127,13 +130,16 @@ class ResourceWatcher:
     # -- HTTP -------------------------------------------------------------------------------------
 
     def _request(self, query: list[tuple[str, str]], stream: bool) -> Any:
+        """GET with the official client's REST layer; the urllib3 response, unread when streaming."""
         if self.watched.label_selector:
             query.append(("labelSelector", self.watched.label_selector))
-        response = self.api.call_api(self.watched.path(), "GET", query_params=query,
-                                     header_params={"Accept": "application/json"}, auth_settings=[],
-                                     _preload_content=False, _return_http_data_only=True,
+        url = self.host + self.watched.path() + ("?" + urlencode(query) if query else "")
+        response = self.rest.request("GET", url, headers={"Accept": "application/json"},
                                      _request_timeout=(5, self.watch_timeout_seconds + 5) if stream else 10)
-        return response
+        if not 200 <= response.status < 300:
+            response.read()
+            raise RuntimeError(f"GET {url}: HTTP {response.status}: {response.data[:300]!r}")
+        return response.response
 
     def _list(self) -> str:
         response = self._request([], stream=False)

@@ -41,7 +41,7 @@ def load_router(manifests: Path) -> Any:
     """`gpuaas.routing.Router` over the rendered Sensors (imported here: it is helper routing's)."""
     from gpuaas.routing import Router
 
-    return Router.from_manifests(manifests)
+    return Router.from_manifests(manifests, explain_unsubscribed=False)
 
 
 def route_result(router: Any, event: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +76,7 @@ class SensorRuntime:
             labels = workflow.setdefault("metadata", {}).setdefault("labels", {})
             labels.setdefault("events.argoproj.io/sensor", trigger["sensor"])
             labels.setdefault("events.argoproj.io/trigger", trigger["trigger"])
-            labels["events.argoproj.io/action-timestamp"] = str(int(time.time() * 1000))
+            labels.setdefault("events.argoproj.io/action-timestamp", str(int(time.time() * 1000)))
             prepared = self.executor.prepare(workflow)
             if self.timeline is not None:
                 self.timeline.triggered(describe(event), trigger["sensor"], prepared["metadata"]["name"],
