@@ -26,12 +26,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from steps.gateways.metrics import GpuActivity
+from steps.model.workload import Workload
+from steps.policy import EXEMPT_KEY, EXEMPT_VALUE, IdleSettings, exempt_by
 from steps.reactions.idle_alerts import IdleAlert
 
 REACTION = "on-idle"
-EXEMPT_KEY = "gpuaas.io/idle-policy"
-EXEMPT_VALUE = "exempt"
-GPU = "nvidia.com/gpu"
 JSON = dict[str, Any]
 
 
@@ -46,20 +45,9 @@ class IdleRequest:
     dry_run: bool = False
 
 
-@dataclass(frozen=True)
-class IdlePolicy:
-    """The part of the tenant's policy the idle reaction applies (defaults match the alert rule)."""
-
-    window_seconds: float = 1800.0
-    threshold: float = 0.05
-    """Highest GPU activity (0-1) that still counts as idle."""
-    min_coverage: float = 0.9
-    """Share of the window that samples must cover before "idle" is believed."""
-    min_runtime_seconds: float = 3600.0
-    mode: str = "enforce"
-    """"enforce" releases; "dry-run" records the plan only."""
-    max_releases_per_hour: int = 10
-    """Per tenant; 0 = never release."""
+# The tenant's idle settings (steps.policy): window_seconds, threshold, min_coverage,
+# min_runtime_seconds, mode, max_releases_per_hour.
+IdlePolicy = IdleSettings
 
 
 @dataclass(frozen=True)
@@ -79,26 +67,21 @@ class IdleState:
     released_record: JSON | None = None
     """The release gpuaas recorded on the workload/owner, if it is currently released."""
 
-    # -- facts derived from the Workload -----------------------------------------------------------
-    def _condition(self, kind: str) -> JSON | None:
-        for cond in ((self.workload or {}).get("status") or {}).get("conditions") or []:
-            if cond.get("type") == kind:
-                return cond
-        return None
+    # -- facts derived from the Workload (steps.model.workload) ------------------------------------
+    @property
+    def model(self) -> Workload:
+        return Workload(self.workload or {})
 
     def is_true(self, kind: str) -> bool:
-        return (self._condition(kind) or {}).get("status") == "True"
+        return self.model.is_true(kind)
 
     @property
     def active(self) -> bool:
-        return ((self.workload or {}).get("spec") or {}).get("active", True) is not False
+        return self.model.active
 
     @property
     def admitted_at(self) -> datetime | None:
-        cond = self._condition("Admitted")
-        if not cond or cond.get("status") != "True" or not cond.get("lastTransitionTime"):
-            return None
-        return datetime.fromisoformat(str(cond["lastTransitionTime"]))
+        return self.model.admitted_at
 
     @property
     def runtime_seconds(self) -> float | None:
@@ -107,24 +90,22 @@ class IdleState:
 
     @property
     def gpus(self) -> int:
-        """GPUs the Workload's admission holds (sum over pod sets)."""
-        total = 0.0
-        admission = ((self.workload or {}).get("status") or {}).get("admission") or {}
-        for assignment in admission.get("podSetAssignments") or []:
-            usage = (assignment.get("resourceUsage") or {}).get(GPU)
-            if usage is not None:
-                total += float(str(usage))
-        return int(total)
+        """GPUs the Workload's admission holds (resourceUsage, else count x template request)."""
+        return int(self.model.gpus_admitted)
 
     @property
     def exempt_by(self) -> str | None:
         """"Workload <name>" or "<Kind> <name>" carrying gpuaas.io/idle-policy: exempt, else None."""
-        for obj in (self.workload, self.owner):
-            meta = (obj or {}).get("metadata") or {}
-            for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
-                if str(source.get(EXEMPT_KEY, "")).lower() == EXEMPT_VALUE:
-                    return f"{(obj or {}).get('kind', 'object')} {meta.get('name')}"
-        return None
+        return exempt_by(self.workload, self.owner)
+
+    # -- what the entry point reads (steps.reactions.run_planned convention) ----------------------
+    @property
+    def workload_object(self) -> JSON | None:
+        return self.workload
+
+    @property
+    def workload_ref(self) -> JSON | None:
+        return self.model.ref() if self.workload else None
 
     def observed(self) -> JSON:
         """The record's `observed` section."""
