@@ -150,3 +150,16 @@ def test_dashboard_configmap_has_the_required_panels() -> None:
                    obs.TENANT_QUEUE_WAIT_P90, "argo_workflows_gpuaas_gpu_hours_reclaimed"):
         assert metric in exprs
     assert len({p["id"] for p in model["panels"]}) == len(model["panels"])
+
+
+def test_webhook_target_matches_the_rendered_event_source() -> None:
+    """Cross-reference: the AlertmanagerConfig posts where the webhook EventSource listens, with its Secret."""
+    from sensors import event_sources as es
+
+    source = es.alertmanager()
+    webhook = source["spec"]["webhook"][es.ALERTMANAGER_EVENT]
+    (port,) = source["spec"]["service"]["ports"]
+    amc = by_kind("AlertmanagerConfig")["spec"]["receivers"][0]["webhookConfigs"][0]
+    service = f"{source['metadata']['name']}-eventsource-svc"  # the Service Argo Events creates
+    assert amc["url"] == f"http://{service}.gpuaas.svc:{port['port']}{webhook['endpoint']}"
+    assert amc["httpConfig"]["authorization"]["credentials"] == webhook["authSecret"]
