@@ -42,6 +42,7 @@ from fractions import Fraction
 from typing import Any
 
 from steps.capacity import GPU_RESOURCE, FlavorSplit, TenantClaim, flavor_capacity, split_capacity
+from steps.plan import Outcome, RejectedInput, StepReport
 
 REACTION = "provision-quota"
 EVENT_REASON = "GPUaaSQuotaProvisioned"
@@ -57,12 +58,6 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 JSON = dict[str, Any]
 
 
-class RejectedInput(ValueError):
-    """Bad input: names the field, what was expected, what was found and what to do."""
-
-    def __init__(self, field: str, expected: str, found: object, fix: str) -> None:
-        self.field, self.expected, self.found, self.fix = field, expected, found, fix
-        super().__init__(f"{field}: expected {expected}, found {found!r}; {fix}")
 
 
 # ------------------------------------------------------------------------------ settings
@@ -726,6 +721,7 @@ class QuotaRun:
     errors: list[str]
     timings: dict[str, float]
     attempts: int = 1
+    workload_object: JSON | None = None
 
     @property
     def exit_code(self) -> int:
@@ -776,10 +772,63 @@ def run(gateway: Any, params: Mapping[str, str], policy: Any, *, now: datetime |
             return QuotaRun("failed", request, quota_plan, [], [f"{type(error).__name__}: {error}"],
                             _total(timings, started), attempt)
         outcome = "applied" if any(r.result in ("applied", "dry-run") for r in results) else "no-op"
-        return QuotaRun(outcome, request, quota_plan, results, [], _total(timings, started), attempt)
+        return QuotaRun(outcome, request, quota_plan, results, [], _total(timings, started), attempt,
+                        workload_object=state.workload)
 
 
 def _total(timings: dict[str, float], started: float) -> dict[str, float]:
     import time
 
     return {**{k: round(v, 6) for k, v in timings.items()}, "totalSeconds": round(time.perf_counter() - started, 6)}
+
+
+# ------------------------------------------------------------------------------ the step
+
+def step(context: Any) -> StepReport:
+    """Entry point contract (steps.reactions): run, then hand the entry point a StepReport."""
+    # Reading the policy may fail: RejectedInput (bad YAML) and TransientError (API down) propagate to
+    # the entry point, which records rejected-input or failed/75 as for every reaction.
+    return to_report(run(context.kube, context.params, context.policy, now=context.now()))
+
+
+def to_report(quota_run: QuotaRun) -> StepReport:
+    """The audit record's view of a run: tenant/cohort, observed, plan, before/after per queue."""
+    request = quota_run.request
+    quota_plan = quota_run.plan
+    observed = dict(quota_plan.observed) if quota_plan is not None else {}
+    if request is not None:
+        observed.setdefault("mode", request.mode)
+    report = StepReport(
+        reaction=REACTION,
+        outcome=Outcome(quota_run.outcome),
+        plan=quota_plan,
+        results=list(quota_run.results),
+        observed=observed,
+        errors=list(quota_run.errors),
+        timings=dict(quota_run.timings),
+        tenant=(request.tenant or None) if request is not None else None,
+        cohort=observed.get("cohort"),
+        transient=any(e.startswith("transient:") for e in quota_run.errors),
+    )
+    if request is not None:
+        from steps.plan import ReactionRequest
+
+        report.request = ReactionRequest(REACTION, request.namespace, request.workload, "", request.dry_run,
+                                         request.tenant)
+    if request is not None and request.workload and quota_run.outcome == "applied":
+        report.workload_object = quota_run.workload_object
+        report.workload = _workload_ref(quota_run.workload_object)
+        report.event = (EVENT_REASON, quota_plan.actions[0].reason if quota_plan and quota_plan.actions else
+                        "quota lent", "Normal")
+    if quota_run.results:
+        report.metrics["gpusProvisioned"] = sum(
+            max(0, (r.after or {}).get(f, 0) - ((r.before or {}).get(f) or 0))
+            for r in quota_run.results for f in (r.after or {}) if isinstance((r.after or {}).get(f), int))
+    return report
+
+
+def _workload_ref(workload: JSON | None) -> JSON | None:
+    if not workload:
+        return None
+    meta = workload.get("metadata") or {}
+    return {"namespace": meta.get("namespace"), "name": meta.get("name"), "uid": meta.get("uid")}

@@ -232,3 +232,68 @@ def test_lend_to_a_workload_and_return_it(gateway: KubernetesGateway, server: Ap
     assert gpu_quotas(cq) == {"a100": 5} and LENT_ANNOTATION not in (cq["metadata"].get("annotations") or {})
     assert return_loan_patch(cq, "team-b/burst") is None, "returning twice is a no-op"
     assert_valid_kueue(cq)
+
+
+def test_step_entry_contract_builds_the_audit_record(gateway: KubernetesGateway, server: ApiServer,
+                                                     kueue: KueueController) -> None:
+    """What `python -m steps provision-quota FILE` calls: step(context) -> StepReport -> CloudEvent."""
+    from steps.reactions import StepContext, load
+    from steps.record import build_record
+
+    seed_capacity(gateway, server)
+    module = load("provision-quota")
+    report = module.step(StepContext("provision-quota", {"mode": "capacity", "dry-run": "false", "event": ""},
+                                     kube=gateway, policy=POLICY))
+    assert report.code == 0
+    record = build_record(report)
+    data = record["data"]
+    assert record["type"] == "io.gpuaas.reaction.provision-quota"
+    assert (data["outcome"], data["cohort"], data["dryRun"]) == ("applied", "gpuaas", False)
+    assert data["observed"]["flavors"]["a100"]["capacity"] == 16
+    assert {a["target"]["name"]: (a["before"], a["after"], a["result"]) for a in data["actions"]} == {
+        "team-a": ({"a100": 1}, {"a100": 11}, "applied"), "team-b": ({"a100": 1}, {"a100": 5}, "applied")}
+    assert all("capacity tracking" in a["reason"] for a in data["plan"]["actions"])
+
+    gateway.create(R.WORKLOAD, K.workload("team-b", "burst", gpus=1))
+    kueue.reconcile()
+    lend = module.step(StepContext("provision-quota", hand(tenant="team-b", namespace="team-b", flavor="a100",
+                                                           gpus="1", workload="burst"), kube=gateway, policy=POLICY))
+    record = build_record(lend)
+    assert record["subject"] == "team-b/burst" and record["data"]["workload"]["uid"]
+    assert lend.event[0] == "GPUaaSQuotaProvisioned"
+
+    bad = module.step(StepContext("provision-quota", {"mode": "hand", "tenant": "x", "flavor": "a100", "gpus": "two"},
+                                  kube=gateway, policy=POLICY))
+    assert (str(bad.outcome), bad.code) == ("rejected-input", 0)
+    assert "gpus: expected a whole number" in build_record(bad)["data"]["errors"][0]
+
+
+def test_as_argo_runs_it_a_fresh_process_with_a_params_file(tmp_path, gateway: KubernetesGateway,
+                                                            server: ApiServer) -> None:
+    """`python -m steps provision-quota FILE` with GPUAAS_KUBE_URL, policy from the ConfigMap; twice."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    seed_capacity(gateway, server)
+    gateway.create(R.CONFIG_MAP, {"metadata": {"name": "gpuaas-policy", "namespace": "gpuaas"},
+                                  "data": {"policy.yaml": yaml.safe_dump(POLICY)}})
+    params = tmp_path / "script"
+    params.write_text(json.dumps([{"name": "mode", "value": "capacity"}, {"name": "tenant", "value": ""},
+                                  {"name": "namespace", "value": ""}, {"name": "workload", "value": ""},
+                                  {"name": "flavor", "value": ""}, {"name": "gpus", "value": ""},
+                                  {"name": "cohort", "value": ""}, {"name": "dry-run", "value": "false"},
+                                  {"name": "event", "value": ""}]))
+    env = {**os.environ, "GPUAAS_KUBE_URL": server.url, "GPUAAS_OUTPUTS_DIR": str(tmp_path / "out")}
+    outcomes = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-m", "steps", "provision-quota", str(params)], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        outcomes.append((tmp_path / "out" / "outcome").read_text().strip())
+        record = json.loads((tmp_path / "out" / "record").read_text())
+        assert record["data"]["reaction"] == "provision-quota"
+    assert outcomes == ["applied", "no-op"]
+    assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-a")) == {"a100": 11}
