@@ -77,7 +77,7 @@ def gpu_nodes() -> JSON:
     return _event_source(GPU_NODES, {"resource": {GPU_NODES_EVENT: {
         "group": "", "version": "v1", "resource": "nodes",
         "eventTypes": ["ADD", "UPDATE", "DELETE"],
-        "filter": {"labels": [{"key": GPU_NODE_LABEL, "operation": "=", "value": "true"}]},
+        "filter": {"labels": [{"key": GPU_NODE_LABEL, "operation": "==", "value": "true"}]},
     }}})
 
 

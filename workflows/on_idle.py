@@ -20,6 +20,7 @@ from hera.workflows.models import Parameter as ModelParameter
 from workflows.reaction import (
     RELEASED_GPUS_METRIC,
     STANDARD_OUTPUTS,
+    TENANT_OUTPUT,
     WORKLOAD_INPUTS,
     Input,
     ReactionTemplate,
@@ -50,7 +51,7 @@ CHILD_MUTEX = "gpuaas-workload-{{inputs.parameters.namespace}}-{{inputs.paramete
 def workflow_template() -> WorkflowTemplate:
     names = [i.name for i in SPEC.inputs]
     split = script("idle-alerts", "idle-alerts", names, [*STANDARD_OUTPUTS, ("alerts", "[]")])
-    child = script("on-idle", "on-idle", CHILD_INPUTS, [*STANDARD_OUTPUTS, ("gpus-released", "0")],
+    child = script("on-idle", "on-idle", CHILD_INPUTS, [*STANDARD_OUTPUTS, ("gpus-released", "0"), TENANT_OUTPUT],
                    needs_prometheus=True, synchronization=mutex(CHILD_MUTEX),
                    metrics=[outcome_metric("on-idle"),
                             amount_metric(RELEASED_GPUS_METRIC, "GPUs released by the idle reaction",

@@ -95,6 +95,8 @@ WORKLOAD_INPUTS: tuple[Input, ...] = (NAMESPACE, WORKLOAD, EVENT, DRY_RUN, TENAN
 
 STANDARD_OUTPUTS: tuple[tuple[str, str], ...] = (("outcome", "failed"), ("plan", "{}"), ("record", ""))
 """(name, default): a step that dies before writing its files still yields parsable outputs."""
+TENANT_OUTPUT = ("tenant", "unknown")
+"""The tenant (ClusterQueue) the step resolved; labels the amount metrics."""
 
 
 @dataclass(frozen=True)
@@ -177,8 +179,10 @@ def outcome_metric(reaction: str) -> Counter:
 
 def amount_metric(name: str, help_text: str, output_name: str) -> Counter:
     """A counter incremented by a numeric step output (metrics' dashboard reads these)."""
+    # The tenant label comes from the step's own `tenant` output (resolved from the Workload, default
+    # "unknown"): the `tenant` input is only a hint, often empty, and Argo drops a metric with an empty label.
     return Counter(name=name, help=help_text, when="{{status}} == Succeeded",
-                   labels=[Label(key="tenant", value="{{inputs.parameters.tenant}}")],
+                   labels=[Label(key="tenant", value="{{outputs.parameters.tenant}}")],
                    value=f"{{{{outputs.parameters.{output_name}}}}}")
 
 
@@ -248,7 +252,7 @@ def single_step(spec: ReactionTemplate) -> WorkflowTemplate:
     metrics = [outcome_metric(spec.reaction)]
     outputs = list(STANDARD_OUTPUTS) + list(spec.extra_outputs)
     if spec.reclaimed_gpu_hours:
-        outputs.append(("gpu-hours-reclaimed", "0"))
+        outputs += [("gpu-hours-reclaimed", "0"), TENANT_OUTPUT]
         metrics.append(amount_metric(RECLAIMED_GPU_HOURS_METRIC,
                                      "GPU-hours reclaimed from idle workloads, counted when a release ends",
                                      "gpu-hours-reclaimed"))

@@ -299,3 +299,7 @@ def validate_all(objects: Iterable[JSON]) -> list[str]:
     for obj in objects:
         problems += schema_errors(obj)
     return problems + cross_reference_errors(objects)
+
+
+YamlLoader = _CrdLoader
+"""A safe YAML loader that also reads a bare `=` as a string (kustomize output, Kueue CRDs)."""
