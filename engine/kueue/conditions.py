@@ -16,7 +16,9 @@ FINISHED = "Finished"
 EVICTED = "Evicted"
 REQUEUED = "Requeued"
 
-# QuotaReserved reasons
+# QuotaReserved reasons. "Pending" is what Kueue v0.19 writes by default for "does not fit"; the
+# finer reasons (WaitingForQuota, NoMatchingFlavor, ExceedsMaxQuota) come with the alpha feature gate
+# UnadmittedWorkloadsObservability (off by default in v0.19), so the emulation writes Pending.
 REASON_QUOTA_RESERVED = "QuotaReserved"
 REASON_PENDING = "Pending"
 REASON_INADMISSIBLE = "Inadmissible"
