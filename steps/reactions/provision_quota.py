@@ -478,15 +478,28 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
                                 "wait for work to finish, or deactivate it first")
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
         new_groups = set_gpu_quota(groups, request.flavor, wanted, extras)
+        spec_patch: JSON = {}
+        why: list[str] = []
         if _groups_equal(groups, new_groups):
             reasons.append(f"ClusterQueue {request.tenant} already has {wanted} GPU(s) of {request.flavor}")
         else:
+            spec_patch["resourceGroups"] = new_groups
+            why.append(f"resize {request.flavor} GPUs of ClusterQueue {request.tenant} from "
+                       f"{current.get(request.flavor, 'none')} to {wanted}" + (f" ({lent} lent)" if lent else ""))
+        selector = (cq.get("spec") or {}).get("namespaceSelector")
+        if request.namespace:
+            widened = admit_namespace(selector, request.namespace)
+            if widened is None:
+                reasons.append(f"ClusterQueue {request.tenant} has a custom namespaceSelector; check it admits "
+                               f"namespace {request.namespace}")
+            elif widened != selector:
+                # merge patch: keys the new selector drops must be nulled, or they would stay
+                spec_patch["namespaceSelector"] = {**{k: None for k in (selector or {}) if k not in widened}, **widened}
+                why.append(f"let namespace {request.namespace} use ClusterQueue {request.tenant}")
+        if spec_patch:
             actions.append(QuotaAction(
-                "patch-cluster-queue", target,
-                f"resize {request.flavor} GPUs of ClusterQueue {request.tenant} from "
-                f"{current.get(request.flavor, 'none')} to {wanted}" + (f" ({lent} lent)" if lent else ""),
-                patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion")},
-                       "spec": {"resourceGroups": new_groups}},
+                "patch-cluster-queue", target, "; ".join(why),
+                patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion")}, "spec": spec_patch},
                 before={request.flavor: current.get(request.flavor)}, after={request.flavor: wanted}))
     if request.namespace:
         lq_name = settings.local_queue or request.tenant
@@ -612,6 +625,35 @@ def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSett
     return QuotaPlan(tuple(actions), tuple(reasons), observed, tuple(splits))
 
 
+def admit_namespace(selector: Mapping | None, namespace: str) -> JSON | None:
+    """The namespaceSelector that also admits `namespace`, or None when the selector is custom.
+
+    The product writes `matchLabels: {kubernetes.io/metadata.name: ns}` for one namespace and
+    `matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [...]}]` for
+    several; `{}` already admits every namespace. Anything else an admin wrote is left alone.
+    """
+    key = "kubernetes.io/metadata.name"
+    if selector is not None and not selector:
+        return dict(selector)
+    selector = selector or {}
+    labels, expressions = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
+    if labels and not expressions and set(labels) == {key}:
+        names = {labels[key]}
+    elif expressions and not labels and len(expressions) == 1 and expressions[0].get("key") == key \
+            and expressions[0].get("operator") == "In":
+        names = set(expressions[0].get("values") or [])
+    elif not labels and not expressions:
+        names = set()
+    else:
+        return None
+    if namespace in names:
+        return dict(selector)
+    names.add(namespace)
+    if len(names) == 1:
+        return {"matchLabels": {key: namespace}}
+    return {"matchExpressions": [{"key": key, "operator": "In", "values": sorted(names)}]}
+
+
 def new_cluster_queue(name: str, cohort: str, namespace: str, flavor: str, gpus: int, extras: Mapping[str, str],
                       strategy: str) -> JSON:
     """A tenant's ClusterQueue as the product creates it (validated against Kueue's CRD in the tests)."""
@@ -620,7 +662,7 @@ def new_cluster_queue(name: str, cohort: str, namespace: str, flavor: str, gpus:
         "metadata": {"name": name, "labels": {MANAGED_LABEL: "gpuaas", TENANT_LABEL: name}},
         "spec": {
             "cohortName": cohort,
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "namespaceSelector": admit_namespace(None, namespace),
             "queueingStrategy": strategy,
             "resourceGroups": set_gpu_quota([], flavor, gpus, extras),
         },

@@ -297,3 +297,32 @@ def test_as_argo_runs_it_a_fresh_process_with_a_params_file(tmp_path, gateway: K
         assert record["data"]["reaction"] == "provision-quota"
     assert outcomes == ["applied", "no-op"]
     assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-a")) == {"a100": 11}
+
+
+def test_a_second_namespace_widens_the_selector_and_its_workloads_are_admitted(
+        gateway: KubernetesGateway, kueue: KueueController) -> None:
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    run(gateway, hand(tenant="team-a", namespace="team-a", flavor="a100", gpus="4"), POLICY)
+    result = run(gateway, hand(tenant="team-a", namespace="team-a-dev", flavor="a100", gpus="4"), POLICY)
+    assert [r.action for r in result.results] == ["patch-cluster-queue", "create-local-queue"]
+    cq = gateway.get(R.CLUSTER_QUEUE, "team-a")
+    assert cq["spec"]["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-a-dev"]}]}
+    assert_valid_kueue(cq)
+    gateway.create(R.WORKLOAD, K.workload("team-a-dev", "dev", gpus=1, queue="team-a"))
+    kueue.reconcile()
+    assert gateway.get(R.WORKLOAD, "dev", "team-a-dev")["status"]["admission"]["clusterQueue"] == "team-a"
+    assert run(gateway, hand(tenant="team-a", namespace="team-a-dev", flavor="a100", gpus="4"), POLICY).outcome == "no-op"
+
+
+@pytest.mark.parametrize(("selector", "expected"), [
+    ({}, {}),
+    ({"matchLabels": {"kubernetes.io/metadata.name": "b"}},
+     {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b"]}]}),
+    ({"matchLabels": {"team": "x"}}, None),
+    (None, {"matchLabels": {"kubernetes.io/metadata.name": "a"}}),
+])
+def test_admit_namespace(selector: dict | None, expected: dict | None) -> None:
+    from steps.reactions.provision_quota import admit_namespace
+
+    assert admit_namespace(selector, "a") == expected
