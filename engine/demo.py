@@ -44,18 +44,20 @@ IDLE_FOR_SECONDS = 3
 IDLE_THRESHOLD_PERCENT = 5
 
 DEMO_POLICY = f"""\
-# gpuaas policy for the local demo: windows are seconds so the story fits in a minute.
-defaults:
+# gpuaas policy for the local demo (same format as manifests/base/policy.yaml), with windows in
+# seconds so the story fits in a minute of wall time.
+idle:
   mode: enforce
-  idle:
-    window: {IDLE_WINDOW_SECONDS}s
-    thresholdPercent: {IDLE_THRESHOLD_PERCENT}
-    minimumRuntime: 0s
-  maxReleasesPerTenantPerHour: 100
-tenants:
-  serving:
-    idle:
-      window: {IDLE_WINDOW_SECONDS}s
+  window: {IDLE_WINDOW_SECONDS}s
+  threshold: {IDLE_THRESHOLD_PERCENT / 100}
+  minCoverage: 0.5
+  minRuntime: 0s
+  maxReleasesPerHour: 100
+quota:
+  cohort: {cluster.COHORT}
+  queueingStrategy: BestEffortFIFO
+  weight: 1
+  guaranteedGpus: 0
 """
 
 

@@ -53,7 +53,7 @@ def platform_objects(policy_yaml: str) -> list[dict[str, Any]]:
     for node in NODES:
         objects.append({
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": node, "labels": {"nvidia.com/gpu.product": GPU_PRODUCT,
+            "metadata": {"name": node, "labels": {"nvidia.com/gpu.product": GPU_PRODUCT, "nvidia.com/gpu.present": "true",
                                                   "nvidia.com/gpu.count": str(GPUS_PER_NODE)}},
             "status": {"capacity": {GPU: str(GPUS_PER_NODE)}, "allocatable": {GPU: str(GPUS_PER_NODE)},
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},

@@ -525,7 +525,9 @@ class _WorkflowRun:
         jobs: list[tuple[dict[str, Any], list[tuple[str, str, dict[str, str]]]]] = []
         for step in group:
             items = self._step_items(step, scope)
-            if items is None:
+            if items == []:  # Argo marks a fan-out over nothing as skipped
+                expansions = []
+            elif items is None:
                 expansions = [(f"{group_name}.{step['name']}", step["name"], {})]
             else:
                 expansions = [(f"{group_name}.{step['name']}({i}:{_item_label(item)})",
@@ -557,6 +559,12 @@ class _WorkflowRun:
         results: list[tuple[dict[str, Any], NodeResult]] = []
         for (step, step_results), (_, expansions) in zip(collected, jobs, strict=True):
             name = step["name"]
+            if not expansions:
+                skipped = self._add_node(f"{group_name}.{name}", name, "Skipped", step.get("template", ""), group_id)
+                self._finish_node(skipped, NodeResult("Skipped", message="Skipped, empty params"))
+                scope[f"steps.{name}.status"] = "Skipped"
+                results.append((step, NodeResult("Skipped")))
+                continue
             fanned_out = len(expansions) != 1 or bool(expansions[0][2])
             if fanned_out:
                 self._publish_fan_out(scope, name, step_results)

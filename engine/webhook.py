@@ -131,6 +131,15 @@ class WebhookIntake:
         with self._counts_lock:
             self.counts[status] = self.counts.get(status, 0) + 1
 
+    @staticmethod
+    def _discard(request: BaseHTTPRequestHandler, length: int, limit: int = 64 * 1024 * 1024) -> None:
+        remaining = min(length, limit)
+        while remaining > 0:
+            chunk = request.rfile.read(min(remaining, 65536))
+            if not chunk:
+                return
+            remaining -= len(chunk)
+
     def _handle(self, request: BaseHTTPRequestHandler) -> None:
         path = request.path.split("?", 1)[0]
         endpoint = self.endpoints.get(path)
@@ -151,6 +160,7 @@ class WebhookIntake:
             return
         length = int(length_header)
         if length > endpoint.max_payload_bytes:
+            self._discard(request, length)  # so the client reads our 413 instead of a reset connection
             self._answer(request, 413, f"request body of {length} bytes exceeds the limit of "
                          f"{endpoint.max_payload_bytes} bytes", close=True)
             return
