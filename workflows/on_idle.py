@@ -50,7 +50,8 @@ CHILD_MUTEX = "gpuaas-workload-{{inputs.parameters.namespace}}-{{inputs.paramete
 
 def workflow_template() -> WorkflowTemplate:
     names = [i.name for i in SPEC.inputs]
-    split = script("idle-alerts", "idle-alerts", names, [*STANDARD_OUTPUTS, ("alerts", "[]")])
+    split = script("idle-alerts", "idle-alerts", names, [*STANDARD_OUTPUTS, ("alerts", "[]")],
+                   metrics=[outcome_metric("idle-alerts")])
     child = script("on-idle", "on-idle", CHILD_INPUTS, [*STANDARD_OUTPUTS, ("gpus-released", "0"), TENANT_OUTPUT],
                    needs_prometheus=True, synchronization=mutex(CHILD_MUTEX),
                    metrics=[outcome_metric("on-idle"),

@@ -203,6 +203,12 @@ def _trigger_workflows(sensor: JSON) -> Iterator[tuple[int, JSON]]:
             yield index, resource
 
 
+def _trigger_parameters(trigger: JSON) -> list[JSON]:
+    """Trigger-level parameters plus the argoWorkflow trigger's own (the ones that fill the Workflow)."""
+    argo = ((trigger.get("template") or {}).get("argoWorkflow") or {})
+    return [*(trigger.get("parameters") or []), *(argo.get("parameters") or [])]
+
+
 def _parameter_index(dest: str) -> int | None:
     match = re.fullmatch(r"spec\.arguments\.parameters\.(\d+)\.value", dest)
     return int(match.group(1)) if match else None
@@ -241,7 +247,7 @@ def cross_reference_errors(objects: Iterable[JSON]) -> list[str]:
             if not conditions and len(dependencies) > 1:
                 problems.append(f"Sensor {name}: trigger {template.get('name')} has no conditions, so it waits "
                                 f"for ALL of {sorted(dependencies)}; give each trigger its `conditions`")
-            for parameter in trigger.get("parameters") or []:
+            for parameter in _trigger_parameters(trigger):
                 dep = (parameter.get("src") or {}).get("dependencyName")
                 if dep not in dependencies:
                     problems.append(f"Sensor {name}: trigger {template.get('name')} parameter reads dependency "
@@ -284,7 +290,7 @@ def _workflow_reference_errors(where: str, workflow: JSON, trigger: JSON,
     given = [p.get("name") for p in (spec.get("arguments") or {}).get("parameters") or []]
     problems = [f"{where}: parameter {p!r} is not declared by WorkflowTemplate {ref} ({sorted(declared)})"
                 for p in given if p not in declared]
-    for parameter in trigger.get("parameters") or []:
+    for parameter in ((trigger.get("template") or {}).get("argoWorkflow") or {}).get("parameters") or []:
         dest = str(parameter.get("dest", ""))
         index = _parameter_index(dest)
         if dest.startswith("spec.arguments.parameters.") and (index is None or index >= len(given)):
