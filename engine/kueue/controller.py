@@ -293,7 +293,8 @@ class KueueController:
                                               "The workload was reactivated"))
             candidates.append(workload)
 
-        blocked: set[str] = set()
+        # Queue each admissible candidate in its ClusterQueue, in queue order.
+        queued: dict[str, list[tuple[_Workload, list]]] = {}
         for workload in sorted(candidates, key=self._queue_order):
             ns, name = workload.key
             spec = workload.obj.get("spec") or {}
@@ -310,32 +311,52 @@ class KueueController:
                 problem = f"ClusterQueue {cluster_queue} is inactive"
             elif not self._namespace_allowed(queues_raw[("", cluster_queue)][1], ns):
                 problem = "Workload namespace doesn't match ClusterQueue selector"
+            requests: list = []
+            if problem is None:
+                try:
+                    requests = pod_set_requests(workload.obj, self.excluded_resource_prefixes)
+                except ValueError as error:
+                    problem = str(error)
             if problem:
                 if C.set_condition(workload.conditions, C.QUOTA_RESERVED, False, C.REASON_INADMISSIBLE, problem, now):
                     transitions.append(Transition("Workload", ns, name, "inadmissible", C.REASON_INADMISSIBLE, problem))
                 continue
-            if queue.name in blocked:
-                continue  # StrictFIFO: only the head is attempted
-            try:
-                requests = pod_set_requests(workload.obj, self.excluded_resource_prefixes)
-            except ValueError as error:
-                C.set_condition(workload.conditions, C.QUOTA_RESERVED, False, C.REASON_INADMISSIBLE, str(error), now)
-                continue
-            result = assign(requests, queue, book, flavor_labels)
-            if isinstance(result, Assignment):
-                book.reserve(queue, result.usage)
-                self._admit(workload, result, now)
-                self._suspend(owners.get(self._owner_key(workload)), False)
-                transitions.append(Transition("Workload", ns, name, "admitted", C.REASON_QUOTA_RESERVED,
-                                              C.quota_reserved_message(queue.name)))
-                continue
-            if queue.strategy == "StrictFIFO":
-                blocked.add(queue.name)
-            if C.set_condition(workload.conditions, C.QUOTA_RESERVED, False, result.reason, result.message, now):
-                transitions.append(Transition("Workload", ns, name, "pending", result.reason, result.message))
-            workload.status["resourceRequests"] = [
-                {"name": r.name, "resources": {k: format_quantity(v, k) for k, v in sorted(r.total().items())}}
-                for r in requests]
+            queued.setdefault(cluster_queue, []).append((workload, requests))
+
+        # Scheduling cycles, as Kueue's scheduler: take the head of every ClusterQueue, admit heads that fit
+        # without borrowing before heads that borrow (then priority, then queue time), re-checking each fit
+        # against what this cycle already admitted. A head that does not fit leaves the queue for this pass
+        # (BestEffortFIFO: the next one becomes head) or blocks it (StrictFIFO: the rest is not attempted).
+        while queued:
+            heads = []
+            for cluster_queue, entries in queued.items():
+                workload, requests = entries[0]
+                heads.append((workload, requests, queues[cluster_queue],
+                              assign(requests, queues[cluster_queue], book, flavor_labels)))
+            heads.sort(key=lambda h: (not isinstance(h[3], Assignment),
+                                      isinstance(h[3], Assignment) and h[3].borrows, self._queue_order(h[0])))
+            for workload, requests, queue, first_try in heads:
+                ns, name = workload.key
+                queued[queue.name].pop(0)
+                result = first_try if not isinstance(first_try, Assignment) else \
+                    assign(requests, queue, book, flavor_labels)
+                if isinstance(result, Assignment):
+                    book.reserve(queue, result.usage)
+                    self._admit(workload, result, now)
+                    self._suspend(owners.get(self._owner_key(workload)), False)
+                    transitions.append(Transition("Workload", ns, name, "admitted", C.REASON_QUOTA_RESERVED,
+                                                  C.quota_reserved_message(queue.name)))
+                else:
+                    if queue.strategy == "StrictFIFO":
+                        queued[queue.name].clear()  # only the head is attempted; the rest carry no condition
+                    if C.set_condition(workload.conditions, C.QUOTA_RESERVED, False, result.reason, result.message,
+                                       now):
+                        transitions.append(Transition("Workload", ns, name, "pending", result.reason, result.message))
+                    workload.status["resourceRequests"] = [
+                        {"name": r.name, "resources": {k: format_quantity(v, k) for k, v in sorted(r.total().items())}}
+                        for r in requests]
+                if not queued[queue.name]:
+                    del queued[queue.name]
 
         for workload in workloads:
             if workload.status != (workload.obj.get("status") or {}):

@@ -324,3 +324,23 @@ def test_a_finished_condition_written_during_a_pass_is_never_lost(gateway, serve
     assert condition(obj, "Finished") == ("True", "Succeeded", "done")
     assert obj["status"]["admission"]["clusterQueue"] == "team-a", "a finished Workload keeps its admission"
     assert gpu_usage(gateway, "team-a") == ("0", "0")
+
+
+def test_a_queue_using_its_own_quota_goes_before_an_older_borrower(gateway, kueue, clock) -> None:
+    """Kueue's scheduler admits heads that fit in nominal quota before heads that need to borrow."""
+    setup_tenants(gateway)
+    gateway.create(R.WORKLOAD, K.workload("team-a", "a-running", gpus=4))
+    gateway.create(R.WORKLOAD, K.workload("team-b", "b-running", gpus=4))
+    kueue.reconcile()
+    clock.advance(1)
+    gateway.create(R.WORKLOAD, K.workload("team-a", "a-borrower", gpus=2))   # older, would borrow from team-b
+    clock.advance(1)
+    gateway.create(R.WORKLOAD, K.workload("team-b", "b-own", gpus=4))        # newer, fits in team-b's own quota
+    kueue.reconcile()
+    done = wl(gateway, "team-b", "b-running")
+    gateway.merge_patch(R.WORKLOAD, "b-running", {"status": {"conditions": done["status"]["conditions"] + [
+        {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done",
+         "lastTransitionTime": "2026-01-01T12:00:05Z"}]}}, "team-b", subresource="status")
+    kueue.reconcile()
+    assert condition(wl(gateway, "team-b", "b-own"), "Admitted")[0] == "True"
+    assert condition(wl(gateway, "team-a", "a-borrower"), "QuotaReserved")[:2] == ("False", "Pending")
