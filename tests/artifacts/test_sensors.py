@@ -1,0 +1,156 @@
+"""The rendered Sensors, evaluated with Argo Events semantics (gpuaas.routing) on realistic events.
+
+tests/routing covers the whole Workload lifecycle; here: the cases this folder's design decisions
+are about (a Workload admitted in its very first status write, where oldBody has no status; the
+re-list ADD; GPU Node heartbeats vs capacity changes; the calendar), and that every submitted
+Workflow carries the parameters its template declares.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from gpuaas.routing import Router
+from tests.artifacts.conftest import MANIFESTS
+from tests.support.argo_events import (
+    alertmanager_payload,
+    idle_alert,
+    resource_event,
+    webhook_event,
+    workload,
+)
+
+JSON = dict[str, Any]
+WORKLOADS = ("gpuaas-workloads", "workloads")
+ALERTS = ("gpuaas-alertmanager", "idle")
+
+
+@pytest.fixture()
+def router() -> Router:
+    return Router.from_manifests(MANIFESTS)
+
+
+def _templates(result: Any) -> list[str]:
+    return sorted(w["spec"]["workflowTemplateRef"]["name"] for w in result.workflows)
+
+
+def _parameters(workflow: JSON) -> dict[str, str]:
+    return {p["name"]: p["value"] for p in workflow["spec"]["arguments"]["parameters"]}
+
+
+def test_first_status_write_that_admits_starts_on_admitted(router: Router) -> None:
+    """Kueue can reserve quota and admit in the workload's first status write: oldBody has no status."""
+    old = workload(stage="pending")
+    old.pop("status", None)
+    new = workload(stage="admitted")
+    result = router.route(resource_event(*WORKLOADS, "UPDATE", new, old))
+    assert _templates(result) == ["gpuaas-on-admitted"]
+    given = _parameters(result.workflows[0])
+    assert given["namespace"] == "team-a" and given["workload"] == new["metadata"]["name"]
+    assert given["tenant"] == "team-a" and given["dry-run"] == "false"
+    event = json.loads(given["event"])
+    assert json.loads(base64.b64decode(event["data"]))["body"]["metadata"]["name"] == new["metadata"]["name"]
+    assert result.workflows[0]["metadata"]["labels"]["gpuaas.io/reaction"] == "on-admitted"
+
+
+@pytest.mark.parametrize("stage", ["admitted", "finished-succeeded"])
+def test_relist_add_of_an_admitted_or_finished_workload_starts_nothing(router: Router, stage: str) -> None:
+    result = router.route(resource_event(*WORKLOADS, "ADD", workload(stage=stage)))
+    assert result.workflows == []
+
+
+def test_finish_of_a_workload_whose_old_status_lacks_finished_starts_on_finished(router: Router) -> None:
+    result = router.route(resource_event(*WORKLOADS, "UPDATE", workload(stage="finished-failed"),
+                                         workload(stage="admitted")))
+    assert _templates(result) == ["gpuaas-on-finished"]
+
+
+def test_missing_admission_falls_back_to_an_empty_tenant(router: Router) -> None:
+    new, old = workload(stage="finished-succeeded"), workload(stage="admitted")
+    new["status"].pop("admission")
+    result = router.route(resource_event(*WORKLOADS, "UPDATE", new, old))
+    assert _templates(result) == ["gpuaas-on-finished"] and _parameters(result.workflows[0])["tenant"] == ""
+
+
+def test_firing_group_passes_namespace_and_the_whole_event(router: Router) -> None:
+    body = alertmanager_payload([idle_alert(pod="a-0"), idle_alert(pod="b-0")])
+    result = router.route(webhook_event(*ALERTS, body))
+    assert _templates(result) == ["gpuaas-on-idle"]
+    given = _parameters(result.workflows[0])
+    assert given["namespace"] == "team-a" and given["workload"] == ""
+    assert json.loads(base64.b64decode(json.loads(given["event"])["data"]))["body"]["alerts"][1]["labels"]["pod"] == "b-0"
+
+
+@pytest.mark.parametrize("body", [
+    alertmanager_payload([idle_alert(status="resolved")]),
+    alertmanager_payload([idle_alert(alertname="GPUWorkloadIdleTest")]),
+])
+def test_resolved_or_foreign_groups_start_nothing(router: Router, body: JSON) -> None:
+    assert router.route(webhook_event(*ALERTS, body)).workflows == []
+
+
+def _node(gpus: str = "8", heartbeat: str = "2026-12-01T09:00:00Z") -> JSON:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "gpu-node-1", "labels": {"nvidia.com/gpu.present": "true"}},
+            "spec": {},
+            "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": gpus},
+                       "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}}
+
+
+def _node_event(kind: str, body: JSON, old: JSON | None = None) -> JSON:
+    event = resource_event("gpuaas-gpu-nodes", "gpu-nodes", kind, body, old)
+    event["data"].update({"group": "", "version": "v1", "resource": "nodes"})
+    return event
+
+
+@pytest.mark.parametrize("kind", ["ADD", "DELETE"])
+def test_gpu_node_added_or_deleted_starts_a_capacity_run(router: Router, kind: str) -> None:
+    result = router.route(_node_event(kind, _node()))
+    assert _templates(result) == ["gpuaas-provision-quota"]
+    assert _parameters(result.workflows[0])["mode"] == "capacity"
+
+
+def test_gpu_node_heartbeat_starts_nothing_and_capacity_change_does(router: Router) -> None:
+    before = _node()
+    assert router.route(_node_event("UPDATE", _node(heartbeat="2026-12-01T09:05:00Z"), before)).workflows == []
+    result = router.route(_node_event("UPDATE", _node(gpus="6"), before))
+    assert _templates(result) == ["gpuaas-provision-quota"]
+    assert [t.trigger for t in result.triggered] == ["capacity-on-gpu-node-capacity-changed"]
+
+
+def test_calendar_tick_starts_one_capacity_run(router: Router) -> None:
+    tick = {"specversion": "1.0", "id": uuid.uuid4().hex, "source": "gpuaas-capacity-clock",
+            "subject": "capacity-reconcile", "type": "calendar", "time": "2026-12-01T09:10:00Z",
+            "datacontenttype": "application/json",
+            "data": {"eventTime": "2026-12-01 09:10:00 +0000 UTC", "metadata": {}}}
+    result = router.route(tick)
+    assert _templates(result) == ["gpuaas-provision-quota"]
+    assert [t.trigger for t in result.triggered] == ["capacity-on-capacity-reconcile"]
+
+
+def test_every_submitted_workflow_is_valid_and_fits_its_template(router: Router) -> None:
+    import workflows
+    from gpuaas.manifests.validation import schema_errors
+
+    declared = {name: [p["name"] for p in t["spec"]["arguments"]["parameters"]]
+                for name, t in workflows.rendered().items()}
+    events = [
+        resource_event(*WORKLOADS, "UPDATE", workload(stage="admitted"), workload(stage="quota-reserved")),
+        resource_event(*WORKLOADS, "UPDATE", workload(stage="finished-succeeded"), workload(stage="admitted")),
+        webhook_event(*ALERTS, alertmanager_payload([idle_alert()])),
+        _node_event("ADD", _node()),
+    ]
+    seen = set()
+    for event in events:
+        for workflow in router.route(copy.deepcopy(event)).workflows:
+            name = workflow["spec"]["workflowTemplateRef"]["name"]
+            seen.add(name)
+            assert list(_parameters(workflow)) == declared[name]
+            assert schema_errors(workflow) == []
+    assert seen == {"gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-provision-quota"}
