@@ -9,7 +9,8 @@ supports nested queries and `#(...)#`) for the path syntax and re-implements the
 on top, so the router sees exactly the values the sensor sees.
 
 Go gjson modifiers that the Rust port lacks (`@keys`, `@values`, `@tostr`, `@fromstr`, `@group`,
-`@dig`) are rejected with `UnsupportedPath` instead of silently reading "does not exist".
+`@dig`) and quoted member names in `{...}` multipaths (rendered differently by the Rust port) are
+rejected with `UnsupportedPath` instead of silently evaluating differently.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pygjson
 _UNSUPPORTED_MODIFIERS = ("keys", "values", "tostr", "fromstr", "group", "dig")
 _UNSUPPORTED_RE = re.compile(r"(?:^|[.|])@(" + "|".join(_UNSUPPORTED_MODIFIERS) + r")\b")
 _INTEGER_RAW = re.compile(r"-?[0-9]+")
+_QUOTED_MULTIPATH_NAME = re.compile(r'[{,]\s*"[^"]*"\s*:')
 
 
 class UnsupportedPath(ValueError):
@@ -52,6 +54,11 @@ def compile_path(text: str) -> GjsonPath:
         raise UnsupportedPath(
             f"path {text!r} uses the gjson modifier @{match.group(1)}, which this evaluator does not "
             f"support (supported: @this, @reverse, @ugly, @pretty, @valid, @flatten, @join)"
+        )
+    if _QUOTED_MULTIPATH_NAME.search(unescaped):
+        raise UnsupportedPath(
+            f'path {text!r} names a multipath member with a quoted key ({{"name":path}}), which gjson.rs renders '
+            f"differently from Go gjson; use an unquoted path (its last key becomes the name)"
         )
     return GjsonPath(text=text, compiled=pygjson.compile(text))
 

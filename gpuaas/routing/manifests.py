@@ -16,6 +16,7 @@ differ, the first wins and a warning says which file was ignored.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from typing import Any
 import yaml
 
 ARGO_EVENTS_KINDS = ("Sensor", "EventSource")
+_MAY_HOLD_ARGO_EVENTS = re.compile(r"""["']?kind["']?\s*:\s*["']?(?:Sensor|EventSource|\w*List)\b""")
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
 
@@ -58,7 +61,9 @@ def load_argo_events_objects(root: Path) -> LoadedObjects:
         text = ""
         try:
             text = path.read_text(encoding="utf-8")
-            documents = list(yaml.safe_load_all(text)) if path.suffix != ".json" else [json.loads(text)]
+            if not _MAY_HOLD_ARGO_EVENTS.search(text):
+                continue  # dashboards, rules, RBAC...: not worth parsing
+            documents = list(yaml.load_all(text, Loader=_LOADER)) if path.suffix != ".json" else [json.loads(text)]
         except (yaml.YAMLError, ValueError, UnicodeDecodeError) as exc:
             if any(f"kind: {k}" in text or f'"kind": "{k}"' in text
                    for k in ARGO_EVENTS_KINDS):

@@ -126,3 +126,15 @@ def test_modifiers_the_evaluator_cannot_reproduce_are_refused(path: str) -> None
 def test_escaped_at_sign_is_a_key_not_a_modifier() -> None:
     doc = Document('{"@keys": 1}')
     assert doc.get("\\@keys").string() == "1"
+
+
+def test_multipath_skips_missing_results_like_go(doc: Document) -> None:
+    """Go gjson's subselector appends only results that exist: over a missing parent it is `[]`,
+    so a transition filter on `[oldBody....]` is not an error on the first admission."""
+    assert doc.get('[oldBody.status.conditions.#(type=="Admitted").status]').string() == "[]"
+    assert doc.get('[body.status.conditions.#(type=="Admitted").status]').string() == '["False"]'
+    assert doc.get('[body.metadata.name,body.nope,numbers.i]').string() == '["w",1000000]'
+    assert doc.get("[oldBody]").string() == "[null]"  # null exists
+    assert doc.get("{body.metadata.name,numbers.i}").string() == '{"name":"w","i":1000000}'
+    with pytest.raises(UnsupportedPath, match="quoted key"):
+        compile_path('{body.metadata.name,"n":numbers.i}')

@@ -24,11 +24,13 @@ def test_kustomize_layout_namespace_and_duplicates(tmp_path: Path) -> None:
     write(tmp_path / "overlays" / "openshift" / "sensors.yaml", s)  # same object again, same namespace via parent
     (tmp_path / "overlays" / "openshift" / "kustomization.yaml").write_text("resources: [../../base]\n")
     (tmp_path / "overlays" / "openshift" / "dashboard.json").write_text("{not json")
+    (tmp_path / "overlays" / "openshift" / "broken-list.yaml").write_text("kind: List\nitems: [\n")
     loaded = load_argo_events_objects(tmp_path)
     kinds = sorted((o["kind"], o["metadata"].get("namespace")) for o in loaded.objects)
     assert kinds == [("EventSource", "gpuaas"), ("Sensor", "gpuaas-system")]
     assert not any("different content" in w for w in loaded.warnings)
-    assert any("dashboard.json: skipped" in w for w in loaded.warnings)
+    assert all("dashboard.json" not in str(origin) for origin in loaded.origins.values())
+    assert any("broken-list.yaml: skipped" in w for w in loaded.warnings)
 
 
 def test_conflicting_copies_keep_the_first_and_warn(tmp_path: Path) -> None:
