@@ -182,6 +182,8 @@ class KueueController:
             for reference in workload.obj["metadata"].get("ownerReferences") or []:
                 by_owner_uid[reference.get("uid", "")] = workload
         transitions: list[Transition] = []
+        for workload in workloads.values():
+            transitions += self._release_finalizer(workload)
         for resource in INTEGRATED:
             for owner in self._safe_list(resource):
                 desired = integration.workload_for(owner)
@@ -202,6 +204,27 @@ class KueueController:
                 transitions += self._sync_counts(existing, owner)
                 transitions += self._sync_finished(existing, owner, now)
         return transitions
+
+    def _release_finalizer(self, workload: _Workload) -> list[Transition]:
+        """A deleted Workload (its job was deleted: owner GC) gives its quota back and may go.
+
+        Kueue's `kueue.x-k8s.io/resource-in-use` finalizer keeps the object until Kueue has
+        released the quota; the emulation holds nothing beyond the object itself, so it drops
+        the finalizer at once and the next pass no longer counts the Workload.
+        """
+        meta = workload.obj["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if not meta.get("deletionTimestamp") or integration.RESOURCE_IN_USE not in finalizers:
+            return []
+        ns, name = workload.key
+        kept = [f for f in finalizers if f != integration.RESOURCE_IN_USE]
+        try:
+            self.cluster.merge_patch(workload.resource, name, {"metadata": {
+                "finalizers": kept or None, "resourceVersion": meta.get("resourceVersion")}}, namespace=ns)
+        except (Conflict, NotFound):
+            return []
+        return [Transition("Workload", ns, name, "deleted", "ResourceInUseReleased",
+                           "The workload was deleted; its quota is released")]
 
     def _sync_counts(self, workload: _Workload, owner: JSON) -> list[Transition]:
         """Elastic jobs shrink their pod sets in place; a StatefulSet's replicas become the count."""
@@ -258,7 +281,7 @@ class KueueController:
         candidates: list[_Workload] = []
         for workload in workloads:
             ns, name = workload.key
-            if workload.finished:
+            if workload.finished or workload.obj["metadata"].get("deletionTimestamp"):
                 continue
             owner = owners.get(self._owner_key(workload))
             if not workload.active:

@@ -344,3 +344,19 @@ def test_a_queue_using_its_own_quota_goes_before_an_older_borrower(gateway, kueu
     kueue.reconcile()
     assert condition(wl(gateway, "team-b", "b-own"), "Admitted")[0] == "True"
     assert condition(wl(gateway, "team-a", "a-borrower"), "QuotaReserved")[:2] == ("False", "Pending")
+
+
+def test_deleting_a_job_releases_its_quota_and_the_workload_goes(gateway, kueue) -> None:
+    setup_tenants(gateway, team_a={"cohort": None})
+    gateway.create(R.JOB, K.job("team-a", "gone", gpus=4))
+    kueue.reconcile()
+    [workload] = gateway.list(R.WORKLOAD, "team-a")
+    assert workload["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    gateway.create(R.WORKLOAD, K.workload("team-a", "next", gpus=4))
+    kueue.reconcile()
+    gateway.delete(R.JOB, "gone", "team-a")          # owner GC marks the Workload for deletion
+    assert gateway.get(R.WORKLOAD, workload["metadata"]["name"], "team-a")["metadata"].get("deletionTimestamp")
+    assert [t.what for t in kueue.reconcile()][:1] == ["deleted"]
+    kueue.reconcile()
+    assert [w["metadata"]["name"] for w in gateway.list(R.WORKLOAD, "team-a")] == ["next"]
+    assert condition(wl(gateway, "team-a", "next"), "Admitted")[0] == "True"
