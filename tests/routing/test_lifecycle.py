@@ -19,6 +19,8 @@ import pytest
 from tests.routing.conftest import Stack
 from tests.support.argo_events import (
     alertmanager_payload,
+    calendar_event,
+    gpu_node,
     idle_alert,
     resource_event,
     webhook_event,
@@ -233,3 +235,49 @@ def test_concurrent_routing_loses_and_duplicates_nothing(stack: Stack) -> None:
         results = list(pool.map(stack.router.route, events))
     names = sorted(parameters(wf)["workload"] for r in results for wf in r.workflows)
     assert names == sorted(f"job-w{i}-abcde" for i in range(400))
+
+
+class TestCapacityTracking:
+    """`gpuaas-provision-quota` (capacity mode) on GPU Node changes and the reconcile clock.
+    Only the rendered manifests have it; the hand-written fixture does not."""
+
+    @pytest.fixture
+    def nodes(self, stack: Stack) -> tuple[str, str]:
+        for info in stack.router.event_sources.values():
+            for event_name, kind in info.events.items():
+                block = (stack.router.event_source_specs[info.name].get(kind) or {}).get(event_name) or {}
+                if kind == "resource" and block.get("resource") == "nodes":
+                    return info.name, event_name
+        pytest.skip("these Sensors do not track GPU Nodes")
+
+    def node_event(self, stack: Stack, nodes: tuple[str, str], kind: str, body: dict, old: dict | None = None) -> Any:
+        event = resource_event(*nodes, kind, body, old)
+        event["data"]["group"], event["data"]["version"], event["data"]["resource"] = "", "v1", "nodes"
+        return stack.router.route(event)
+
+    def test_gpu_node_added_or_removed_provisions_capacity(self, stack: Stack, nodes: tuple[str, str]) -> None:
+        for kind in ("ADD", "DELETE"):
+            result = self.node_event(stack, nodes, kind, gpu_node())
+            assert templates(result) == ["gpuaas-provision-quota"], explain(result)
+            assert parameters(result.workflows[0]).get("mode") == "capacity"
+
+    def test_node_heartbeat_provisions_nothing(self, stack: Stack, nodes: tuple[str, str]) -> None:
+        result = self.node_event(stack, nodes, "UPDATE", gpu_node(heartbeat_minute=5), gpu_node())
+        assert templates(result) == [], explain(result)
+
+    def test_allocatable_gpus_changed_provisions_capacity(self, stack: Stack, nodes: tuple[str, str]) -> None:
+        result = self.node_event(stack, nodes, "UPDATE", gpu_node(gpus=4), gpu_node(gpus=8))
+        assert templates(result) == ["gpuaas-provision-quota"], explain(result)
+
+    def test_device_plugin_registering_gpus_provisions_capacity(self, stack: Stack, nodes: tuple[str, str]) -> None:
+        """A new node joins before the device plugin reports nvidia.com/gpu: its GPUs appear in an UPDATE."""
+        result = self.node_event(stack, nodes, "UPDATE", gpu_node(gpus=8), gpu_node(gpus=None))
+        assert templates(result) == ["gpuaas-provision-quota"], explain(result)
+
+    def test_reconcile_clock_provisions_capacity(self, stack: Stack) -> None:
+        clocks = [(info.name, name) for info in stack.router.event_sources.values()
+                  for name, kind in info.events.items() if kind == "calendar"]
+        if not clocks:
+            pytest.skip("no calendar EventSource in these manifests")
+        result = stack.router.route(calendar_event(*clocks[0]))
+        assert templates(result) == ["gpuaas-provision-quota"], explain(result)

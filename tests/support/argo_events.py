@@ -262,3 +262,40 @@ def webhook_event(event_source: str, event_name: str, body: dict[str, Any], *,
             "metadata": {},
         },
     }
+
+
+def gpu_node(name: str = "gpu-node-1", gpus: int | None = 8, *, ready: bool = True,
+             heartbeat_minute: int = 0) -> dict[str, Any]:
+    """A GPU Node as the NVIDIA device plugin reports it (`gpus=None`: plugin not registered yet)."""
+    capacity: dict[str, str] = {"cpu": "96", "memory": "1056451028Ki", "pods": "250"}
+    if gpus is not None:
+        capacity["nvidia.com/gpu"] = str(gpus)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"node/{name}")),
+            "resourceVersion": str(next(_resource_versions)),
+            "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true",
+                       "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "node-role.kubernetes.io/worker": ""},
+        },
+        "spec": {"providerID": f"aws:///us-east-1a/i-{uuid.uuid5(uuid.NAMESPACE_URL, name).hex[:17]}"},
+        "status": {
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                            "reason": "KubeletReady" if ready else "KubeletNotReady",
+                            "lastHeartbeatTime": _ts(heartbeat_minute), "lastTransitionTime": _ts(0)}],
+        },
+    }
+
+
+def calendar_event(event_source: str, event_name: str, *, minute: int = 10) -> dict[str, Any]:
+    """A calendar EventSource tick: data = {eventTime, metadata}."""
+    return {
+        "specversion": "1.0", "id": uuid.uuid4().hex, "source": event_source, "subject": event_name,
+        "type": "calendar", "time": _ts(minute), "datacontenttype": "application/json",
+        "data": {"eventTime": (BASE_TIME + timedelta(minutes=minute)).strftime("%Y-%m-%d %H:%M:%S.000000000 +0000 UTC"),
+                 "metadata": {}},
+    }
