@@ -21,7 +21,8 @@ nvidia.com/gpu) goes up by `gpus` and the loan is recorded on the ClusterQueue a
     gpuaas.io/lent-gpus: '{"<namespace>/<workload>": {"flavor": "a100", "gpus": 2,
                            "uid": "<workload uid>", "lentAt": "<RFC 3339>"}}'
 
-(one JSON object, one key per loan). on-finished returns it: `return_loan_patch(cq, key)` gives
+(one JSON object, one key per loan; helpers in `steps.cluster_queue`). on-finished returns it:
+`return_loan_patch(cq, key)` gives
 the single merge patch that lowers nominalQuota by the loan (never below what the queue uses)
 and removes the key, conditional on the ClusterQueue's resourceVersion. Capacity tracking keeps
 loans: lent GPUs are set aside from the capacity before the split and added back on top.
@@ -32,30 +33,42 @@ and re-plans (bounded), so two runs racing never lose an update.
 
 from __future__ import annotations
 
-import copy
-import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-from steps.capacity import GPU_RESOURCE, FlavorSplit, TenantClaim, flavor_capacity, split_capacity
+from steps.capacity import FlavorSplit, TenantClaim, flavor_capacity, split_capacity
+from steps.cluster_queue import (
+    LENT_ANNOTATION,
+    Loan,
+    admit_namespace,
+    cohort_of,
+    gpu_quotas,
+    gpus_in_use,
+    groups_equal,
+    loans_annotation,
+    new_cluster_queue,
+    new_local_queue,
+    read_loans,
+    return_loan_patch,
+    set_gpu_quota,
+)
 from steps.plan import Outcome, RejectedInput, StepReport
 
 REACTION = "provision-quota"
 EVENT_REASON = "GPUaaSQuotaProvisioned"
-LENT_ANNOTATION = "gpuaas.io/lent-gpus"
-MANAGED_LABEL = "gpuaas.io/managed-by"
-TENANT_LABEL = "gpuaas.io/tenant"
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 MODES = ("hand", "capacity")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 
 JSON = dict[str, Any]
+
+# on-finished's side of the lent-quota contract, re-exported where steps-core was told to find it.
+__all__ = ["LENT_ANNOTATION", "REACTION", "read_loans", "return_loan_patch", "run", "step"]
 
 
 
@@ -263,107 +276,6 @@ class QuotaPlan:
         return {"actions": [a.to_dict() for a in self.actions], "reasons": list(self.reasons)}
 
 
-def cohort_of(cluster_queue: Mapping) -> str:
-    spec = cluster_queue.get("spec") or {}
-    return spec.get("cohortName") or spec.get("cohort") or ""
-
-
-def gpu_quotas(cluster_queue: Mapping) -> dict[str, int]:
-    """flavor -> nominalQuota of nvidia.com/gpu."""
-    out = {}
-    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for resource in flavor.get("resources") or []:
-                if resource.get("name") == GPU_RESOURCE:
-                    out[flavor["name"]] = _whole(resource.get("nominalQuota", 0))
-    return out
-
-
-def gpus_in_use(cluster_queue: Mapping) -> dict[str, int]:
-    """flavor -> GPUs the queue holds: the larger of status.flavorsUsage and flavorsReservation."""
-    out: dict[str, int] = {}
-    status = cluster_queue.get("status") or {}
-    for key in ("flavorsUsage", "flavorsReservation"):
-        for flavor in status.get(key) or []:
-            for resource in flavor.get("resources") or []:
-                if resource.get("name") == GPU_RESOURCE:
-                    out[flavor["name"]] = max(out.get(flavor["name"], 0), _whole(resource.get("total", 0)))
-    return out
-
-
-def _whole(value: object) -> int:
-    text = str(value)
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return int(float(text))
-        except ValueError:
-            return 0
-
-
-@dataclass(frozen=True)
-class Loan:
-    flavor: str
-    gpus: int
-    uid: str = ""
-    lent_at: str = ""
-
-
-def read_loans(cluster_queue: Mapping) -> dict[str, Loan]:
-    """The loans recorded on a ClusterQueue (`gpuaas.io/lent-gpus`), keyed `namespace/workload`.
-
-    A malformed annotation reads as no loans: it must never block quota decisions, and the
-    capacity split's in-use floor still protects running work.
-    """
-    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(LENT_ANNOTATION)
-    if not text:
-        return {}
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        return {}
-    loans = {}
-    for key, value in (raw.items() if isinstance(raw, dict) else []):
-        if isinstance(value, dict) and isinstance(value.get("flavor"), str):
-            gpus = _whole(value.get("gpus", 0))
-            if gpus > 0:
-                loans[key] = Loan(value["flavor"], gpus, str(value.get("uid", "")), str(value.get("lentAt", "")))
-    return loans
-
-
-def _loans_annotation(loans: Mapping[str, Loan]) -> str | None:
-    if not loans:
-        return None
-    return json.dumps({k: {"flavor": v.flavor, "gpus": v.gpus, "uid": v.uid, "lentAt": v.lent_at}
-                       for k, v in sorted(loans.items())}, sort_keys=True, separators=(",", ":"))
-
-
-def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
-    """The merge patch returning loan `key` (for on-finished), or None when nothing is lent for it.
-
-    Lowers nominalQuota of (loan flavor, nvidia.com/gpu) by the loan, never below what the queue
-    uses now, removes the key (the whole annotation when it was the last loan), and carries the
-    ClusterQueue's resourceVersion so a concurrent change makes it fail with 409 (re-read, re-plan).
-    """
-    loans = read_loans(cluster_queue)
-    loan = loans.pop(key, None)
-    if loan is None:
-        return None
-    current = gpu_quotas(cluster_queue).get(loan.flavor)
-    patch: JSON = {"metadata": {"annotations": {LENT_ANNOTATION: _loans_annotation(loans)}}}
-    rv = (cluster_queue.get("metadata") or {}).get("resourceVersion")
-    if rv:
-        patch["metadata"]["resourceVersion"] = rv
-    if current is not None:
-        floor = gpus_in_use(cluster_queue).get(loan.flavor, 0)
-        target = max(floor, current - loan.gpus)
-        if target != current:
-            patch["spec"] = {"resourceGroups": set_gpu_quota(
-                (cluster_queue.get("spec") or {}).get("resourceGroups") or [], loan.flavor, target, {})}
-    return patch
-
-
 def extra_resources(settings: QuotaSettings, gpus: int) -> dict[str, str]:
     """cpu/memory nominal quotas that go with `gpus` GPUs when the policy sets per-GPU ratios."""
     out = {}
@@ -382,50 +294,6 @@ def _times(quantity: str, n: int) -> str:
     value = Fraction(number) * n
     text = str(value.numerator) if value.denominator == 1 else format(float(value), "g")
     return f"{text}{suffix}"
-
-
-def set_gpu_quota(groups: Iterable[Mapping], flavor: str, gpus: int, extras: Mapping[str, str]) -> list[JSON]:
-    """resourceGroups with (flavor, nvidia.com/gpu) nominalQuota = gpus (pure; input untouched).
-
-    Adds the flavor to the group covering GPUs when missing (listing every covered resource, as
-    Kueue requires; a covered resource with no policy ratio gets 0), or a new group when no group
-    covers GPUs. cpu/memory quotas follow the policy's per-GPU ratios where given.
-    """
-    groups = copy.deepcopy(list(groups))
-    covered_elsewhere = {r for g in groups if GPU_RESOURCE not in (g.get("coveredResources") or [])
-                         for r in g.get("coveredResources") or []}
-    group = next((g for g in groups if GPU_RESOURCE in (g.get("coveredResources") or [])), None)
-    if group is None:
-        covered = [GPU_RESOURCE] + [r for r in extras if r not in covered_elsewhere]
-        groups.append({"coveredResources": covered, "flavors": []})
-        group = groups[-1]
-    values = {GPU_RESOURCE: gpus, **extras}
-    entry = next((f for f in group["flavors"] if f.get("name") == flavor), None)
-    if entry is None:
-        entry = {"name": flavor, "resources": [{"name": r, "nominalQuota": values.get(r, 0)}
-                                               for r in group["coveredResources"]]}
-        group["flavors"].append(entry)
-        return groups
-    for resource in entry.get("resources") or []:
-        if resource.get("name") in values:
-            resource["nominalQuota"] = values[resource["name"]]
-    return groups
-
-
-def _same_quota(a: object, b: object) -> bool:
-    return str(a) == str(b)
-
-
-def _groups_equal(a: list[Mapping], b: list[Mapping]) -> bool:
-    def norm(groups: list[Mapping]) -> str:
-        def canon(value: object) -> object:
-            if isinstance(value, dict):
-                return {k: canon(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [canon(v) for v in value]
-            return str(value) if isinstance(value, (int, float)) else value
-        return json.dumps(canon(list(groups)), sort_keys=True)
-    return norm(a) == norm(b)
 
 
 def plan(request: QuotaRequest, state: QuotaState, settings: QuotaSettings) -> QuotaPlan:
@@ -480,7 +348,7 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
         new_groups = set_gpu_quota(groups, request.flavor, wanted, extras)
         spec_patch: JSON = {}
         why: list[str] = []
-        if _groups_equal(groups, new_groups):
+        if groups_equal(groups, new_groups):
             reasons.append(f"ClusterQueue {request.tenant} already has {wanted} GPU(s) of {request.flavor}")
         else:
             spec_patch["resourceGroups"] = new_groups
@@ -553,7 +421,7 @@ def _plan_loan(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
         "patch-cluster-queue", {"kind": "ClusterQueue", "name": request.tenant},
         f"lend {request.gpus} GPU(s) of {request.flavor} to Workload {key}: nominalQuota {current} -> {new_total}",
         patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion"),
-                            "annotations": {LENT_ANNOTATION: _loans_annotation(loans)}},
+                            "annotations": {LENT_ANNOTATION: loans_annotation(loans)}},
                "spec": {"resourceGroups": set_gpu_quota(groups, request.flavor, new_total,
                                                         extra_resources(settings, new_total))}},
         before={request.flavor: current, "loan": previous.gpus if previous else 0},
@@ -611,7 +479,7 @@ def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSett
     actions = []
     for name, cq in members.items():
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
-        if _groups_equal(groups, new_groups[name]):
+        if groups_equal(groups, new_groups[name]):
             if after[name]:
                 reasons.append(f"ClusterQueue {name} unchanged: " + ", ".join(
                     f"{f}={n}" for f, n in sorted(after[name].items())))
@@ -623,57 +491,6 @@ def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSett
                    "spec": {"resourceGroups": new_groups[name]}},
             before=before[name], after=after[name]))
     return QuotaPlan(tuple(actions), tuple(reasons), observed, tuple(splits))
-
-
-def admit_namespace(selector: Mapping | None, namespace: str) -> JSON | None:
-    """The namespaceSelector that also admits `namespace`, or None when the selector is custom.
-
-    The product writes `matchLabels: {kubernetes.io/metadata.name: ns}` for one namespace and
-    `matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [...]}]` for
-    several; `{}` already admits every namespace. Anything else an admin wrote is left alone.
-    """
-    key = "kubernetes.io/metadata.name"
-    if selector is not None and not selector:
-        return dict(selector)
-    selector = selector or {}
-    labels, expressions = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
-    if labels and not expressions and set(labels) == {key}:
-        names = {labels[key]}
-    elif expressions and not labels and len(expressions) == 1 and expressions[0].get("key") == key \
-            and expressions[0].get("operator") == "In":
-        names = set(expressions[0].get("values") or [])
-    elif not labels and not expressions:
-        names = set()
-    else:
-        return None
-    if namespace in names:
-        return dict(selector)
-    names.add(namespace)
-    if len(names) == 1:
-        return {"matchLabels": {key: namespace}}
-    return {"matchExpressions": [{"key": key, "operator": "In", "values": sorted(names)}]}
-
-
-def new_cluster_queue(name: str, cohort: str, namespace: str, flavor: str, gpus: int, extras: Mapping[str, str],
-                      strategy: str) -> JSON:
-    """A tenant's ClusterQueue as the product creates it (validated against Kueue's CRD in the tests)."""
-    return {
-        "apiVersion": KUEUE_API, "kind": "ClusterQueue",
-        "metadata": {"name": name, "labels": {MANAGED_LABEL: "gpuaas", TENANT_LABEL: name}},
-        "spec": {
-            "cohortName": cohort,
-            "namespaceSelector": admit_namespace(None, namespace),
-            "queueingStrategy": strategy,
-            "resourceGroups": set_gpu_quota([], flavor, gpus, extras),
-        },
-    }
-
-
-def new_local_queue(name: str, namespace: str, cluster_queue: str) -> JSON:
-    return {"apiVersion": KUEUE_API, "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_LABEL: "gpuaas",
-                                                                          TENANT_LABEL: cluster_queue}},
-            "spec": {"clusterQueue": cluster_queue}}
 
 
 # ------------------------------------------------------------------------------ observe / apply / run

@@ -12,9 +12,10 @@ import pytest
 
 from engine.apiserver import ApiServer
 from engine.kueue import KueueController
+from steps.cluster_queue import LENT_ANNOTATION, gpu_quotas, read_loans, return_loan_patch
 from steps.gateways import resources as R
 from steps.gateways.kubernetes import KubernetesGateway
-from steps.reactions.provision_quota import LENT_ANNOTATION, gpu_quotas, read_loans, return_loan_patch, run
+from steps.reactions.provision_quota import run
 from tests.quota import kueue_objects as K
 from tests.support.kueue_schema import kueue_schema_errors
 
@@ -323,6 +324,6 @@ def test_a_second_namespace_widens_the_selector_and_its_workloads_are_admitted(
     (None, {"matchLabels": {"kubernetes.io/metadata.name": "a"}}),
 ])
 def test_admit_namespace(selector: dict | None, expected: dict | None) -> None:
-    from steps.reactions.provision_quota import admit_namespace
+    from steps.cluster_queue import admit_namespace
 
     assert admit_namespace(selector, "a") == expected
