@@ -22,9 +22,9 @@ nvidia.com/gpu) goes up by `gpus` and the loan is recorded on the ClusterQueue a
                            "uid": "<workload uid>", "lentAt": "<RFC 3339>"}}'
 
 (one JSON object, one key per loan; helpers in `steps.cluster_queue`). on-finished returns it:
-`return_loan_patch(cq, key)` gives
-the single merge patch that lowers nominalQuota by the loan (never below what the queue uses)
-and removes the key, conditional on the ClusterQueue's resourceVersion. Capacity tracking keeps
+`return_loan_patch(cq, key)` gives the single merge patch that lowers nominalQuota by the loan
+(never below what the queue uses) and removes the key, conditional on the ClusterQueue's
+resourceVersion. Capacity tracking keeps
 loans: lent GPUs are set aside from the capacity before the split and added back on top.
 
 Every write is a merge patch carrying `metadata.resourceVersion`; on 409 the reaction re-reads
