@@ -17,12 +17,14 @@ MUTEX = "gpuaas-provision-quota"
 INPUTS = (
     Input("mode", "hand: set one tenant's quota from tenant/flavor/gpus. capacity: re-split the cohort's GPUs "
                   "by policy weights. Empty: hand if tenant is set, else capacity.", "", ("", "hand", "capacity")),
-    Input("tenant", "ClusterQueue name of the tenant (hand mode). Empty in capacity mode."),
+    Input("tenant", "ClusterQueue name of the tenant (required in hand mode). Empty in capacity mode."),
     Input("namespace", "Tenant namespace that gets the LocalQueue (hand mode); the workload's namespace when "
                        "lending to a workload."),
     Input("workload", "Optional: lend `gpus` to this Kueue Workload's ClusterQueue."),
-    Input("flavor", "ResourceFlavor name (kubectl get resourceflavors). Empty: the policy's default."),
-    Input("gpus", "Nominal GPU quota to set (whole number). Empty: the policy's guarantee."),
+    Input("flavor", "ResourceFlavor name (kubectl get resourceflavors). Required in hand mode; in capacity "
+                    "mode empty = every flavor."),
+    Input("gpus", "Whole GPUs: the new nominalQuota (hand mode), or the GPUs lent to `workload`. Empty in "
+                  "capacity mode."),
     Input("cohort", "Cohort to place the ClusterQueue in. Empty: the policy's cohort."),
     DRY_RUN,
     EVENT,

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 JSON = dict[str, Any]
 
 NAMESPACE = "gpuaas"
@@ -53,31 +51,13 @@ def event_bus(ns: str = NAMESPACE) -> JSON:
                                                                                     "memory": "256Mi"}}}}}}
 
 
-EXAMPLE_POLICY: JSON = {
-    # Read by the steps (steps/policy.py); every key has a default there, this file shows them.
-    "idle": {
-        "mode": "enforce",             # enforce | dry-run (plan and record only)
-        "windowSeconds": 1800,         # GPU activity window the idle decision looks at
-        "threshold": 0.05,             # highest GPU activity (0-1) that still counts as idle
-        "minRuntimeSeconds": 3600,     # never release a workload younger than this
-        "maxReleasesPerHour": 10,      # per tenant; 0 = never release
-        "exemptAnnotation": "gpuaas.io/idle-policy",  # value "exempt" on a Workload or its owner
-    },
-    "quota": {
-        "cohort": "gpuaas",
-        "queueingStrategy": "BestEffortFIFO",
-        "weight": 1,
-        "guaranteedGpus": 0,
-    },
-    "tenants": {
-        "team-a": {"idle": {"mode": "enforce"}, "quota": {"weight": 2, "guaranteedGpus": 4}},
-        "team-b": {"idle": {"mode": "dry-run"}, "quota": {"weight": 1, "guaranteedGpus": 2}},
-    },
-}
+def policy_configmap(ns: str = NAMESPACE, document: str | None = None) -> JSON:
+    """ConfigMap gpuaas-policy with the steps' own documented example (steps/policy.py), so the
+    rendered policy is exactly the format the steps parse."""
+    if document is None:
+        from steps.policy import default_policy_text
 
-
-def policy_configmap(ns: str = NAMESPACE, policy: JSON | None = None) -> JSON:
-    document = yaml.safe_dump(policy if policy is not None else EXAMPLE_POLICY, sort_keys=False)
+        document = default_policy_text()
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": POLICY_CONFIGMAP, "namespace": ns, "labels": labels("policy")},
             "data": {POLICY_KEY: document}}

@@ -24,39 +24,41 @@ Rule = tuple[list[str], list[str], list[str], str]
 
 STEPS_CLUSTER_RULES: list[Rule] = [
     (["kueue.x-k8s.io"], ["workloads"], ["get", "list", "patch"],
-     ("steps reactions observe the Workload (get), idle-alerts/on-idle resolve pods and count releases per "
-     "tenant (list), release/resume record the release on the Workload (patch)")),
+     ("steps/reactions/*: observe the Workload (get); idle_alerts.py resolve_pod_workload lists a namespace's "
+      "Workloads (list); steps/strategies.py records the release annotation on the Workload (patch)")),
     (["kueue.x-k8s.io"], ["clusterqueues"], ["get", "list", "create", "patch"],
-     ("steps/reactions/provision_quota.py: observe (list), create a tenant's ClusterQueue, patch nominalQuota; "
-     "on-finished returns lent quota (patch)")),
-    (["kueue.x-k8s.io"], ["localqueues"], ["get", "list", "create", "patch"],
-     "steps/reactions/provision_quota.py: list a namespace's LocalQueues, create the tenant's LocalQueue"),
-    (["kueue.x-k8s.io"], ["resourceflavors"], ["get", "list"],
-     "steps/reactions/provision_quota.py: list flavors to split capacity"),
-    ([""], ["nodes"], ["get", "list"],
-     "steps/reactions/provision_quota.py: GPU capacity from Node allocatable"),
+     ("steps/reactions/provision_quota.py: observe (list), create a tenant's ClusterQueue, merge-patch "
+      "nominalQuota; on-finished returns lent quota (patch); steps/model/tenancy.py reads the tenant (get)")),
+    (["kueue.x-k8s.io"], ["localqueues"], ["get", "list", "create"],
+     ("steps/reactions/provision_quota.py: list a namespace's LocalQueues, create the tenant's LocalQueue; "
+      "on_idle.py: the Workload's LocalQueue -> tenant (get), a tenant's namespaces (list)")),
+    (["kueue.x-k8s.io"], ["resourceflavors"], ["list"],
+     "steps/reactions/provision_quota.py observe: list flavors to split capacity"),
+    ([""], ["nodes"], ["list"],
+     "steps/reactions/provision_quota.py observe: GPU capacity from Node allocatable"),
     ([""], ["pods"], ["get", "list"],
      "steps/reactions/idle_alerts.py: resolve_pod_workload (get), pods_of_workload (list)"),
-    ([""], ["events"], ["get", "create", "patch"],
-     "steps/gateways/kubernetes.py record_event: get the Event, patch its count, or create it"),
-    (["apps"], ["deployments", "statefulsets", "replicasets"], ["get", "patch"],
-     ("release/resume strategies (steps/strategies.py, steps/reactions/on_idle.py): read the owner, record "
-     "the release annotation; replicasets: walk a pod's owner chain")),
-    (["apps"], ["deployments/scale", "statefulsets/scale"], ["get", "patch"],
-     "release/resume strategies: scale workers down to 0 and back through /scale"),
+    ([""], ["events"], ["get", "list", "create", "patch"],
+     ("steps/gateways/kubernetes.py record_event: get the Event, patch its count, or create it (also in "
+      "namespace default for cluster-scoped ClusterQueues); on_idle.py counts a tenant's releases (list)")),
+    (["apps"], ["deployments", "statefulsets"], ["get", "patch"],
+     "steps/strategies.py release/resume: read the owner, JSON-patch replicas and the release annotation"),
+    (["apps"], ["replicasets"], ["get"],
+     "steps/reactions/idle_alerts.py: walk a pod's owner chain (ReplicaSet -> Deployment)"),
     (["batch"], ["jobs"], ["get", "patch"],
-     "release/resume strategies: suspend/resume a batch Job; idle-alerts: pod owner chain"),
+     "steps/strategies.py: suspend/resume a batch Job; idle_alerts.py: pod owner chain"),
     (["ray.io"], ["rayclusters", "rayjobs"], ["get", "patch"],
-     "release/resume strategies: workerGroupSpecs replicas / suspend of RayCluster and RayJob"),
+     "steps/strategies.py: workerGroupSpecs replicas/minReplicas of RayCluster and RayJob"),
     (["kubeflow.org"], ["pytorchjobs", "notebooks"], ["get", "patch"],
-     "release/resume strategies: PyTorchJob runPolicy.suspend, Notebook kubeflow-resource-stopped"),
-    (["serving.kserve.io"], ["inferenceservices"], ["get", "patch"],
-     "release/resume strategies: InferenceService minReplicas"),
-    (["leaderworkerset.x-k8s.io"], ["leaderworkersets", "leaderworkersets/scale"], ["get", "patch"],
-     "release/resume strategies: LeaderWorkerSet replicas"),
-    (["keda.sh"], ["scaledobjects"], ["get", "create", "patch", "delete"],
-     ("release/resume strategies: pause a KEDA-scaled owner while released (create/patch), remove the "
-     "pause object gpuaas created on resume (delete); never a tenant's own ScaledObject")),
+     "steps/strategies.py: PyTorchJob runPolicy.suspend, Notebook kubeflow-resource-stopped"),
+    (["serving.kserve.io"], ["inferenceservices"], ["get"],
+     "steps/model/owners.py: read an InferenceService owner (released through its ScaledObject/Deployment)"),
+    (["leaderworkerset.x-k8s.io"], ["leaderworkersets"], ["get", "patch"],
+     "steps/strategies.py: LeaderWorkerSet replicas"),
+    (["keda.sh"], ["scaledobjects"], ["get", "list", "create", "patch", "delete"],
+     ("steps/strategies.py: find the ScaledObject of a KEDA-scaled owner (list), pause it with "
+      "autoscaling.keda.sh/paused-replicas while released (patch), create/delete only the pause object "
+      "gpuaas itself created; never a tenant's own ScaledObject")),
 ]
 
 STEPS_NAMESPACE_RULES: list[Rule] = [

@@ -95,11 +95,12 @@ def test_resolved_or_foreign_groups_start_nothing(router: Router, body: JSON) ->
     assert router.route(webhook_event(*ALERTS, body)).workflows == []
 
 
-def _node(gpus: str = "8", heartbeat: str = "2026-12-01T09:00:00Z") -> JSON:
+def _node(gpus: str | None = "8", heartbeat: str = "2026-12-01T09:00:00Z") -> JSON:
+    allocatable = {"cpu": "96"} if gpus is None else {"cpu": "96", "nvidia.com/gpu": gpus}
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "gpu-node-1", "labels": {"nvidia.com/gpu.present": "true"}},
             "spec": {},
-            "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": gpus},
+            "status": {"allocatable": allocatable,
                        "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}}
 
 
@@ -122,6 +123,16 @@ def test_gpu_node_heartbeat_starts_nothing_and_capacity_change_does(router: Rout
     result = router.route(_node_event("UPDATE", _node(gpus="6"), before))
     assert _templates(result) == ["gpuaas-provision-quota"]
     assert [t.trigger for t in result.triggered] == ["capacity-on-gpu-node-capacity-changed"]
+
+
+@pytest.mark.parametrize(("old_gpus", "new_gpus", "trigger"), [
+    (None, "8", "capacity-on-gpu-node-capacity-appeared"),
+    ("8", None, "capacity-on-gpu-node-capacity-vanished"),
+])
+def test_device_plugin_starting_or_stopping_starts_one_capacity_run(router: Router, old_gpus: str | None,
+                                                                    new_gpus: str | None, trigger: str) -> None:
+    result = router.route(_node_event("UPDATE", _node(gpus=new_gpus), _node(gpus=old_gpus)))
+    assert [t.trigger for t in result.triggered] == [trigger]
 
 
 def test_calendar_tick_starts_one_capacity_run(router: Router) -> None:

@@ -127,3 +127,10 @@ def test_parameter_reading_an_unknown_dependency_is_an_error(rendered_objects: l
                      lambda s: s["spec"]["triggers"][0]["template"]["argoWorkflow"]["parameters"][0]["src"]
                      .__setitem__("dependencyName", "idle"))
     assert any("parameter reads dependency 'idle'" in p for p in problems)
+
+
+def test_rendered_policy_is_the_format_the_steps_parse(rendered_objects: list[JSON]) -> None:
+    from steps.policy import parse_policy
+
+    config_map = _find(rendered_objects, "ConfigMap", "gpuaas-policy")
+    parse_policy(config_map["data"]["policy.yaml"])
