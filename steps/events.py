@@ -81,6 +81,8 @@ def unwrap(raw: str | Mapping[str, Any] | None) -> tuple[JSON | None, Any]:
             raise RejectedInput("event", "a valid CloudEvent (specversion, id, source, type)",
                                 f"{type(error).__name__}: {error}") from None
         attributes = dict(event.get_attributes())
+        if "time" not in document:
+            attributes.pop("time", None)  # the package fills in "now"; the record must not invent it
         if attributes.get("time") is not None and not isinstance(attributes["time"], str):
             attributes["time"] = attributes["time"].isoformat().replace("+00:00", "Z")
         return attributes, _decode_data("event.data", event.get_data())

@@ -209,6 +209,13 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
     request = ReactionRequest.from_params(context.reaction, context.params)
     report.request = request
     if require_workload:
+        if not (request.namespace and request.workload) and request.event:
+            from steps.events import parse_resource_event
+
+            event = parse_resource_event(request.event)
+            if event is not None and event.body.get("kind") == "Workload":
+                request = request.with_names(request.namespace or event.namespace, request.workload or event.name)
+                report.request = request
         request.require_workload()
     for attempt in range(1, attempts + 1):
         t = time.perf_counter()

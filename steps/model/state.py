@@ -1,0 +1,170 @@
+"""What the Workload reactions observe, read once from the live cluster (never from the event alone).
+
+    observe_workload(context, request) -> WorkloadState
+
+The state carries the parsed event (for the record and to explain stale deliveries), the live
+Workload (either API version), its owner chain, its tenant, the ScaledObjects that scale its owner,
+and the release record gpuaas left on it or on the object it changed. Reactions plan from it purely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from steps.events import ResourceEvent, parse_resource_event
+from steps.model.owners import OwnerChain, resolve_owners
+from steps.model.tenancy import Tenant, resolve_tenant
+from steps.model.workload import Workload
+from steps.plan import ReactionRequest
+
+JSON = dict[str, Any]
+MANAGED_BY = "gpuaas.io/managed-by"
+MANAGED_BY_VALUE = "gpuaas"
+WORKLOAD_LABEL_KEY = "gpuaas.io/workload"
+OWNER_UID_LABEL = "gpuaas.io/owner-uid"
+TENANT_LABEL = "gpuaas.io/tenant"
+KEDA_KINDS = ("Deployment", "StatefulSet")
+
+
+@dataclass
+class WorkloadState:
+    now: datetime
+    event: ResourceEvent | None
+    workload: Workload | None
+    owners: OwnerChain = field(default_factory=OwnerChain)
+    tenant_info: Tenant = field(default_factory=lambda: Tenant(None, source="unknown"))
+    scaled_objects: list[JSON] = field(default_factory=list)
+    """ScaledObjects in the namespace whose scaleTargetRef is the owner (ours or the tenant's)."""
+    managed_scaled_objects: list[JSON] = field(default_factory=list)
+    """Every ScaledObject gpuaas created in the namespace (label gpuaas.io/managed-by=gpuaas)."""
+    release: JSON | None = None
+    release_on: JSON | None = None
+    """The live object carrying the release record (the Workload, or the object the release changed)."""
+    prometheus_url: str = ""
+    leftovers: list[JSON] = field(default_factory=list)
+    """Objects that outlive the Workload and still hold GPU workers (a RayJob's kept RayCluster)."""
+    extra: JSON = field(default_factory=dict)
+
+    # -- what run_planned and the record read ----------------------------------------------------
+    @property
+    def workload_object(self) -> JSON | None:
+        return dict(self.workload.obj) if self.workload is not None else None
+
+    @property
+    def workload_ref(self) -> JSON | None:
+        if self.workload is not None:
+            return self.workload.ref()
+        if self.event is not None and self.event.name:
+            return {"namespace": self.event.namespace, "name": self.event.name, "uid": self.event.uid}
+        return None
+
+    @property
+    def tenant(self) -> str | None:
+        return self.tenant_info.cluster_queue
+
+    @property
+    def cohort(self) -> str | None:
+        return self.tenant_info.cohort
+
+    @property
+    def event_summary(self) -> JSON | None:
+        return self.event.summary() if self.event is not None else None
+
+    def keda_target(self) -> JSON | None:
+        """The Deployment/StatefulSet KEDA would scale (None for Notebooks: their controller owns replicas)."""
+        if "Notebook" in self.owners.kinds():
+            return None
+        for kind in KEDA_KINDS:
+            found = self.owners.find(kind)
+            if found is not None:
+                return found
+        return None
+
+    def event_notes(self) -> list[str]:
+        """Why the event may not describe the live Workload (stale, replaced, duplicated)."""
+        notes: list[str] = []
+        if self.event is None:
+            return notes
+        if self.workload is None:
+            notes.append(f"the event's Workload {self.event.namespace}/{self.event.name} no longer exists")
+        elif self.event.uid and self.workload.uid and self.event.uid != self.workload.uid:
+            notes.append(f"the event is about an earlier Workload with this name (uid {self.event.uid}); "
+                         f"the live one (uid {self.workload.uid}) was created later and is judged on its own")
+        elif self.event.resource_version and self.workload.resource_version \
+                and self.event.resource_version != self.workload.resource_version:
+            notes.append(f"the event shows resourceVersion {self.event.resource_version}, the live Workload is at "
+                         f"{self.workload.resource_version}: the live state is what counts")
+        return notes
+
+    def observed(self) -> JSON:
+        wl = self.workload
+        return {
+            "workload": None if wl is None else {
+                "apiVersion": wl.api_version, "status": wl.status(), "active": wl.active,
+                "finishedReason": wl.finished_reason, "evicted": (wl.evicted.reason if wl.evicted else None),
+                "admission": wl.admission.to_dict() if wl.admission else None,
+                "gpusAdmitted": float(wl.gpus_admitted), "resourceVersion": wl.resource_version},
+            "owners": self.owners.to_dict(),
+            "tenant": self.tenant_info.to_dict(),
+            "scaledObjects": [(so.get("metadata") or {}).get("name") for so in self.scaled_objects],
+            "release": self.release,
+            "leftovers": [f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}" for o in self.leftovers],
+            "eventNotes": self.event_notes(),
+            **self.extra,
+        }
+
+
+def _get_workload(kube: Any, namespace: str, name: str, event: ResourceEvent | None) -> JSON | None:
+    from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
+
+    prefer_v1beta1 = event is not None and str(event.body.get("apiVersion", "")).endswith("/v1beta1")
+    order = (WORKLOAD_V1BETA1, WORKLOAD) if prefer_v1beta1 else (WORKLOAD, WORKLOAD_V1BETA1)
+    for resource in order:
+        obj = kube.get(resource, name, namespace)
+        if obj is not None:
+            obj.setdefault("apiVersion", resource.api_version)
+            obj.setdefault("kind", "Workload")
+            return obj
+    return None
+
+
+def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
+    """Read the Workload and everything around it. Names come from the parameters, else the event."""
+    from steps.gateways.resources import SCALED_OBJECT
+    from steps.strategies import read_release
+
+    event = parse_resource_event(request.event)
+    state = WorkloadState(now=context.now(), event=event, workload=None,
+                          prometheus_url=context.environ.get("GPUAAS_PROMETHEUS_URL")
+                          or "http://prometheus-operated.monitoring.svc:9090")
+    kube = context.kube
+    obj = _get_workload(kube, request.namespace, request.workload, event)
+    if obj is None:
+        return state
+    workload = Workload(obj)
+    state.workload = workload
+    state.owners = resolve_owners(kube, obj)
+    state.tenant_info = resolve_tenant(kube, obj)
+    all_so = kube.list(SCALED_OBJECT, workload.namespace)
+    state.managed_scaled_objects = [so for so in all_so
+                                    if ((so.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY)
+                                    == MANAGED_BY_VALUE]
+    target = state.keda_target()
+    if target is not None:
+        kind, name = target.get("kind"), (target.get("metadata") or {}).get("name")
+        state.scaled_objects = [so for so in all_so
+                                if ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("name") == name
+                                and ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("kind", "Deployment")
+                                == kind]
+    record = read_release(obj)
+    if record is not None:
+        state.release, state.release_on = record, obj
+    else:
+        for candidate in [*state.owners.objects, *state.scaled_objects]:
+            record = read_release(candidate)
+            if record is not None:
+                state.release, state.release_on = record, candidate
+                break
+    return state

@@ -1,0 +1,179 @@
+"""on-admitted: a Workload was admitted -> record its queue wait and prepare idle handling.
+
+observe: the live Workload (the event is only a hint), its owner chain, tenant, ScaledObjects.
+plan (pure):
+- no-op when the Workload is gone, finished (finished before this event was handled), or not
+  admitted now (stale or out-of-order event); the queue wait is recorded whenever it is known;
+- skipped-by-policy when the Workload or its owner is exempt (`gpuaas.io/idle-policy: exempt`);
+- for owners KEDA can scale (Deployment, StatefulSet, KServe raw-deployment InferenceService):
+  ensure a keda.sh/v1alpha1 ScaledObject with a Prometheus trigger on the DCGM activity of the
+  owner's pods (both label spellings), minReplicaCount 0, an ownerReference to the owner (garbage
+  collected with it) and label gpuaas.io/managed-by=gpuaas; a tenant's own ScaledObject on the same
+  target is respected (KEDA allows one per target);
+- for other kinds: record the release strategy on-idle will use (no write).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from steps.model.state import (
+    MANAGED_BY,
+    MANAGED_BY_VALUE,
+    OWNER_UID_LABEL,
+    TENANT_LABEL,
+    WORKLOAD_LABEL_KEY,
+    WorkloadState,
+    observe_workload,
+)
+from steps.plan import JSON, Action, Outcome, Plan, ReactionRequest, StepReport
+from steps.policy import IdleSettings, Policy, exempt_by
+from steps.record import PREPARED
+from steps.strategies import strategy_for
+
+REACTION = "on-admitted"
+METRICS = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL")
+
+
+def observe(context: Any, request: ReactionRequest) -> WorkloadState:
+    return observe_workload(context, request)
+
+
+def pod_regex(target: JSON) -> str:
+    """The names of a Deployment's / StatefulSet's pods (PromQL regexes are fully anchored)."""
+    name = re.escape(str((target.get("metadata") or {}).get("name")))
+    if target.get("kind") == "StatefulSet":
+        return f"{name}-[0-9]+"
+    return f"{name}-[a-z0-9]+-[a-z0-9]+"
+
+
+def activity_query(namespace: str, target: JSON, window_seconds: float) -> str:
+    """Highest GPU activity (0-1) of the target's pods over the window, in both DCGM label spellings.
+
+    One element (max) as KEDA requires; no `or vector(0)`: "no data" must never read as idle, so
+    an empty result is an error KEDA answers by keeping the current replicas.
+    """
+    window = f"{int(window_seconds)}s"
+    pods = pod_regex(target)
+    parts = []
+    for metric in METRICS:
+        scale = " / 100" if metric == "DCGM_FI_DEV_GPU_UTIL" else ""
+        for ns_label, pod_label in (("namespace", "pod"), ("exported_namespace", "exported_pod")):
+            parts.append(f'max_over_time({metric}{{{ns_label}="{namespace}",{pod_label}=~"{pods}"}}[{window}]){scale}')
+    return "max(" + " or ".join(parts) + ")"
+
+
+def scaled_object_name(target: JSON) -> str:
+    base = f"gpuaas-{(target.get('metadata') or {}).get('name')}"
+    return base[:253]
+
+
+def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle: IdleSettings) -> JSON:
+    """The ScaledObject gpuaas wants for `target` (pure)."""
+    wl = state.workload
+    assert wl is not None
+    meta = owner.get("metadata") or {}
+    replicas = (target.get("spec") or {}).get("replicas")
+    replicas = 1 if replicas is None else int(replicas)
+    labels = {MANAGED_BY: MANAGED_BY_VALUE, OWNER_UID_LABEL: str(meta.get("uid") or "")[:63],
+              WORKLOAD_LABEL_KEY: wl.name[:63]}
+    if state.tenant:
+        labels[TENANT_LABEL] = state.tenant[:63]
+    threshold = f"{idle.threshold:g}"
+    return {
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {
+            "name": scaled_object_name(target), "namespace": wl.namespace, "labels": labels,
+            "ownerReferences": [{"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
+                                 "name": meta.get("name"), "uid": meta.get("uid"), "blockOwnerDeletion": False}],
+        },
+        "spec": {
+            "scaleTargetRef": {"apiVersion": target.get("apiVersion") or "apps/v1", "kind": target.get("kind"),
+                               "name": (target.get("metadata") or {}).get("name")},
+            "minReplicaCount": 0,
+            "maxReplicaCount": max(1, replicas),
+            "pollingInterval": 30,
+            "cooldownPeriod": int(idle.window_seconds),
+            "triggers": [{
+                "type": "prometheus",
+                "name": "gpu-activity",
+                "metadata": {
+                    "serverAddress": state.prometheus_url,
+                    "query": activity_query(wl.namespace, target, idle.window_seconds),
+                    "threshold": threshold,
+                    "activationThreshold": threshold,
+                    "ignoreNullValues": "false",
+                },
+            }],
+        },
+    }
+
+
+def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
+    wl = state.workload
+    notes = state.event_notes()
+    if wl is None:
+        return Plan.nothing(*notes, f"Workload {request.namespace}/{request.workload} not found: nothing to prepare")
+    metrics: dict[str, float] = {}
+    if wl.queue_wait_seconds is not None:
+        metrics["queueWaitSeconds"] = wl.queue_wait_seconds
+    if wl.status() == "finished":
+        return Plan((), (*notes, (f"Workload finished ({wl.finished_reason}) before this admission was handled; "
+                               "on-finished releases what is left")), Outcome.NO_OP, metrics)
+    if wl.status() != "admitted":
+        return Plan((), (*notes, f"Workload is {wl.status()} now, not admitted (stale or out-of-order event)"),
+                    Outcome.NO_OP, metrics)
+    idle = policy.idle_for(state.tenant)
+    exempt = exempt_by(state.workload_object, *state.owners.objects)
+    strategy = strategy_for(wl, state.owners, state.scaled_objects[0] if state.scaled_objects else None)
+    reasons = [*notes, f"queue wait {metrics['queueWaitSeconds']:.0f}s" if "queueWaitSeconds" in metrics
+               else "queue wait unknown (no creationTimestamp or admission time)",
+               f"release strategy: {strategy.name} ({strategy.why})"]
+    if exempt:
+        return Plan((), (*reasons, f"{exempt} is annotated gpuaas.io/idle-policy: exempt: no idle handling"),
+                    Outcome.SKIPPED_BY_POLICY, metrics)
+    target = state.keda_target()
+    if target is None:
+        return Plan((), (*reasons, "owner is not scaled by KEDA; on-idle applies the release strategy"),
+                    Outcome.NO_OP, metrics)
+    owner = state.owners.top or target
+    desired = desired_scaled_object(state, target, owner, idle)
+    foreign = [so for so in state.scaled_objects
+               if ((so.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != MANAGED_BY_VALUE]
+    if foreign:
+        name = (foreign[0].get("metadata") or {}).get("name")
+        return Plan((), (*reasons, (f"the tenant's own ScaledObject {name} already scales "
+                                   f"{target.get('kind')} {(target.get('metadata') or {}).get('name')}; it is kept "
+                                   "(KEDA allows one per target) and paused on release")), Outcome.NO_OP, metrics)
+    from steps.gateways.resources import SCALED_OBJECT
+
+    ours = next((so for so in state.managed_scaled_objects
+                 if (so.get("metadata") or {}).get("name") == desired["metadata"]["name"]), None)
+    dry = idle.dry_run
+    if dry:
+        reasons.append(f"tenant {state.tenant} policy mode is dry-run")
+    event = (PREPARED, (f"gpuaas prepared idle handling: ScaledObject {desired['metadata']['name']} scales "
+                       f"{target.get('kind')} {(target.get('metadata') or {}).get('name')} to 0 after "
+                       f"{idle.window_seconds:g}s without GPU activity"))
+    if ours is None:
+        action = Action("create-scaled-object", SCALED_OBJECT, desired["metadata"]["name"], wl.namespace,
+                        "no ScaledObject scales the owner yet", operation="create", body=desired)
+        return Plan((action,), tuple(reasons), Outcome.NO_OP, metrics, event, dry)
+    current = {"spec": ours.get("spec"), "labels": (ours.get("metadata") or {}).get("labels")}
+    wanted_labels = {**(current["labels"] or {}), **desired["metadata"]["labels"]}
+    if ours.get("spec") == desired["spec"] and current["labels"] == wanted_labels:
+        return Plan((), (*reasons, f"ScaledObject {desired['metadata']['name']} is already as wanted"),
+                    Outcome.NO_OP, metrics)
+    action = Action("update-scaled-object", SCALED_OBJECT, desired["metadata"]["name"], wl.namespace,
+                    "the ScaledObject differs from the policy (window, threshold, replicas or Prometheus)",
+                    patch={"metadata": {"labels": desired["metadata"]["labels"]}, "spec": desired["spec"]},
+                    resource_version=(ours.get("metadata") or {}).get("resourceVersion"),
+                    before={"metadata": {"labels": current["labels"]}, "spec": ours.get("spec")})
+    return Plan((action,), tuple(reasons), Outcome.NO_OP, metrics, event, dry)
+
+
+def step(context: Any) -> StepReport:
+    from steps.reactions import run_planned
+
+    return run_planned(context, observe=observe, plan=plan)
