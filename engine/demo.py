@@ -74,6 +74,7 @@ class DemoOptions:
     metrics: str = "auto"  # auto | prometheus | in-process
     progress: Progress | None = print
     wait_timeout: float = 60.0
+    short: bool = False  # admissions, backlog and a finish only (no idle release): the tests' reduced form
 
 
 class DemoClock:
@@ -351,6 +352,8 @@ class Scenario:
                             "status": cluster.finished_status("Job")}])
         self.wait_for("eval-batch finished", lambda: self.finished(vision.namespace, "eval-batch"))
         self.settle()
+        if self.options.short:
+            return
 
         self.engine.timeline.note("vision: ray-vision's GPUs go idle (utilization 0%)")
         pods.set_activity(vision.namespace, "ray-vision", 0)
