@@ -9,6 +9,8 @@ loaded) and evaluated per event against the named fields. Semantics follow Kneti
 * `&&`, `||`, `!` need booleans (a string "true" is an error, not true), with short-circuit;
 * `=~` / `!~` match the left string against a Go regexp (unanchored);
 * `? :` ternary, `??` null-coalescence, `in` over `(a, b, c)`, bitwise `& | ^ << >> ~`;
+* a string LITERAL that looks like a date (`'2026-12-01'`, RFC 3339, ...) becomes float64 Unix
+  seconds, as govaluate's lexer does (so `created > '2026-12-01'` needs a numeric field);
 * precedence (low to high): ternary, `||`, `&&`, bitwise, shift, comparison, additive,
   multiplicative, `**`, prefix.
 A type error is an evaluation error, which makes the filter fail (as in the sensor).
@@ -20,6 +22,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from gpuaas.routing.gofmt import go_sprint
@@ -62,7 +65,9 @@ def _tokenize(text: str) -> list[tuple[str, Any]]:
         if kind == "num":
             tokens.append(("value", float(raw)))
         elif kind == "str":
-            tokens.append(("value", _unquote(raw)))
+            literal = _unquote(raw)
+            moment = _as_date(literal)
+            tokens.append(("value", literal if moment is None else moment))
         elif kind == "bracket":
             tokens.append(("var", raw[1:-1]))
         elif kind == "ident":
@@ -76,6 +81,43 @@ def _tokenize(text: str) -> list[tuple[str, Any]]:
             tokens.append(("op", raw))
         pos = m.end()
     return tokens
+
+
+_DATE_FORMATS = [
+    (re.compile(r"\d{4}-\d{2}-\d{2}"), "%Y-%m-%d"),
+    (re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}"), "%Y-%m-%d %H:%M"),
+    (re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"), "%Y-%m-%d %H:%M:%S"),
+    (re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}"), "%Y-%m-%d %H:%M:%S%z"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})"), "rfc3339"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}(Z|[+-]\d{4})"), "%Y-%m-%dT%H%z"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(Z|[+-]\d{4})"), "%Y-%m-%dT%H:%M%z"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{4})"), "iso"),
+]
+
+
+def _as_date(text: str) -> float | None:
+    """govaluate turns a string LITERAL that parses as a date into float64 Unix seconds."""
+    from datetime import datetime
+
+    for pattern, fmt in _DATE_FORMATS:
+        if not pattern.fullmatch(text):
+            continue
+        value = text.replace("Z", "+00:00") if fmt in ("rfc3339", "iso") or fmt.endswith("%z") else text
+        try:
+            if fmt in ("rfc3339", "iso"):
+                head, _, frac_zone = value.partition(".")
+                if frac_zone:
+                    digits = re.match(r"\d+", frac_zone).group(0)  # type: ignore[union-attr]
+                    value = f"{head}.{digits[:6].ljust(6, '0')}{frac_zone[len(digits):]}"
+                moment = datetime.fromisoformat(value)
+            else:
+                moment = datetime.strptime(value.replace("+00:00", "+0000"), fmt)
+        except ValueError:
+            continue
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return float(int(moment.timestamp()))
+    return None
 
 
 def _unquote(raw: str) -> str:

@@ -88,6 +88,9 @@ def test_template_parse_errors(template: str) -> None:
         ("2 ** 3", {}, 8.0),
         ("[with-dash] == 1", {"with-dash": 1.0}, True),
         ("-n", {"n": 2.0}, -2.0),
+        ("'2026-12-01T00:00:00Z' == 1796083200", {}, True),  # date literals become Unix seconds
+        ("'2026-12-01' < t", {"t": 1796083201.0}, True),
+        ("d == '2026-12-01'", {"d": "2026-12-01"}, False),  # the string field is not converted
     ],
 )
 def test_govaluate_expressions(expression: str, params: dict[str, Any], expected: Any) -> None:
