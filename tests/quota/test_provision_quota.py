@@ -327,3 +327,17 @@ def test_admit_namespace(selector: dict | None, expected: dict | None) -> None:
     from steps.cluster_queue import admit_namespace
 
     assert admit_namespace(selector, "a") == expected
+
+
+def test_capacity_includes_a_v1beta1_cluster_queue_with_spec_cohort(gateway: KubernetesGateway,
+                                                                    server: ApiServer) -> None:
+    seed_capacity(gateway, server)
+    legacy = K.cluster_queue("team-old", 1, cohort=None)
+    legacy["apiVersion"] = "kueue.x-k8s.io/v1beta1"
+    legacy["spec"]["cohort"] = "gpuaas"          # v1beta1 spelling of cohortName
+    assert kueue_schema_errors(legacy) == []
+    gateway.create(R.CLUSTER_QUEUE_V1BETA1, legacy)
+    result = run(gateway, {"mode": "capacity"}, POLICY)
+    assert result.plan.observed["clusterQueues"] == ["team-a", "team-b", "team-old"]
+    quotas = {name: gpu_quotas(gateway.get(R.CLUSTER_QUEUE, name))["a100"] for name in ("team-a", "team-b", "team-old")}
+    assert quotas == {"team-a": 8, "team-b": 4, "team-old": 4}, "weights 2:1:1 (default weight 1) over 16"
