@@ -5,8 +5,9 @@ Input is a CloudEvent in JSON structured mode, the way Argo Events' EventSources
 `webhook`, `calendar`, ...), `data` = the event data (`{"type","body","oldBody",...}` for a
 resource event, `{"header","body","metadata"}` for a webhook). `data_base64` is accepted too.
 
-The data is serialised once, compactly and with Go's HTML escaping, because filters, keys and
-the whole-event parameter (`data` base64-encoded) all read those bytes.
+The data is serialised once, compactly, with Go's HTML escaping and in the layout the EventSource
+marshals (`as_published`), because filters, keys and the whole-event parameter (`data`
+base64-encoded) all read those bytes.
 """
 
 from __future__ import annotations
@@ -104,6 +105,39 @@ def parse_time(text: str) -> datetime:
     return moment
 
 
+def _sorted(value: Any) -> Any:
+    """Go marshals map[string]interface{} (an unstructured object, an http.Header) with sorted keys."""
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def as_published(source_type: str, data: Any) -> Any:
+    """The data laid out as the EventSource marshals it, so byte-level outputs (the whole-event
+    parameter, raw objects from a dataKey) match the sensor's: ResourceEventData is
+    {type, body, oldBody, group, version, resource, metadata(omitempty)} with the objects' keys
+    sorted; WebhookEventData is {header (sorted), body (as posted), metadata(omitempty)};
+    CalendarEventData is {eventTime, metadata(omitempty)}. Anything else is left as given."""
+    if not isinstance(data, dict):
+        return data
+    out: dict[str, Any]
+    if source_type == "resource" and "type" in data and "body" in data:
+        out = {"type": data["type"], "body": _sorted(data["body"]), "oldBody": _sorted(data.get("oldBody")),
+               "group": data.get("group", ""), "version": data.get("version", ""),
+               "resource": data.get("resource", "")}
+    elif source_type == "webhook" and "body" in data:
+        out = {"header": _sorted(data.get("header")), "body": data["body"]}
+    elif source_type == "calendar" and "eventTime" in data:
+        out = {"eventTime": data["eventTime"]}
+    else:
+        return data
+    if data.get("metadata"):
+        out["metadata"] = _sorted(data["metadata"])
+    return out
+
+
 def from_cloudevent(event: dict[str, Any], now: datetime | None = None) -> ArgoEvent:
     """Build the sensor's view of a structured-mode CloudEvent."""
     if not isinstance(event, dict):
@@ -124,8 +158,10 @@ def from_cloudevent(event: dict[str, Any], now: datetime | None = None) -> ArgoE
         raw = event["data"]
         if isinstance(raw, (bytes, bytearray)):
             data = bytes(raw).decode("utf-8")
+        elif raw is None:
+            data = None
         else:
-            data = go_json(raw)
+            data = go_json(as_published(str(event.get("type") or ""), raw))
     else:
         data = None
     time_text = event.get("time")

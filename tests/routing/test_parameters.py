@@ -116,7 +116,8 @@ class TestWholeEvent:
         assert whole["context"] == {"id": "abc123", "source": SOURCE, "specversion": "1.0", "type": "resource",
                                     "datacontenttype": "application/json", "subject": EVENT,
                                     "time": "2026-12-01T09:30:00Z"}
-        assert json.loads(base64.b64decode(whole["data"])) == DATA
+        decoded = json.loads(base64.b64decode(whole["data"]))
+        assert (decoded["type"], decoded["body"]) == (DATA["type"], DATA["body"])
 
     def test_data_bytes_are_go_compact_json_with_html_escaping(self) -> None:
         data = {"b": "<x> & y", "a": 1}
@@ -253,3 +254,14 @@ class TestOtherTriggers:
         s["spec"]["triggers"][0]["template"]["argoWorkflow"]["source"] = {"s3": {"bucket": {"name": "b"}}}
         result = router(s).route(cloudevent(DATA))
         assert result.triggered == [] and "only evaluates source.resource and source.inline" in result.skipped[0].reason
+
+
+def test_resource_event_bytes_are_laid_out_as_the_event_source_marshals_them() -> None:
+    """ResourceEventData: struct field order, objects with sorted keys (unstructured -> Go map),
+    empty metadata omitted; so the `event` parameter is byte-identical to the sensor's."""
+    data = {"metadata": {}, "resource": "workloads", "version": "v1beta2", "group": "kueue.x-k8s.io",
+            "oldBody": None, "body": {"status": {"b": 1, "a": 2}, "kind": "Workload"}, "type": "ADD"}
+    result = router(sensor(parameters=[param("spec.arguments.parameters.0.value")])).route(cloudevent(data))
+    raw = base64.b64decode(json.loads(params_of(result)[0])["data"]).decode()
+    assert raw == ('{"type":"ADD","body":{"kind":"Workload","status":{"a":2,"b":1}},"oldBody":null,'
+                   '"group":"kueue.x-k8s.io","version":"v1beta2","resource":"workloads"}')
