@@ -161,6 +161,10 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
     record = read_release(obj)
     if record is not None:
         state.release, state.release_on = record, obj
+        target = _release_target(kube, workload.namespace, record)
+        if target is not None and read_release(target) is not None:
+            # The Workload only mirrors the record: the object the release changed is what resume restores.
+            state.release, state.release_on = read_release(target), target
     else:
         for candidate in [*state.owners.objects, *state.scaled_objects]:
             record = read_release(candidate)
@@ -168,3 +172,16 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
                 state.release, state.release_on = record, candidate
                 break
     return state
+
+
+def _release_target(kube: Any, namespace: str, record: JSON) -> JSON | None:
+    """The live object a release record names (None when it is the Workload itself, unknown or gone)."""
+    from steps.gateways.resources import for_kind
+
+    target = record.get("target") or {}
+    if not isinstance(target, dict) or target.get("kind") in (None, "Workload"):
+        return None
+    resource = for_kind(str(target.get("apiVersion") or ""), str(target.get("kind")))
+    if resource is None or not target.get("name"):
+        return None
+    return kube.get(resource, str(target["name"]), namespace if resource.namespaced else None)

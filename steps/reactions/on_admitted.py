@@ -126,19 +126,20 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
                     Outcome.NO_OP, metrics)
     idle = policy.idle_for(state.tenant)
     exempt = exempt_by(state.workload_object, *state.owners.objects)
-    strategy = strategy_for(wl, state.owners, state.scaled_objects[0] if state.scaled_objects else None)
+    target = state.keda_target()
+    owner = state.owners.top or target
+    desired = desired_scaled_object(state, target, owner, idle) if target is not None and owner is not None else None
+    scaler = state.scaled_objects[0] if state.scaled_objects else desired
+    strategy = strategy_for(wl, state.owners, scaler)
     reasons = [*notes, f"queue wait {metrics['queueWaitSeconds']:.0f}s" if "queueWaitSeconds" in metrics
                else "queue wait unknown (no creationTimestamp or admission time)",
                f"release strategy: {strategy.name} ({strategy.why})"]
     if exempt:
         return Plan((), (*reasons, f"{exempt} is annotated gpuaas.io/idle-policy: exempt: no idle handling"),
                     Outcome.SKIPPED_BY_POLICY, metrics)
-    target = state.keda_target()
-    if target is None:
+    if target is None or desired is None:
         return Plan((), (*reasons, "owner is not scaled by KEDA; on-idle applies the release strategy"),
                     Outcome.NO_OP, metrics)
-    owner = state.owners.top or target
-    desired = desired_scaled_object(state, target, owner, idle)
     foreign = [so for so in state.scaled_objects
                if ((so.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != MANAGED_BY_VALUE]
     if foreign:
