@@ -22,6 +22,8 @@ class Cluster(Protocol):
     def merge_patch(self, resource: Resource, name: str, patch: JSON, namespace: str | None = None,
                     subresource: str | None = None) -> JSON: ...
 
+    def delete(self, resource: Resource, name: str, namespace: str | None = None) -> None: ...
+
 
 class GatewayCluster:
     """The API server over HTTP through `steps.gateways.kubernetes.KubernetesGateway`."""
@@ -44,3 +46,6 @@ class GatewayCluster:
     def merge_patch(self, resource: Resource, name: str, patch: JSON, namespace: str | None = None,
                     subresource: str | None = None) -> JSON:
         return self.gateway.merge_patch(resource, name, patch, namespace=namespace, subresource=subresource)
+
+    def delete(self, resource: Resource, name: str, namespace: str | None = None) -> None:
+        self.gateway.delete(resource, name, namespace)

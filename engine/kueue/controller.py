@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 Clock = Callable[[], datetime | float]
 
+# Non-elastic kinds whose Workload Kueue replaces when the job's pod sets change.
+RECREATED_ON_RESIZE = frozenset({"RayCluster", "RayJob", "PyTorchJob"})
 INTEGRATED: tuple[R.Resource, ...] = (R.JOB, R.RAY_JOB, R.RAY_CLUSTER, R.PYTORCH_JOB, R.STATEFUL_SET,
                                       R.POD, R.INFERENCE_SERVICE)
 
@@ -59,7 +61,8 @@ class Transition:
     kind: str
     namespace: str | None
     name: str
-    what: str      # created | admitted | pending | inadmissible | evicted | on-hold | requeued | shrunk | finished
+    what: str      # created | admitted | pending | inadmissible | evicted | on-hold | requeued | shrunk |
+    #                resized | recreated | finished | deleted
     reason: str
     message: str
 
@@ -229,6 +232,8 @@ class KueueController:
     def _sync_counts(self, workload: _Workload, owner: JSON) -> list[Transition]:
         """Elastic jobs shrink their pod sets in place; a StatefulSet's replicas become the count."""
         elastic = (workload.obj["metadata"].get("annotations") or {}).get(integration.ELASTIC) == "true"
+        if not elastic and owner.get("kind") in RECREATED_ON_RESIZE:
+            return self._recreate_if_resized(workload, owner)
         if not elastic and owner.get("kind") != "StatefulSet":
             return []
         desired = integration.desired_counts(owner)
@@ -251,6 +256,27 @@ class KueueController:
         workload.obj["spec"] = updated.get("spec", workload.obj.get("spec"))
         return [Transition("Workload", ns, name, "resized", "PodSetsUpdated",
                            "pod set counts now " + ", ".join(f"{p['name']}={p['count']}" for p in pod_sets))]
+
+    def _recreate_if_resized(self, workload: _Workload, owner: JSON) -> list[Transition]:
+        """A non-elastic job whose pod sets changed no longer matches its Workload: Kueue stops the
+        job, deletes the Workload and creates a new one, which queues again (the reservation is lost)."""
+        desired = integration.desired_counts(owner)
+        current = {p.get("name"): p.get("count", 1) for p in (workload.obj.get("spec") or {}).get("podSets") or []}
+        if desired == current or workload.finished:
+            return []
+        ns, name = workload.key
+        self._suspend(owner, True)
+        try:
+            self.cluster.merge_patch(workload.resource, name, {"metadata": {"finalizers": None}}, namespace=ns)
+            self.cluster.delete(workload.resource, name, ns)
+            replacement = integration.workload_for(owner)
+            if replacement is not None:
+                self.cluster.create(R.WORKLOAD, replacement)
+        except (Conflict, NotFound):
+            return []
+        message = ("pod sets changed (" + ", ".join(f"{k}={v}" for k, v in sorted(desired.items())) +
+                   "); the job was suspended and its Workload recreated")
+        return [Transition("Workload", ns, name, "recreated", "PodSetsChanged", message)]
 
     def _sync_finished(self, workload: _Workload, owner: JSON, now: datetime) -> list[Transition]:
         finished = integration.finished_condition(owner)

@@ -31,6 +31,12 @@ class StoreCluster:
                     subresource: str | None = None) -> JSON:
         return self._call(self.store.patch, resource, name, patch, namespace, subresource=subresource)
 
+    def delete(self, resource: Resource, name: str, namespace: str | None = None) -> None:
+        try:
+            self._call(self.store.delete, resource, name, namespace)
+        except NotFound:
+            pass
+
     def subscribe(self) -> Any:
         """Every change of every kind from now on (the background thread wakes on each)."""
         return self.store.subscribe(None)

@@ -360,3 +360,25 @@ def test_deleting_a_job_releases_its_quota_and_the_workload_goes(gateway, kueue)
     kueue.reconcile()
     assert [w["metadata"]["name"] for w in gateway.list(R.WORKLOAD, "team-a")] == ["next"]
     assert condition(wl(gateway, "team-a", "next"), "Admitted")[0] == "True"
+
+
+def test_resizing_a_non_elastic_ray_cluster_recreates_its_workload_and_loses_the_reservation(gateway, kueue) -> None:
+    """The facts: non-elastic RayCluster/PyTorchJob worker changes make Kueue stop the job and recreate the Workload."""
+    setup_tenants(gateway, a=8, team_a={"cohort": None})
+    gateway.create(R.RAY_CLUSTER, K.ray_cluster("team-a", "fixed", workers=4, gpus_per_worker=2, elastic=False))
+    kueue.reconcile()
+    [before] = gateway.list(R.WORKLOAD, "team-a")
+    gateway.create(R.WORKLOAD, K.workload("team-a", "queued", gpus=8))
+    kueue.reconcile()
+    ray = gateway.get(R.RAY_CLUSTER, "fixed", "team-a")
+    ray["spec"]["workerGroupSpecs"][0]["replicas"] = 1
+    gateway.merge_patch(R.RAY_CLUSTER, "fixed", {"spec": {"workerGroupSpecs": ray["spec"]["workerGroupSpecs"]}},
+                        "team-a")
+    assert "recreated" in [t.what for t in kueue.reconcile()]
+    after = wl(gateway, "team-a", before["metadata"]["name"])
+    assert after["metadata"]["uid"] != before["metadata"]["uid"], "a new Workload with the same name"
+    assert [p["count"] for p in after["spec"]["podSets"]] == [1, 1]
+    assert gateway.get(R.RAY_CLUSTER, "fixed", "team-a")["spec"]["suspend"] is True
+    assert condition(wl(gateway, "team-a", "queued"), "Admitted")[0] == "True", "the freed quota went to the queue"
+    assert condition(after, "Admitted") is None, "the recreated Workload queues behind"
+    assert condition(after, "QuotaReserved")[:2] == ("False", "Pending")
