@@ -6,7 +6,7 @@ Input is a CloudEvent in JSON structured mode, the way Argo Events' EventSources
 resource event, `{"header","body","metadata"}` for a webhook). `data_base64` is accepted too.
 
 The data is serialised once, compactly, with Go's HTML escaping and in the layout the EventSource
-marshals (`as_published`), because filters, keys and the whole-event parameter (`data`
+marshals (`published_json`), because filters, keys and the whole-event parameter (`data`
 base64-encoded) all read those bytes.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaas.routing.gjson import Document, go_json, valid_json
+from gpuaas.routing.gjson import Document, go_json, go_json_text, valid_json
 
 
 class EventError(ValueError):
@@ -105,41 +105,38 @@ def parse_time(text: str) -> datetime:
     return moment
 
 
-def _sorted(value: Any) -> Any:
+def _go_sorted_json(value: Any) -> str:
     """Go marshals map[string]interface{} (an unstructured object, an http.Header) with sorted keys."""
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
+    return go_json_text(json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True))
 
 
-def as_published(source_type: str, data: Any) -> Any:
-    """The data laid out as the EventSource marshals it, so byte-level outputs (the whole-event
+def published_json(source_type: str, data: Any) -> str:
+    """The data serialised as the EventSource marshals it, so byte-level outputs (the whole-event
     parameter, raw objects from a dataKey) match the sensor's: ResourceEventData is
     {type, body, oldBody, group, version, resource, metadata(omitempty)} with the objects' keys
     sorted; WebhookEventData is {header (sorted), body (as posted), metadata(omitempty)};
-    CalendarEventData is {eventTime, metadata(omitempty)}. Anything else is left as given."""
+    CalendarEventData is {eventTime, metadata(omitempty)}. Anything else is serialised as given."""
     if not isinstance(data, dict):
-        return data
-    out: dict[str, Any]
+        return go_json(data)
+    parts: list[tuple[str, str]]
     if source_type == "resource" and "type" in data and "body" in data:
-        out = {"type": data["type"], "body": _sorted(data["body"]), "oldBody": _sorted(data.get("oldBody")),
-               "group": data.get("group", ""), "version": data.get("version", ""),
-               "resource": data.get("resource", "")}
+        parts = [("type", go_json(data["type"])), ("body", _go_sorted_json(data["body"])),
+                 ("oldBody", _go_sorted_json(data.get("oldBody"))), ("group", go_json(data.get("group", ""))),
+                 ("version", go_json(data.get("version", ""))), ("resource", go_json(data.get("resource", "")))]
     elif source_type == "webhook" and "body" in data:
-        out = {"header": _sorted(data.get("header")), "body": data["body"]}
+        parts = [("header", _go_sorted_json(data.get("header"))), ("body", go_json(data["body"]))]
     elif source_type == "calendar" and "eventTime" in data:
-        out = {"eventTime": data["eventTime"]}
+        parts = [("eventTime", go_json(data["eventTime"]))]
     else:
-        return data
+        return go_json(data)
     if data.get("metadata"):
-        out["metadata"] = _sorted(data["metadata"])
-    return out
+        parts.append(("metadata", _go_sorted_json(data["metadata"])))
+    return "{" + ",".join(f'"{key}":{text}' for key, text in parts) + "}"
 
 
-def from_cloudevent(event: dict[str, Any], now: datetime | None = None) -> ArgoEvent:
-    """Build the sensor's view of a structured-mode CloudEvent."""
+def from_cloudevent(event: dict[str, Any], now: datetime | None = None, source_type: str = "") -> ArgoEvent:
+    """Build the sensor's view of a structured-mode CloudEvent. `source_type` (the EventSource's
+    type, when known) lays out the data like that EventSource even if `type` is missing."""
     if not isinstance(event, dict):
         raise EventError(f"expected a CloudEvent JSON object, found {type(event).__name__}")
     for name in ("source", "subject"):
@@ -161,7 +158,7 @@ def from_cloudevent(event: dict[str, Any], now: datetime | None = None) -> ArgoE
         elif raw is None:
             data = None
         else:
-            data = go_json(as_published(str(event.get("type") or ""), raw))
+            data = published_json(source_type or str(event.get("type") or ""), raw)
     else:
         data = None
     time_text = event.get("time")

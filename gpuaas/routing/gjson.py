@@ -65,7 +65,11 @@ def compile_path(text: str) -> GjsonPath:
 
 def go_json(value: Any) -> str:
     """Serialise like Go's encoding/json: compact, UTF-8, with <, > and & escaped as Go does."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return go_json_text(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+def go_json_text(text: str) -> str:
+    """Apply Go's HTML escaping to compact JSON text (<, >, & and U+2028/9 only occur in strings)."""
     if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
         text = (
             text.replace("<", "\\u003c")

@@ -161,7 +161,9 @@ class Router:
 
     def route(self, cloudevent: dict[str, Any]) -> RouteResult:
         """Route one CloudEvent (JSON structured mode, as a dict). Raises EventError on bad input."""
-        event = from_cloudevent(cloudevent)
+        source_info = self.event_sources.get(str(cloudevent.get("source"))) if isinstance(cloudevent, dict) else None
+        source_type = source_info.events.get(str(cloudevent.get("subject")), "") if source_info else ""
+        event = from_cloudevent(cloudevent, source_type=source_type)
         result = RouteResult(event={"id": event.id, "source": event.source, "subject": event.subject,
                                     "type": event.type})
         info = self.event_sources.get(event.source)
