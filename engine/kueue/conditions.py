@@ -29,10 +29,12 @@ REASON_NO_RESERVATION = "NoReservation"
 # Evicted / Requeued reasons
 REASON_DEACTIVATED = "Deactivated"
 REASON_REACTIVATED = "Reactivated"
+REASON_CQ_STOPPED = "ClusterQueueStopped"
 
 MSG_ADMITTED = "The workload is admitted"
 MSG_NO_RESERVATION = "The workload has no reservation"
 MSG_DEACTIVATED = "The workload is deactivated"
+MSG_CQ_STOPPED = "The ClusterQueue is stopped"
 
 
 def quota_reserved_message(cluster_queue: str) -> str:

@@ -327,6 +327,14 @@ class KueueController:
                 continue
             if workload.reserved:
                 queue = queues.get(workload.status["admission"].get("clusterQueue", ""))
+                if queue is not None and queue.stop_policy == "HoldAndDrain":
+                    self._release(workload, now, evicted=True, message=C.MSG_CQ_STOPPED,
+                                  eviction=(C.REASON_CQ_STOPPED, C.MSG_CQ_STOPPED))
+                    self._suspend(owner, True)
+                    transitions.append(Transition("Workload", ns, name, "evicted", C.REASON_CQ_STOPPED,
+                                                  C.MSG_CQ_STOPPED))
+                    candidates.append(workload)
+                    continue
                 shrunk = self._shrink(workload)
                 if shrunk:
                     transitions.append(Transition("Workload", ns, name, "shrunk", "ElasticScaleDown", shrunk))
@@ -429,10 +437,11 @@ class KueueController:
                             C.quota_reserved_message(assignment.cluster_queue), now)
 
     def _release(self, workload: _Workload, now: datetime, *, evicted: bool, reason: str = C.REASON_PENDING,
-                 message: str = C.MSG_DEACTIVATED) -> None:
+                 message: str = C.MSG_DEACTIVATED,
+                 eviction: tuple[str, str] = (C.REASON_DEACTIVATED, C.MSG_DEACTIVATED)) -> None:
         workload.status["admission"] = None
         if evicted:
-            C.set_condition(workload.conditions, C.EVICTED, True, C.REASON_DEACTIVATED, C.MSG_DEACTIVATED, now)
+            C.set_condition(workload.conditions, C.EVICTED, True, eviction[0], eviction[1], now)
         C.set_condition(workload.conditions, C.QUOTA_RESERVED, False, reason, message, now)
         if C.find(workload.conditions, C.ADMITTED) is not None:
             C.set_condition(workload.conditions, C.ADMITTED, False, C.REASON_NO_RESERVATION, C.MSG_NO_RESERVATION, now)

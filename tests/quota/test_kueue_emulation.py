@@ -382,3 +382,28 @@ def test_resizing_a_non_elastic_ray_cluster_recreates_its_workload_and_loses_the
     assert condition(wl(gateway, "team-a", "queued"), "Admitted")[0] == "True", "the freed quota went to the queue"
     assert condition(after, "Admitted") is None, "the recreated Workload queues behind"
     assert condition(after, "QuotaReserved")[:2] == ("False", "Pending")
+
+
+def test_stop_policy_hold_keeps_admitted_work_and_hold_and_drain_evicts_it(gateway, kueue) -> None:
+    setup_tenants(gateway, team_a={"cohort": None})
+    gateway.create(R.JOB, K.job("team-a", "running", gpus=2))
+    kueue.reconcile()
+    gateway.merge_patch(R.CLUSTER_QUEUE, "team-a", {"spec": {"stopPolicy": "Hold"}})
+    gateway.create(R.WORKLOAD, K.workload("team-a", "new", gpus=1))
+    kueue.reconcile()
+    assert condition(wl(gateway, "team-a", "new"), "QuotaReserved") == (
+        "False", "Inadmissible", "ClusterQueue team-a is inactive")
+    [job_workload] = [w for w in gateway.list(R.WORKLOAD, "team-a") if w["metadata"]["name"].startswith("job-")]
+    assert condition(job_workload, "Admitted")[0] == "True", "Hold only stops new admissions"
+
+    gateway.merge_patch(R.CLUSTER_QUEUE, "team-a", {"spec": {"stopPolicy": "HoldAndDrain"}})
+    kueue.reconcile()
+    drained = wl(gateway, "team-a", job_workload["metadata"]["name"])
+    assert condition(drained, "Evicted") == ("True", "ClusterQueueStopped", "The ClusterQueue is stopped")
+    assert not drained["status"].get("admission")
+    assert gateway.get(R.JOB, "running", "team-a")["spec"]["suspend"] is True
+
+    gateway.merge_patch(R.CLUSTER_QUEUE, "team-a", {"spec": {"stopPolicy": "None"}})
+    kueue.reconcile()
+    assert condition(wl(gateway, "team-a", job_workload["metadata"]["name"]), "Admitted")[0] == "True"
+    assert condition(wl(gateway, "team-a", "new"), "Admitted")[0] == "True"
