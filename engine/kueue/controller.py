@@ -20,7 +20,8 @@ Finished Workloads keep `admission` and Admitted=True (Kueue only ADDS Finished)
 nothing. Status writes carry `metadata.resourceVersion`, so a Finished condition written by the
 engine between our read and our write is never lost: the write conflicts and the next pass
 re-reads. Known simplifications: no preemption, no admission checks, no fair sharing, no
-Cohort-level quota, a null namespaceSelector admits every namespace (Kueue admits none).
+Cohort-level quota, a null namespaceSelector admits every namespace (Kueue admits none). stopPolicy
+Hold and HoldAndDrain are honoured.
 """
 
 from __future__ import annotations
