@@ -419,7 +419,7 @@ class Template:
             elif isinstance(node, _With):
                 scope.vars.append({})
                 try:
-                    value = self._pipeline(node.pipeline, dot, scope, declare_here=True)
+                    value = self._pipeline(node.pipeline, dot, scope)
                     if _truth(value):
                         self._run(node.body, value, scope, out)
                     else:
@@ -457,7 +457,7 @@ class Template:
             finally:
                 scope.vars.pop()
 
-    def _pipeline(self, pipe: _Pipeline, dot: Any, scope: _Scope, declare_here: bool = True) -> Any:
+    def _pipeline(self, pipe: _Pipeline, dot: Any, scope: _Scope) -> Any:
         value: Any = _UNSET
         for command in pipe.commands:
             value = self._command(command, dot, scope, value)
