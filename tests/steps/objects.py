@@ -182,6 +182,13 @@ class Scene:
         elif self.exempt_on == "owner" and self.owners:
             self.owners[0][1]["metadata"].setdefault("annotations", {})["gpuaas.io/idle-policy"] = "exempt"
 
+    def chain(self) -> list[JSON]:
+        """The Workload's owner chain, nearest first (what resolve_owners reads from a cluster)."""
+        objects = [o for _, o in self.owners]
+        if self.kind == "RayJob":
+            objects = objects[:1]  # the RayJob's RayCluster is not an owner of the Workload
+        return list(reversed(objects))
+
     @property
     def workload_resource(self) -> Any:
         return R.WORKLOAD_V1BETA1 if self.version == "v1beta1" else R.WORKLOAD
