@@ -50,27 +50,29 @@ CHILD_MUTEX = "gpuaas-workload-{{inputs.parameters.namespace}}-{{inputs.paramete
 
 def workflow_template() -> WorkflowTemplate:
     names = [i.name for i in SPEC.inputs]
-    split = script("idle-alerts", "idle-alerts", names, [*STANDARD_OUTPUTS, ("alerts", "[]")],
-                   metrics=[outcome_metric("idle-alerts")])
-    child = script("on-idle", "on-idle", CHILD_INPUTS, [*STANDARD_OUTPUTS, ("gpus-released", "0"), TENANT_OUTPUT],
-                   needs_prometheus=True, synchronization=mutex(CHILD_MUTEX),
-                   metrics=[outcome_metric("on-idle"),
-                            amount_metric(RELEASED_GPUS_METRIC, "GPUs released by the idle reaction",
-                                          "gpus-released")])
-    main = Steps(name="main")
-    main._add_sub(Step(name="idle-alerts", template="idle-alerts", arguments=workflow_arguments(names)))
-    main._add_sub(Step(
-        name="on-idle", template="on-idle",
-        with_param="{{steps.idle-alerts.outputs.parameters.alerts}}",
-        arguments=[
-            ModelParameter(name="namespace", value="{{item.namespace}}"),
-            ModelParameter(name="workload", value="{{item.workload}}"),
-            ModelParameter(name="pod", value="{{item.pod}}"),
-            ModelParameter(name="alert", value="{{item.alert}}"),
-            *workflow_arguments(["event", "dry-run", "tenant"]),
-        ],
-    ))
-    return assemble(SPEC, [split, child], entry_steps=main)
+
+    def body() -> None:
+        with Steps(name="main"):
+            Step(name="idle-alerts", template="idle-alerts", arguments=workflow_arguments(names))
+            Step(
+                name="on-idle", template="on-idle",
+                with_param="{{steps.idle-alerts.outputs.parameters.alerts}}",
+                arguments=[
+                    ModelParameter(name="namespace", value="{{item.namespace}}"),
+                    ModelParameter(name="workload", value="{{item.workload}}"),
+                    ModelParameter(name="pod", value="{{item.pod}}"),
+                    ModelParameter(name="alert", value="{{item.alert}}"),
+                    *workflow_arguments(["event", "dry-run", "tenant"]),
+                ],
+            )
+        script("idle-alerts", "idle-alerts", names, [*STANDARD_OUTPUTS, ("alerts", "[]")],
+               metrics=[outcome_metric("idle-alerts")])
+        script("on-idle", "on-idle", CHILD_INPUTS, [*STANDARD_OUTPUTS, ("gpus-released", "0"), TENANT_OUTPUT],
+               needs_prometheus=True, synchronization=mutex(CHILD_MUTEX),
+               metrics=[outcome_metric("on-idle"),
+                        amount_metric(RELEASED_GPUS_METRIC, "GPUs released by the idle reaction", "gpus-released")])
+
+    return assemble(SPEC, body)
 
 
 if __name__ == "__main__":

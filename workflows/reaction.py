@@ -20,7 +20,7 @@ Argo on a cluster, the local engine (which executes the rendered YAML), and an a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hera.workflows import (
@@ -197,35 +197,37 @@ def workflow_metrics(reaction: str) -> list:
     ]
 
 
-def exit_handler(reaction: str, inputs: Sequence[Input]) -> tuple[Steps, Script]:
-    """`record-outcome` with the run's status and failures: a crashed step is still recorded."""
+def exit_handler(reaction: str, inputs: Sequence[Input]) -> None:
+    """`record-outcome` with the run's status and failures: a crashed step is still recorded.
+
+    Defines two templates in the active WorkflowTemplate context: the `exit-handler` steps template
+    (Argo's documented way to hand {{workflow.status}}/{{workflow.failures}} to a step) and the
+    `record-outcome` script it calls."""
     names = [i.name for i in inputs]
-    recorder = script("record-outcome", "record-outcome",
-                      ["reaction", *names, "status", "failures"], STANDARD_OUTPUTS, retry=True)
-    handler = Steps(name="exit-handler")
-    handler._add_sub(Step(name="record-outcome", template="record-outcome", arguments=[
-        ModelParameter(name="reaction", value=reaction),
-        *[ModelParameter(name=n, value=f"{{{{workflow.parameters.{n}}}}}") for n in names],
-        ModelParameter(name="status", value="{{workflow.status}}"),
-        ModelParameter(name="failures", value="{{workflow.failures}}"),
-    ]))
-    return handler, recorder
+    with Steps(name="exit-handler"):
+        Step(name="record-outcome", template="record-outcome", arguments=[
+            ModelParameter(name="reaction", value=reaction),
+            *[ModelParameter(name=n, value=f"{{{{workflow.parameters.{n}}}}}") for n in names],
+            ModelParameter(name="status", value="{{workflow.status}}"),
+            ModelParameter(name="failures", value="{{workflow.failures}}"),
+        ])
+    script("record-outcome", "record-outcome", ["reaction", *names, "status", "failures"], STANDARD_OUTPUTS)
 
 
 def workflow_arguments(names: Sequence[str]) -> list[ModelParameter]:
     return [ModelParameter(name=n, value=f"{{{{workflow.parameters.{n}}}}}") for n in names]
 
 
-def assemble(spec: ReactionTemplate, templates: Sequence, *, entry_steps: Steps) -> WorkflowTemplate:
-    """Assemble a WorkflowTemplate from its script templates and entrypoint `main`."""
+def assemble(spec: ReactionTemplate, body: Callable[[], None]) -> WorkflowTemplate:
+    """A WorkflowTemplate with the shared shape; `body()` defines `main` and the reaction's script
+    templates inside the template's context (Hera adds them in definition order)."""
     labels_from = None
     if spec.labels_from_workload:
         labels_from = {
             WORKLOAD_LABEL: LabelValueFrom(expression="workflow.parameters.workload"),
             TENANT_LABEL: LabelValueFrom(expression="workflow.parameters.tenant"),
         }
-    handler, recorder = exit_handler(spec.reaction, spec.inputs)
-    template = WorkflowTemplate(
+    with WorkflowTemplate(
         name=spec.name,
         labels={"app.kubernetes.io/name": "gpuaas", "app.kubernetes.io/component": "reaction",
                 REACTION_LABEL: spec.reaction},
@@ -240,9 +242,9 @@ def assemble(spec: ReactionTemplate, templates: Sequence, *, entry_steps: Steps)
         ttl_strategy=TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
         workflow_metadata=WorkflowMetadata(labels={REACTION_LABEL: spec.reaction}, labels_from=labels_from),
         metrics=workflow_metrics(spec.reaction),
-    )
-    for t in (entry_steps, *templates, handler, recorder):
-        template._add_sub(t)
+    ) as template:
+        body()
+        exit_handler(spec.reaction, spec.inputs)
     return template
 
 
@@ -256,8 +258,10 @@ def single_step(spec: ReactionTemplate) -> WorkflowTemplate:
         metrics.append(amount_metric(RECLAIMED_GPU_HOURS_METRIC,
                                      "GPU-hours reclaimed from idle workloads, counted when a release ends",
                                      "gpu-hours-reclaimed"))
-    step_template = script(spec.reaction, spec.reaction, names, outputs,
-                           needs_prometheus=spec.needs_prometheus, metrics=metrics)
-    main = Steps(name="main")
-    main._add_sub(Step(name=spec.reaction, template=spec.reaction, arguments=workflow_arguments(names)))
-    return assemble(spec, [step_template], entry_steps=main)
+
+    def body() -> None:
+        with Steps(name="main"):
+            Step(name=spec.reaction, template=spec.reaction, arguments=workflow_arguments(names))
+        script(spec.reaction, spec.reaction, names, outputs, needs_prometheus=spec.needs_prometheus, metrics=metrics)
+
+    return assemble(spec, body)
