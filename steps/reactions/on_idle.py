@@ -216,21 +216,6 @@ def now_utc() -> datetime:
 RELEASED_EVENT_REASON = "GPUaaSWorkersReleased"
 
 
-def tenant_of(kube: Any, workload: JSON) -> str | None:
-    """The ClusterQueue: from the admission, else through the LocalQueue named by spec.queueName
-    (a deactivated Workload has lost its admission but still belongs to its tenant)."""
-    from steps.gateways.resources import LOCAL_QUEUE
-
-    admission = (workload.get("status") or {}).get("admission") or {}
-    if admission.get("clusterQueue"):
-        return str(admission["clusterQueue"])
-    queue = (workload.get("spec") or {}).get("queueName")
-    if not queue:
-        return None
-    local = kube.get(LOCAL_QUEUE, queue, (workload.get("metadata") or {}).get("namespace"))
-    return ((local or {}).get("spec") or {}).get("clusterQueue")
-
-
 def releases_in_last_hour(kube: Any, tenant: str | None, now: datetime) -> int:
     """Releases recorded for the tenant's namespaces in the last hour, counted from the
     `GPUaaSWorkersReleased` Events the record step writes on Workloads (ARCHITECTURE §3).
@@ -262,64 +247,140 @@ def releases_in_last_hour(kube: Any, tenant: str | None, now: datetime) -> int:
     return total
 
 
-def owner_of(kube: Any, workload: JSON) -> JSON | None:
-    """The Workload's owner object (controller reference first), if the product knows its kind."""
-    from steps.reactions.idle_alerts import _resource_for
+# -- the step (steps.reactions convention) ----------------------------------------------------------
+@dataclass
+class OnIdleState:
+    """steps-core's WorkloadState (owners, tenant, ScaledObjects, release record) plus the idle facts."""
 
-    meta = workload.get("metadata") or {}
-    refs = meta.get("ownerReferences") or []
-    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
-    if not ref:
-        return None
-    resource = _resource_for(ref.get("apiVersion", ""), ref.get("kind", ""))
-    if resource is None:
-        return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
-                "metadata": {"name": ref.get("name"), "uid": ref.get("uid"), "namespace": meta.get("namespace")}}
-    return kube.get(resource, ref.get("name", ""), meta.get("namespace") if resource.namespaced else None)
+    workload_state: Any
+    idle: IdleState
+    request: IdleRequest
+
+    @property
+    def workload_object(self) -> JSON | None:
+        return self.workload_state.workload_object
+
+    @property
+    def workload_ref(self) -> JSON | None:
+        return self.workload_state.workload_ref
+
+    @property
+    def tenant(self) -> str | None:
+        return self.workload_state.tenant
+
+    @property
+    def cohort(self) -> str | None:
+        return self.workload_state.cohort
+
+    @property
+    def event_summary(self) -> JSON | None:
+        alert = self.request.alert
+        if alert is None:
+            return None
+        return {"type": "alertmanager", "alertname": alert.alertname, "status": alert.status,
+                "subject": f"{alert.namespace}/{alert.pod}", "fingerprint": alert.fingerprint, "time": alert.starts_at}
+
+    def observed(self) -> JSON:
+        return {**self.workload_state.observed(), "idle": self.idle.observed()}
 
 
-def observe(kube: Any, metrics: Any, request: IdleRequest, policy_for: Any,
-            now: datetime | None = None) -> tuple[IdleState, IdlePolicy]:
-    """Read everything the decision needs; `policy_for(tenant) -> IdlePolicy` gives the window.
+def _idle_request(context: Any) -> IdleRequest:
+    from steps.plan import RejectedInput
 
-    Prometheus being down is NOT raised here: it is recorded as `metrics_error`, because an
-    exempt or too-young workload is decided without metrics; only a decision that needs them
-    turns it into a transient failure.
-    """
+    try:
+        return parse_request(context.params)
+    except ValueError as error:
+        if isinstance(error, RejectedInput):
+            raise
+        field_name, _, rest = str(error).partition(": ")
+        raise RejectedInput(field_name, "a valid on-idle parameter", rest) from None
+
+
+def observe_step(context: Any, request: Any) -> OnIdleState:
+    """observe for run_planned: pod -> Workload, then steps-core's Workload state, then the idle facts."""
+    from dataclasses import replace as dc_replace
+
     from steps.gateways.metrics import MetricsError
-    from steps.gateways.resources import WORKLOAD
+    from steps.model.state import observe_workload
     from steps.reactions.idle_alerts import pods_of_workload, resolve_pod_workload
 
-    now = now or now_utc()
-    workload: JSON | None = None
-    resolution = ""
-    if request.pod:
-        found = resolve_pod_workload(kube, request.namespace, request.pod)
-        workload, resolution = found.workload, found.reason
-        if workload is not None:
-            resolution = f"pod {request.namespace}/{request.pod} -> Workload {found.workload_name}"
-            if request.workload and request.workload != found.workload_name:
-                resolution += f" (the alert item named {request.workload}; the live owner chain wins)"
-    if workload is None and request.workload:
-        workload = kube.get(WORKLOAD, request.workload, request.namespace)
-        resolution = (f"{resolution}; " if resolution else "") + (
-            f"Workload {request.namespace}/{request.workload} read by name" if workload is not None
-            else f"Workload {request.namespace}/{request.workload} not found")
+    idle_request = _idle_request(context)
+    kube, now = context.kube, context.now()
+    name, resolution = idle_request.workload, ""
+    if idle_request.pod:
+        found = resolve_pod_workload(kube, idle_request.namespace, idle_request.pod)
+        if found.workload_name:
+            resolution = f"pod {idle_request.namespace}/{idle_request.pod} -> Workload {found.workload_name}"
+            if name and name != found.workload_name:
+                resolution += f" (the alert item named {name}; the live owner chain wins)"
+            name = found.workload_name
+        else:
+            resolution = found.reason + (f"; Workload {name} read by name" if name else "")
+    # The `event` parameter of on-idle is an Alertmanager event, not a Workload event.
+    workload_request = dc_replace(request, namespace=idle_request.namespace, workload=name or "", event="")
+    ws = observe_workload(context, workload_request) if name else None
+    workload = ws.workload_object if ws is not None else None
+    if ws is None:
+        from steps.model.state import WorkloadState
+
+        ws = WorkloadState(now=now, event=None, workload=None)
     if workload is None:
-        return IdleState(now=now, workload=None, resolution=resolution), policy_for(None)
-    tenant = tenant_of(kube, workload)
-    policy = policy_for(tenant)
-    owner = owner_of(kube, workload)
+        return OnIdleState(ws, IdleState(now=now, workload=None, resolution=resolution or
+                                         f"Workload {idle_request.namespace}/{name} not found"), idle_request)
+    settings = context.policy.idle_for(ws.tenant)
     pods = tuple(pods_of_workload(kube, workload))
-    activity = None
-    metrics_error = None
+    activity, metrics_error = None, None
     if pods:
         try:
-            activity = metrics.gpu_activity(request.namespace, pods, policy.window_seconds, at=now.timestamp())
-        except MetricsError as exc:
-            if not getattr(exc, "transient", False):
+            activity = context.metrics.gpu_activity(idle_request.namespace, pods, settings.window_seconds,
+                                                    at=now.timestamp())
+        except MetricsError as error:
+            if not getattr(error, "transient", False):
                 raise
-            metrics_error = str(exc)
-    return IdleState(now=now, workload=workload, resolution=resolution, tenant=tenant, owner=owner, pods=pods,
-                     activity=activity, metrics_error=metrics_error,
-                     releases_last_hour=releases_in_last_hour(kube, tenant, now)), policy
+            metrics_error = str(error)
+    idle = IdleState(now=now, workload=workload, resolution=resolution or f"Workload {name} read by name",
+                     tenant=ws.tenant, owner=ws.owners.direct, pods=pods, activity=activity,
+                     metrics_error=metrics_error, releases_last_hour=releases_in_last_hour(kube, ws.tenant, now),
+                     released_record=ws.release)
+    return OnIdleState(ws, idle, idle_request)
+
+
+def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
+    """plan for run_planned: the idle decision, then release-workers' plan for the kind (pure).
+
+    A decision of `retry` (Prometheus unreachable when it matters) raises MetricsUnavailable, which
+    the entry point records as a transient failure (exit 75; Argo retries).
+    """
+    from dataclasses import replace as dc_replace
+
+    from steps.gateways.metrics import MetricsUnavailable
+    from steps.plan import Outcome, Plan
+    from steps.reactions import release_workers
+
+    settings = policy.idle_for(state.tenant)
+    decision = decide(state.request, state.idle, settings)
+    if decision.verdict == "retry":
+        raise MetricsUnavailable(decision.reasons[0])
+    if decision.verdict != "release":
+        outcome = Outcome.SKIPPED_BY_POLICY if decision.verdict == "skipped-by-policy" else Outcome.NO_OP
+        return Plan.nothing(*decision.reasons, outcome=outcome)
+    named = dc_replace(request, namespace=state.request.namespace,
+                       workload=(state.idle.workload or {}).get("metadata", {}).get("name", ""))
+    release = release_workers.plan(named, state.workload_state, policy, by=REACTION,
+                                   reason=f"idle: {decision.reasons[0]}")
+    dry_run = decision.dry_run or release.dry_run or request.dry_run
+    gpus = float(release.metrics.get("gpusReleased", 0)) if release.actions else 0.0
+    metrics = {"gpusReleased": 0.0 if dry_run else gpus, "gpuHoursFreedPerHour": 0.0 if dry_run else gpus}
+    if dry_run:
+        metrics["gpusReleasedIfEnforced"] = gpus
+    reasons = (*release.reasons, *decision.reasons[1:])
+    return Plan(release.actions, reasons, release.empty_outcome, metrics, release.event, dry_run)
+
+
+def step(context: Any) -> Any:
+    """`python -m steps on-idle FILE` (one alert of the fan-out)."""
+    from steps.reactions import run_planned
+
+    report = run_planned(context, observe=observe_step, plan=plan_step, require_workload=False)
+    report.outputs["tenant"] = report.tenant or "unknown"
+    return report

@@ -1,95 +1,125 @@
-"""on-idle's observe step against the real parts: the local API server (pods, owners, Workloads,
-LocalQueues, Events) and a real Prometheus scraping the DCGM-like exporters of `gpu_stack`.
+"""on-idle as a step, against the real parts: the local API server (pods, owners, Workloads,
+LocalQueues, ClusterQueues, Events) and a real Prometheus scraping the DCGM-like exporters of
+`gpu_stack`. The pods carry exactly the names the exporters attribute GPUs to (conftest.py).
 
-The pods below carry exactly the names the exporters attribute GPUs to (see conftest.py)."""
+`observe` is exercised through `observe_step` (what run_planned calls) and the whole step through
+`steps.entrypoint.main` (outputs, record, exit code), with the policy and clock given in the context.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from steps.gateways import resources as R
 from steps.gateways.metrics import MetricsGateway
-from steps.reactions.on_idle import IdlePolicy, IdleRequest, decide, observe
+from steps.plan import ReactionRequest
+from steps.policy import IdleSettings, Policy
+from steps.reactions import StepContext
+from steps.reactions.on_idle import decide, observe_step, plan_step
 from tests.observability.cluster_objects import Cluster, ref
 from tests.observability.conftest import WINDOW_S, GpuStack
 from tests.support.apiserver import gateway_for, running_apiserver
 
-POLICY = IdlePolicy(window_seconds=WINDOW_S, threshold=0.05, min_runtime_seconds=60, max_releases_per_hour=3)
+SETTINGS = IdleSettings(window_seconds=WINDOW_S, threshold=0.05, min_runtime_seconds=60, max_releases_per_hour=3)
+
+
+@dataclass
+class World:
+    cluster: Cluster
+    api: Any
+    kube: Any
+    metrics: MetricsGateway
 
 
 @pytest.fixture
-def world(gpu_stack: GpuStack) -> Iterator[tuple[Cluster, Any, MetricsGateway]]:
+def world(gpu_stack: GpuStack) -> Iterator[World]:
     gpu_stack.wait_for_history(WINDOW_S + 1)
     with running_apiserver() as api:
         c = Cluster(api.store)
         for ns, tenant in (("team-a", "tenant-a"), ("team-b", "tenant-b"), ("team-c", "tenant-a")):
             c.namespace(ns, tenant)
             c.create(R.LOCAL_QUEUE, {"metadata": {"name": "default", "namespace": ns}, "spec": {"clusterQueue": tenant}})
+        for tenant in ("tenant-a", "tenant-b"):
+            c.create(R.CLUSTER_QUEUE, {"metadata": {"name": tenant}, "spec": {"cohortName": "gpuaas"}})
         # team-a: a Job whose single pod holds two idle GPUs; a Deployment pod that is busy.
-        job = c.create(R.JOB, {"metadata": {"name": "finetune", "namespace": "team-a"}, "spec": {}})
+        job = c.create(R.JOB, {"metadata": {"name": "finetune", "namespace": "team-a"}, "spec": {"parallelism": 1}})
         c.workload("team-a", "job-finetune-5c6d7", job, cluster_queue="tenant-a", gpus=2)
         c.pod("team-a", "nb-idle", job, gpus=2)
-        _, _, busy = c.deployment_pod_workload("team-a", "chat")
-        c.store.delete(R.POD, busy["metadata"]["name"], "team-a")
-        rs = c.store.get(R.REPLICA_SET, "chat-7d9f8", "team-a")
+        deploy = c.create(R.DEPLOYMENT, {"metadata": {"name": "chat", "namespace": "team-a"}, "spec": {"replicas": 1}})
+        rs = c.create(R.REPLICA_SET, {"metadata": {"name": "chat-7d9f8", "namespace": "team-a",
+                                                   "ownerReferences": [ref(deploy)]}, "spec": {"replicas": 1}})
         busy_pod = c.pod("team-a", "nb-busy", rs)
         c.workload("team-a", "pod-nb-busy-1f2e3", busy_pod, cluster_queue="tenant-a")
-        # team-b: one RayCluster whose two worker pods are train-idle (idle) and train-partly (busy GPU).
-        ray = c.create(R.RAY_CLUSTER, {"metadata": {"name": "train", "namespace": "team-b"}, "spec": {}})
-        c.workload("team-b", "raycluster-train-8a9b0", ray, cluster_queue="tenant-b", gpus=3, count=2)
+        # team-b: one RayCluster whose two worker pods are train-idle (idle) and train-partly (a busy GPU).
+        ray = c.create(R.RAY_CLUSTER, {"metadata": {"name": "train", "namespace": "team-b"}, "spec": {
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 0, "maxReplicas": 2}]}})
+        c.workload("team-b", "raycluster-train-8a9b0", ray, cluster_queue="tenant-b", gpus=3, count=1)
         c.pod("team-b", "train-idle", ray)
         c.pod("team-b", "train-partly", ray, gpus=2)
-        # team-c: a notebook StatefulSet (exported spelling, GPU_UTIL only).
+        # team-c: a notebook StatefulSet admitted 30 s ago (exported spelling, GPU_UTIL only).
         sts = c.create(R.STATEFUL_SET, {"metadata": {"name": "infer", "namespace": "team-c"}, "spec": {"replicas": 1}})
         c.workload("team-c", "statefulset-infer-0a1b2", sts, controller=False, cluster_queue="tenant-a",
-                   admitted_minutes_ago=0.5)
+                   admitted_minutes_ago=0.5, annotations={"kueue.x-k8s.io/job-owner-gvk": "apps/v1, Kind=StatefulSet",
+                                                          "kueue.x-k8s.io/job-owner-name": "infer"})
         c.pod("team-c", "infer-idle", sts)
-        yield c, gateway_for(api), MetricsGateway(gpu_stack.monitoring.prometheus_url)
+        yield World(c, api, gateway_for(api), MetricsGateway(gpu_stack.monitoring.prometheus_url))
 
 
-def run(world: tuple[Cluster, Any, MetricsGateway], ns: str, pod: str, workload: str = "",
-        policy: IdlePolicy = POLICY) -> tuple[Any, Any]:
-    _, kube, metrics = world
-    request = IdleRequest(namespace=ns, workload=workload, pod=pod, alert=None)
-    state, policy = observe(kube, metrics, request, lambda tenant: policy)
-    return state, decide(request, state, policy)
+def params(ns: str, pod: str, workload: str = "", dry_run: str = "false") -> dict[str, str]:
+    alert = {"status": "firing", "labels": {"alertname": "GPUWorkloadIdle", "namespace": ns, "pod": pod},
+             "startsAt": "2026-12-01T00:00:00Z", "fingerprint": f"fp-{pod}"}
+    return {"namespace": ns, "workload": workload, "pod": pod, "alert": json.dumps(alert), "dry-run": dry_run,
+            "event": "", "tenant": ""}
 
 
-def test_idle_job_is_released(world: tuple[Cluster, Any, MetricsGateway]) -> None:
-    state, decision = run(world, "team-a", "nb-idle")
-    assert state.resolution == "pod team-a/nb-idle -> Workload job-finetune-5c6d7"
-    assert state.tenant == "tenant-a" and state.owner["kind"] == "Job" and state.pods == ("nb-idle",)
-    assert len(state.activity.gpus) == 2
+def context(world: World, p: dict[str, str], settings: IdleSettings = SETTINGS, metrics: Any = None) -> StepContext:
+    return StepContext("on-idle", p, {}, kube=world.kube, metrics=metrics or world.metrics,
+                       policy=Policy(idle=settings))
+
+
+def judge(world: World, ns: str, pod: str, workload: str = "", settings: IdleSettings = SETTINGS) -> tuple[Any, Any]:
+    ctx = context(world, params(ns, pod, workload), settings)
+    state = observe_step(ctx, ReactionRequest.from_params("on-idle", ctx.params))
+    return state, decide(state.request, state.idle, settings)
+
+
+def test_idle_job_is_judged_idle(world: World) -> None:
+    state, decision = judge(world, "team-a", "nb-idle")
+    assert state.idle.resolution == "pod team-a/nb-idle -> Workload job-finetune-5c6d7"
+    assert state.tenant == "tenant-a" and state.idle.owner["kind"] == "Job" and state.idle.pods == ("nb-idle",)
+    assert len(state.idle.activity.gpus) == 2
     assert decision.verdict == "release" and decision.gpus == 2
 
 
-def test_busy_pod_is_not_released(world: tuple[Cluster, Any, MetricsGateway]) -> None:
-    _, decision = run(world, "team-a", "nb-busy")
+def test_busy_pod_is_not_released(world: World) -> None:
+    _, decision = judge(world, "team-a", "nb-busy")
     assert decision.verdict == "no-op" and "reached 70%" in decision.reasons[0]
 
 
-def test_workload_with_one_idle_and_one_busy_pod_is_not_released(world: tuple[Cluster, Any, MetricsGateway]) -> None:
+def test_workload_with_one_idle_and_one_busy_pod_is_not_released(world: World) -> None:
     # The alert names the idle pod; the other pod of the same RayCluster is working.
-    state, decision = run(world, "team-b", "train-idle")
-    assert state.pods == ("train-idle", "train-partly") and len(state.activity.gpus) == 3
+    state, decision = judge(world, "team-b", "train-idle")
+    assert state.idle.pods == ("train-idle", "train-partly") and len(state.idle.activity.gpus) == 3
     assert decision.verdict == "no-op" and "reached 50%" in decision.reasons[0]
 
 
-def test_young_workload_is_skipped_by_policy(world: tuple[Cluster, Any, MetricsGateway]) -> None:
-    state, decision = run(world, "team-c", "infer-idle")
-    assert state.activity.gpus[0].label_spelling == "exported"
+def test_young_workload_is_skipped_by_policy(world: World) -> None:
+    state, decision = judge(world, "team-c", "infer-idle")
+    assert state.idle.activity.gpus[0].label_spelling == "exported"
     assert decision.verdict == "skipped-by-policy" and "minimum runtime" in decision.reasons[0]
-    _, decision = run(world, "team-c", "infer-idle", policy=replace(POLICY, min_runtime_seconds=0))
+    _, decision = judge(world, "team-c", "infer-idle", settings=replace(SETTINGS, min_runtime_seconds=0))
     assert decision.verdict == "release"
 
 
-def test_hourly_budget_counts_release_events_of_the_tenant(world: tuple[Cluster, Any, MetricsGateway]) -> None:
-    c, _, _ = world
+def test_hourly_budget_counts_release_events_of_the_tenant(world: World) -> None:
+    c = world.cluster
     recent = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
     old = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
     other = c.store.get(R.WORKLOAD, "statefulset-infer-0a1b2", "team-c")  # tenant-a, another namespace
@@ -97,29 +127,90 @@ def test_hourly_budget_counts_release_events_of_the_tenant(world: tuple[Cluster,
         c.create(R.EVENT, {"metadata": {"name": f"infer.{name}", "namespace": "team-c"},
                            "involvedObject": {**ref(other), "namespace": "team-c"}, "reason": "GPUaaSWorkersReleased",
                            "message": name, "type": "Normal", "count": count, "lastTimestamp": stamp})
-    state, decision = run(world, "team-a", "nb-idle")
-    assert state.releases_last_hour == 2
-    _, decision = run(world, "team-a", "nb-idle", policy=replace(POLICY, max_releases_per_hour=2))
+    state, _ = judge(world, "team-a", "nb-idle")
+    assert state.idle.releases_last_hour == 2
+    _, decision = judge(world, "team-a", "nb-idle", settings=replace(SETTINGS, max_releases_per_hour=2))
     assert decision.verdict == "skipped-by-policy" and "2 release(s) in the last hour" in decision.reasons[0]
-    state, _ = run(world, "team-b", "train-idle")
-    assert state.releases_last_hour == 0  # tenant-b is unaffected
+    state, _ = judge(world, "team-b", "train-idle")
+    assert state.idle.releases_last_hour == 0  # tenant-b is unaffected
 
 
-def test_pod_gone_falls_back_to_the_workload_name(world: tuple[Cluster, Any, MetricsGateway]) -> None:
-    state, decision = run(world, "team-a", "nb-idle-vanished", workload="job-finetune-5c6d7")
-    assert "no longer exists" in state.resolution and "read by name" in state.resolution
-    assert state.workload is not None
-    state, decision = run(world, "team-a", "nb-idle-vanished", workload="job-gone")
-    assert state.workload is None and decision.verdict == "no-op"
+def test_pod_gone_falls_back_to_the_workload_name(world: World) -> None:
+    state, _ = judge(world, "team-a", "nb-idle-vanished", workload="job-finetune-5c6d7")
+    assert "no longer exists" in state.idle.resolution and "read by name" in state.idle.resolution
+    assert state.idle.workload is not None
+    state, decision = judge(world, "team-a", "nb-idle-vanished", workload="job-gone")
+    assert state.idle.workload is None and decision.verdict == "no-op"
 
 
-def test_prometheus_down_is_a_retry_only_when_metrics_matter(world: tuple[Cluster, Any, MetricsGateway]) -> None:
-    _, kube, _ = world
+def test_prometheus_down_is_transient_only_when_metrics_matter(world: World) -> None:
+    from steps.gateways.metrics import MetricsUnavailable
+
     down = MetricsGateway("http://127.0.0.1:9", retries=0)
-    request = IdleRequest(namespace="team-a", workload="", pod="nb-idle", alert=None)
-    state, policy = observe(kube, down, request, lambda tenant: POLICY)
-    assert "unreachable" in (state.metrics_error or "")
-    assert decide(request, state, policy).verdict == "retry"
-    request = IdleRequest(namespace="team-c", workload="", pod="infer-idle", alert=None)
-    state, policy = observe(kube, down, request, lambda tenant: POLICY)
-    assert decide(request, state, policy).verdict == "skipped-by-policy"
+    ctx = context(world, params("team-a", "nb-idle"), metrics=down)
+    request = ReactionRequest.from_params("on-idle", ctx.params)
+    state = observe_step(ctx, request)
+    assert "unreachable" in (state.idle.metrics_error or "")
+    with pytest.raises(MetricsUnavailable):
+        plan_step(request, state, ctx.policy)
+    ctx = context(world, params("team-c", "infer-idle"), metrics=down)
+    request = ReactionRequest.from_params("on-idle", ctx.params)
+    assert plan_step(request, observe_step(ctx, request), ctx.policy).empty_outcome.value == "skipped-by-policy"
+
+
+# -- the whole step through the entry point ---------------------------------------------------------------
+def run_step(world: World, tmp_path: Path, p: dict[str, str], settings: IdleSettings = SETTINGS,
+             metrics: Any = None) -> tuple[int, dict[str, str], dict[str, Any]]:
+    from steps.entrypoint import main
+
+    params_file = tmp_path / "params.json"
+    params_file.write_text(json.dumps([{"name": k, "value": v} for k, v in p.items()]))
+    out = tmp_path / "outputs"
+    code = main(["on-idle", str(params_file)], outputs_dir=str(out), environ={"GPUAAS_KUBE_URL": world.api.url},
+                context_overrides={"metrics": metrics or world.metrics, "policy": Policy(idle=settings)})
+    outputs = {f.name: f.read_text() for f in out.iterdir()}
+    return code, outputs, json.loads(outputs["record"])
+
+
+def test_step_releases_the_idle_job_once(world: World, tmp_path: Path) -> None:
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"))
+    assert code == 0 and outputs["outcome"] == "applied", record["data"]["errors"]
+    workload = world.cluster.store.get(R.WORKLOAD, "job-finetune-5c6d7", "team-a")
+    assert workload["spec"]["active"] is False  # Job: deactivate-workload
+    assert json.loads(workload["metadata"]["annotations"]["gpuaas.io/release"])["by"] == "on-idle"
+    data = record["data"]
+    assert data["metrics"]["gpusReleased"] == 2 and data["metrics"]["gpuHoursFreedPerHour"] == 2
+    assert outputs["gpus-released"] == "2" and outputs["tenant"] == "tenant-a"
+    assert data["observed"]["idle"]["activity"]["maxActivity"] == 0.0
+    assert data["event"]["subject"] == "team-a/nb-idle"
+    events = [e for e in world.cluster.store.list(R.EVENT, "team-a") if e.get("reason") == "GPUaaSWorkersReleased"]
+    assert len(events) == 1
+    # The alert is re-sent (group_interval): the second run changes nothing.
+    writes = world.api.write_count
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"))
+    assert code == 0 and outputs["outcome"] == "no-op" and "already released" in " ".join(record["data"]["plan"]["reasons"])
+    assert world.api.write_count == writes
+    assert outputs["gpus-released"] == "0"
+
+
+def test_step_dry_run_by_policy_writes_nothing(world: World, tmp_path: Path) -> None:
+    writes = world.api.write_count
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), replace(SETTINGS, mode="dry-run"))
+    assert code == 0 and [a["result"] for a in record["data"]["actions"]] == ["dry-run"] * len(record["data"]["actions"])
+    assert record["data"]["actions"] and world.api.write_count == writes
+    assert outputs["gpus-released"] == "0" and record["data"]["metrics"]["gpusReleasedIfEnforced"] == 2
+
+
+def test_step_busy_is_no_op_and_prometheus_down_exits_75(world: World, tmp_path: Path) -> None:
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-busy"))
+    assert code == 0 and outputs["outcome"] == "no-op"
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"),
+                                     metrics=MetricsGateway("http://127.0.0.1:9", retries=0))
+    assert code == 75 and outputs["outcome"] == "failed" and "unreachable" in record["data"]["errors"][0]
+
+
+def test_step_rejects_a_bad_alert_without_writes(world: World, tmp_path: Path) -> None:
+    writes = world.api.write_count
+    code, outputs, record = run_step(world, tmp_path, {**params("team-a", "nb-idle"), "alert": "{broken"})
+    assert code == 0 and outputs["outcome"] == "rejected-input" and record["data"]["errors"][0].startswith("alert:")
+    assert world.api.write_count == writes
