@@ -25,10 +25,14 @@ def labels(component: str) -> dict[str, str]:
 
 
 def namespace(name: str = NAMESPACE) -> JSON:
-    # Pod Security "restricted": the step image and templates are built for it (non-root, no caps).
+    # The step containers meet Pod Security "restricted" (non-root, no capabilities, RuntimeDefault seccomp),
+    # but Argo's executor sidecar and Argo Events' bus/sensor pods do not set all of that by default:
+    # enforce "baseline", and let "restricted" warn and audit so the gap stays visible.
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": {**labels("platform"),
-                                                  "pod-security.kubernetes.io/enforce": "restricted"}}}
+                                                  "pod-security.kubernetes.io/enforce": "baseline",
+                                                  "pod-security.kubernetes.io/warn": "restricted",
+                                                  "pod-security.kubernetes.io/audit": "restricted"}}}
 
 
 def service_account(name: str, component: str, ns: str = NAMESPACE) -> JSON:
