@@ -65,7 +65,8 @@ def read(path: Path) -> list[dict[str, Any]]:
         raise ValueError(f"snapshot {path}: cannot read it ({error}); expected the demo's "
                          "demo-report/cluster-snapshot.json") from error
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("objects"), list):
-        raise ValueError(f"snapshot {path}: expected {{\"objects\": [...]}}, found {type(snapshot).__name__}")
+        raise ValueError(  # noqa: TRY004 - bad file content, not a caller type error
+            f"snapshot {path}: expected {{\"objects\": [...]}}, found {type(snapshot).__name__}")
     return snapshot["objects"]
 
 

@@ -326,7 +326,9 @@ class Scenario:
         pods.set_activity(research.namespace, "train-llm", 95)
         pods.set_activity(vision.namespace, "eval-batch", 90)
 
-        self.submit(research, "opens notebook nb-alice (2 GPUs)", cluster.notebook(research, "nb-alice", 2))
+        notebook, stateful_set = cluster.notebook(research, "nb-alice", 2)
+        self.submit(research, "opens notebook nb-alice (2 GPUs)", [notebook])
+        self.engine.apply([cluster.owned_by(stateful_set, self.engine.applied_object(notebook))])
         self.wait_for("notebook nb-alice admitted", lambda: self.admitted(research.namespace, "nb-alice"))
         self.pause(20)
         self.submit(serving, "deploys inference server llm-chat (2 GPUs)",
@@ -342,7 +344,7 @@ class Scenario:
         self.submit(research, "submits PyTorchJob train-llm (3 pods x 2 GPUs)",
                     cluster.pytorch_job(research, "train-llm", 2, 2))
         self.wait_for("train-llm queued", lambda: self.pending(research.namespace, "train-llm"))
-        self.engine.timeline.note("research: train-llm waits: not enough quota in cohort gpu-pool", "backlog")
+        self.engine.timeline.note("research: train-llm queued, no quota left in the cohort", "backlog")
         self.submit(vision, "runs batch Job eval-batch (2 GPUs, borrowed)", cluster.batch_job(vision, "eval-batch", 2))
         self.wait_for("eval-batch admitted", lambda: self.admitted(vision.namespace, "eval-batch"))
         self.settle()

@@ -97,6 +97,13 @@ def notebook(tenant: Tenant, name: str, gpus: int) -> list[dict[str, Any]]:
     ]
 
 
+def owned_by(child: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
+    """`child` with a controller ownerReference to the live `owner` (as the owner's controller sets it)."""
+    reference = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+                 "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    return {**child, "metadata": {**child["metadata"], "ownerReferences": [reference]}}
+
+
 def ray_cluster(tenant: Tenant, name: str, workers: int, gpus_per_worker: int) -> list[dict[str, Any]]:
     return [{
         "apiVersion": "ray.io/v1", "kind": "RayCluster",

@@ -159,6 +159,16 @@ class LocalEngine:
         self.nudge()
         return applied
 
+    def applied_object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The live version of an object this engine applied (uid, resourceVersion, status)."""
+        resource = cluster_state.resource_of(obj)
+        metadata = obj["metadata"]
+        live = self.gateway.get(resource, metadata["name"],
+                                namespace=metadata.get("namespace") if resource.namespaced else None)
+        if live is None:
+            raise LookupError(f"{obj['kind']} {metadata.get('namespace', '')}/{metadata['name']}: not in the cluster")
+        return live
+
     def nudge(self) -> None:
         """Let Kueue look now rather than at its next tick."""
         if self.kueue is not None and hasattr(self.kueue, "notify"):

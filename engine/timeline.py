@@ -29,30 +29,47 @@ class TimelineRow:
         return asdict(self)
 
 
+def _pod_nodes(workflow: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Pod nodes of the main branch and of the exit handler (`<workflow>.onExit...`), in node order."""
+    name = (workflow.get("metadata") or {}).get("name", "")
+    main, exit_handler = [], []
+    for node in (workflow.get("status") or {}).get("nodes", {}).values():
+        if node.get("type") == "Pod":
+            (exit_handler if node.get("name", "").startswith(f"{name}.onExit") else main).append(node)
+    return main, exit_handler
+
+
+def _outputs(nodes: list[dict[str, Any]], parameter: str) -> list[str]:
+    values = []
+    for node in nodes:
+        for output in (node.get("outputs") or {}).get("parameters") or []:
+            if output.get("name") == parameter and output.get("value"):
+                values.append(output["value"])
+    return values
+
+
 def reaction_outcomes(workflow: dict[str, Any]) -> list[str]:
-    """Each reaction node's `outcome` output, in node order (fan-out children give several)."""
-    outcomes = []
-    for node in (workflow.get("status") or {}).get("nodes", {}).values():
-        if node.get("type") != "Pod":
-            continue
-        for parameter in (node.get("outputs") or {}).get("parameters") or []:
-            if parameter.get("name") == "outcome" and parameter.get("value"):
-                outcomes.append(parameter["value"].strip())
-    return outcomes
+    """Each reaction node's `outcome` output (fan-out children give several).
+
+    The exit handler (`record-outcome`) counts only when no reaction node recorded anything,
+    which is the case it exists for: the reaction's own step failed before writing a record.
+    """
+    main, exit_handler = _pod_nodes(workflow)
+    return [v.strip() for v in (_outputs(main, "outcome") or _outputs(exit_handler, "outcome"))]
 
 
-def reaction_records(workflow: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every audit record (`record` output parameter) the workflow's nodes wrote."""
+def reaction_records(workflow: dict[str, Any], *, include_exit_handler: bool = False) -> list[dict[str, Any]]:
+    """The audit records (`record` output parameters) of the reaction nodes; see reaction_outcomes."""
+    main, exit_handler = _pod_nodes(workflow)
+    texts = _outputs(main, "record")
+    if include_exit_handler or not texts:
+        texts += _outputs(exit_handler, "record")
     records = []
-    for node in (workflow.get("status") or {}).get("nodes", {}).values():
-        if node.get("type") != "Pod":
+    for text in texts:
+        try:
+            records.append(json.loads(text))
+        except json.JSONDecodeError:
             continue
-        for parameter in (node.get("outputs") or {}).get("parameters") or []:
-            if parameter.get("name") == "record" and parameter.get("value"):
-                try:
-                    records.append(json.loads(parameter["value"]))
-                except json.JSONDecodeError:
-                    continue
     return records
 
 

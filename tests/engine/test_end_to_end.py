@@ -43,11 +43,16 @@ def wait_until(predicate, timeout: float = 30.0):
 
 def test_admission_runs_on_admitted_through_the_rendered_sensor_and_is_archived(engine: LocalEngine) -> None:
     research = cluster.TENANTS[0]
-    engine.apply(cluster.batch_job(research, "e2e-train", 2))
+    serving = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": "e2e-serve", "namespace": research.namespace, "labels": cluster.queued(research)},
+               "spec": {"replicas": 1, "serviceName": "e2e-serve", "selector": {"matchLabels": {"app": "e2e-serve"}},
+                        "template": {"metadata": {"labels": {"app": "e2e-serve"}}, "spec": {"containers": [
+                            {"name": "main", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+    engine.apply([serving])
 
     def admitted_run():
         runs = engine.archive.find({"workflows.argoproj.io/workflow-template": "gpuaas-on-admitted"})
-        return [r for r in runs if r["metadata"]["labels"].get("gpuaas.io/workload", "").startswith("job-e2e-train-")]
+        return [r for r in runs if r["metadata"]["labels"].get("gpuaas.io/workload", "").startswith("statefulset-e2e-")]
 
     [run] = wait_until(admitted_run)
     workload = run["metadata"]["labels"]["gpuaas.io/workload"]
@@ -55,14 +60,19 @@ def test_admission_runs_on_admitted_through_the_rendered_sensor_and_is_archived(
     assert run["metadata"]["labels"]["gpuaas.io/tenant"] == "research"
     assert run["spec"]["workflowTemplateRef"] == {"name": "gpuaas-on-admitted"}
     assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
-    [record] = [r for r in reaction_records(run) if r["data"]["reaction"] == "on-admitted"]
+    [record] = reaction_records(run)
+    assert record["type"] == "io.gpuaas.reaction.on-admitted"
     assert record["data"]["workload"]["name"] == workload
-    assert record["data"]["outcome"] in ("applied", "no-op", "skipped-by-policy")
+    assert record["data"]["outcome"] == "applied", record["data"]["plan"]["reasons"]
     assert record["data"]["event"]["kind"] == "UPDATE"
 
-    # the step changed the cluster: a Kubernetes Event on the Workload (kubectl describe shows it)
+    # the step changed the cluster: a ScaledObject for the StatefulSet, and an Event on the Workload
+    scaled = [s for s in engine.gateway.list(R.SCALED_OBJECT, namespace=research.namespace)
+              if s["spec"]["scaleTargetRef"]["name"] == "e2e-serve"]
+    assert len(scaled) == 1
     events = engine.gateway.list(R.EVENT, namespace=research.namespace)
-    assert any(e["involvedObject"]["name"] == workload and e["reason"].startswith("GPUaaS") for e in events)
+    assert any(e["involvedObject"]["name"] == workload and e["reason"] == "GPUaaSIdleHandlingPrepared"
+               for e in events)
     # and the archive on disk is Argo's layout, readable by anyone
     assert RunArchive(engine.archive.path).get(run["metadata"]["uid"])["status"]["phase"] == "Succeeded"
 
