@@ -309,3 +309,19 @@ def validate_all(objects: Iterable[JSON]) -> list[str]:
 
 YamlLoader = _CrdLoader
 """A safe YAML loader that also reads a bare `=` as a string (kustomize output, Kueue CRDs)."""
+
+
+def load_tree(root: Path | str) -> list[JSON]:
+    """Every Kubernetes object in the YAML files under `root` (kustomization/config files skipped)."""
+    objects: list[JSON] = []
+    for path in sorted(Path(root).rglob("*.y*ml")):
+        for document in yaml.load_all(path.read_text(), Loader=YamlLoader):
+            if isinstance(document, dict) and "kind" in document and "apiVersion" in document \
+                    and not document["apiVersion"].startswith("kustomize.config.k8s.io/"):
+                objects.append(document)
+    return objects
+
+
+def validate_tree(root: Path | str) -> list[str]:
+    """`validate_all` over a rendered folder (e.g. manifests/ or a `gpuaas render --out` folder)."""
+    return validate_all(load_tree(root))

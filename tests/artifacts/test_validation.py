@@ -134,3 +134,12 @@ def test_rendered_policy_is_the_format_the_steps_parse(rendered_objects: list[JS
 
     config_map = _find(rendered_objects, "ConfigMap", "gpuaas-policy")
     parse_policy(config_map["data"]["policy.yaml"])
+
+
+def test_the_committed_tree_validates_as_applied() -> None:
+    """What `kubectl apply -k` reads: the YAML files, not the Python objects."""
+    from gpuaas.manifests.validation import load_tree, validate_tree
+    from tests.artifacts.conftest import MANIFESTS
+
+    assert len(load_tree(MANIFESTS)) >= 40
+    assert validate_tree(MANIFESTS) == []
