@@ -18,8 +18,6 @@ item may be minutes old by the time its child runs).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,53 +40,39 @@ class Gateway(Protocol):
     def list(self, resource: Any, namespace: str | None = None, label_selector: str | None = None) -> list[JSON]: ...
 
 
-class RejectedAlertGroup(ValueError):
-    """The event is not an Alertmanager webhook body: names the field, the expectation and the finding."""
-
-
 # -- the event -----------------------------------------------------------------------------------
-def _decode(value: Any, where: str) -> Any:
-    """A JSON value that may arrive as an object, a JSON string, or base64 of JSON (Argo Events
-    puts the event data base64-encoded when a trigger passes the whole event)."""
-    if isinstance(value, (dict, list)):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        value = value.decode()
-    if not isinstance(value, str) or not value.strip():
-        raise RejectedAlertGroup(f"{where}: expected a JSON object, found {type(value).__name__} {str(value)[:60]!r}")
-    text = value.strip()
-    if text[0] in "{[":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise RejectedAlertGroup(f"{where}: expected JSON, found invalid JSON ({exc})") from exc
-    try:
-        return json.loads(base64.b64decode(text, validate=True))
-    except (binascii.Error, ValueError) as exc:
-        raise RejectedAlertGroup(f"{where}: expected JSON or base64-encoded JSON, found {text[:60]!r}") from exc
-
-
 def alertmanager_body(event: Any) -> JSON:
     """The Alertmanager v4 body inside whatever the Sensor delivered.
 
-    Accepts: the whole Argo Events event `{"context", "data"}` (data an object or base64), the
-    webhook event data `{"header", "body", "metadata"}`, or the bare Alertmanager body.
+    Accepts every shape `steps.events.unwrap` does (a CloudEvent in structured mode, the whole Argo
+    Events event `{"context", "data"}` with data as an object, JSON text or base64), then the
+    webhook event data `{"header", "body", "metadata"}` or the bare Alertmanager body. The raw dict
+    is kept (groupKey, receiver, truncatedAlerts go to the record). Raises RejectedInput naming the field.
     """
-    data = _decode(event, "event")
-    if isinstance(data, dict) and "context" in data and "data" in data:
-        data = _decode(data["data"], "event.data")
+    from steps.events import unwrap
+    from steps.plan import RejectedInput
+
+    _context, data = unwrap(event)
+    if data is None:
+        raise RejectedInput("event", "the Alertmanager webhook event the Sensor delivered", "an empty value",
+                            "the Sensor's trigger must pass the whole event (no dataKey) as parameter `event`")
     if isinstance(data, dict) and "body" in data and "alerts" not in data:
-        data = _decode(data["body"], "event.data.body")
+        body = data["body"]
+        if isinstance(body, (str, bytes)):
+            try:
+                body = json.loads(body)
+            except json.JSONDecodeError as exc:
+                raise RejectedInput("event.data.body", "the Alertmanager JSON body", f"invalid JSON ({exc})") from None
+        data = body
     if not isinstance(data, dict):
-        raise RejectedAlertGroup(f"event: expected an Alertmanager webhook object, found {type(data).__name__}")
+        raise RejectedInput("event.data.body", "an Alertmanager webhook object", type(data).__name__)
     if not isinstance(data.get("alerts"), list):
-        raise RejectedAlertGroup(
-            "event.data.body.alerts: expected the list of alerts of an Alertmanager webhook (version 4), "
-            f"found {type(data.get('alerts')).__name__}; keys present: {sorted(data)[:12]}. "
-            "Check that the Sensor passes the whole webhook event as `event`.")
+        raise RejectedInput("event.data.body.alerts", "the list of alerts of an Alertmanager webhook (version 4)",
+                            f"{type(data.get('alerts')).__name__} (keys present: {sorted(data)[:12]})",
+                            "check that the Sensor passes the whole webhook event as `event`")
     version = str(data.get("version", ""))
     if version and version != "4":
-        raise RejectedAlertGroup(f"event.data.body.version: expected \"4\" (Alertmanager webhook), found {version!r}")
+        raise RejectedInput("event.data.body.version", '"4" (Alertmanager webhook)', repr(version))
     return data
 
 
@@ -325,7 +309,7 @@ class IdleAlertsState:
 
 
 def observe(kube: Gateway, event: Any) -> IdleAlertsState:
-    """Parse the group (RejectedAlertGroup on bad input) and resolve each candidate pod.
+    """Parse the group (RejectedInput on bad input) and resolve each candidate pod.
 
     Workloads are listed once per namespace, not once per alert: a group can hold dozens of pods.
     """
@@ -366,12 +350,7 @@ def step(context: Any) -> Any:
         raise RejectedInput("event", "the Alertmanager webhook event the Sensor delivered", "an empty value",
                             "the Sensor's trigger must pass the whole event (no dataKey) as parameter `event`")
     t = time.perf_counter()
-    try:
-        state = observe(context.kube, request.event)
-    except RejectedAlertGroup as error:
-        field_name, _, rest = str(error).partition(": ")
-        raise RejectedInput(field_name, "an Alertmanager webhook (version 4) body", rest,
-                            "check the Alertmanager receiver and the Sensor's trigger parameters") from None
+    state = observe(context.kube, request.event)
     observe_s = time.perf_counter() - t
     t = time.perf_counter()
     split = plan(state)
