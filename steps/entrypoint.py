@@ -12,6 +12,7 @@ Kubernetes Event on the Workload, builds the audit record, and writes the output
     record                the audit CloudEvent (JSON)
     gpus-released         data.metrics.gpusReleased, else 0
     gpu-hours-reclaimed   data.metrics.gpuHoursReclaimed, else 0
+    tenant                the ClusterQueue the step resolved, else "unknown" (labels Argo metrics)
     <name>                any extra output the reaction returns (idle-alerts: alerts)
 
 Exit codes: 0 for every recorded outcome but `failed`; 75 (EX_TEMPFAIL) for a transient failure
@@ -148,6 +149,7 @@ def _write_outputs(report: StepReport, out_dir: Path) -> int:
         "record": record_json(record),
         "gpus-released": _figure(metrics.get("gpusReleased")),
         "gpu-hours-reclaimed": _figure(metrics.get("gpuHoursReclaimed")),
+        "tenant": report.tenant or "unknown",
         **report.outputs,
     }
     try:

@@ -4,7 +4,8 @@ Defaults plus per-tenant overrides (a tenant is a ClusterQueue name). Format (EX
 below is the documented, tested example the manifests embed):
 
     idle:                       # defaults for every tenant
-      window: 30m               # how long GPUs must stay idle (seconds as a number, or 30s/10m/1h/1h30m)
+      window: 30m               # how long GPUs must stay idle (seconds as a number, or 30s/10m/1h/1h30m;
+                                # windowSeconds / minRuntimeSeconds are accepted as aliases)
       threshold: 0.05           # highest GPU activity (0-1) that still counts as idle
       minCoverage: 0.9          # share of the window the samples must cover before idle is believed
       minRuntime: 1h            # never release a workload admitted less than this ago
@@ -145,7 +146,8 @@ def _number(where: str, value: object, low: float, high: float | None = None) ->
     return float(value)
 
 
-_IDLE_KEYS = {"window", "threshold", "minCoverage", "minRuntime", "mode", "maxReleasesPerHour"}
+_IDLE_KEYS = {"window", "threshold", "minCoverage", "minRuntime", "mode", "maxReleasesPerHour",
+              "windowSeconds", "minRuntimeSeconds"}
 
 
 def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
@@ -156,6 +158,8 @@ def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
     unknown = sorted(set(section) - _IDLE_KEYS)
     if unknown:
         raise PolicyError(f"{where}.{unknown[0]}", f"one of {', '.join(sorted(_IDLE_KEYS))}", repr(unknown[0]))
+    aliases = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
+    section = {aliases.get(k, k): v for k, v in section.items()}
     out = base
     if "window" in section:
         window = parse_duration(f"{where}.window", section["window"])

@@ -102,7 +102,7 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
                        if a.resource.kind != "Workload")
     cq = state.tenant_info.cluster_queue_object
     if cq is not None:
-        from steps.reactions.provision_quota import read_loans, return_loan_patch
+        from steps.cluster_queue import read_loans, return_loan_patch
 
         key = f"{wl.namespace}/{wl.name}"
         loan = read_loans(cq).get(key)

@@ -22,12 +22,19 @@ REACTION = "record-outcome"
 
 
 def _failures(text: str) -> list[Any]:
-    if not text.strip():
+    """{{workflow.failures}}: a JSON array, `null`, empty, or (quoted once more by Argo) a JSON string of it."""
+    value: Any = text.strip()
+    for _ in range(2):
+        if not isinstance(value, str):
+            break
+        if not value.strip():
+            return []
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return [value]
+    if value is None:
         return []
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return [text]
     return value if isinstance(value, list) else [value]
 
 
