@@ -30,7 +30,7 @@ from engine.events import envelope
 from engine.rendered import DEFAULT_MANIFESTS, RenderedManifests
 
 WORKLOAD_EVENTS = 4000
-JOBS = 24
+JOBS = 60
 
 
 def lifecycle_events(count: int) -> list[dict]:
@@ -120,7 +120,7 @@ def bench_end_to_end() -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="gpuaas-bench-") as tmp:
         options = EngineOptions(archive_path=Path(tmp) / "runs.db", step_mode="in-process",
                                 kueue_options={"excluded_resource_prefixes": ("cpu", "memory")})
-        big_quota = [o for o in cluster.platform_objects("defaults: {mode: enforce}\n")]
+        big_quota = [o for o in cluster.platform_objects("idle:\n  mode: enforce\n")]
         for obj in big_quota:
             if obj["kind"] == "ClusterQueue":
                 obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 1000

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import io
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TextIO
 
 PYTHON_NAMES = {"python", "python3", "python3.11"}
 
@@ -62,6 +63,38 @@ class SubprocessStepRunner:
         return StepProcess(exit_code=done.returncode, log=done.stdout + done.stderr)
 
 
+class _PerThreadStream:
+    """sys.stdout/sys.stderr stand-in: a thread running an in-process step writes into that step's
+    log (as a pod's output goes to its log), every other thread writes to the real stream."""
+
+    def __init__(self, real: TextIO, local: threading.local) -> None:
+        self.real = real
+        self.local = local
+
+    def write(self, text: str) -> int:
+        buffer = getattr(self.local, "buffer", None)
+        return buffer.write(text) if buffer is not None else self.real.write(text)
+
+    def flush(self) -> None:
+        if getattr(self.local, "buffer", None) is None:
+            self.real.flush()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+_capture = threading.local()
+_capture_lock = threading.Lock()
+
+
+def _install_capture() -> None:
+    with _capture_lock:
+        if not isinstance(sys.stdout, _PerThreadStream):
+            sys.stdout = _PerThreadStream(sys.stdout, _capture)  # type: ignore[assignment]
+        if not isinstance(sys.stderr, _PerThreadStream):
+            sys.stderr = _PerThreadStream(sys.stderr, _capture)  # type: ignore[assignment]
+
+
 def _steps_entry_point() -> Callable[..., int | None]:
     """The importable twin of `python -m steps` (steps-core's entry point)."""
     for module_name in ("steps.entrypoint", "steps.__main__"):
@@ -102,10 +135,17 @@ class InProcessStepRunner:
             return self._fallback.run(argv, env, workdir)
         main = self._entry()
         arguments = argv[3:]
+        _install_capture()
+        _capture.buffer = io.StringIO()
+        try:
+            code = self._call_entry(main, arguments, env)
+            return StepProcess(exit_code=code, log=_capture.buffer.getvalue())
+        finally:
+            _capture.buffer = None
+
+    def _call_entry(self, main: Callable[..., int | None], arguments: list[str], env: Mapping[str, str]) -> int:
         if {"outputs_dir", "environ"} <= self._keywords:
-            code = _call(main, arguments, outputs_dir=env.get("GPUAAS_OUTPUTS_DIR"),
-                         environ={**os.environ, **env})
-            return StepProcess(exit_code=code, log="")
+            return _call(main, arguments, outputs_dir=env.get("GPUAAS_OUTPUTS_DIR"), environ={**os.environ, **env})
         with self._environment_lock:
             saved = {key: os.environ.get(key) for key in env}
             os.environ.update(env)
@@ -117,7 +157,7 @@ class InProcessStepRunner:
                         os.environ.pop(key, None)
                     else:
                         os.environ[key] = value
-        return StepProcess(exit_code=code, log="")
+        return code
 
 
 def _call(main: Callable[..., int | None], arguments: list[str], **keywords: object) -> int:
