@@ -1,20 +1,24 @@
 """on-idle: one GPUWorkloadIdle alert -> confirm the workload is idle NOW -> release its workers.
 
-An alert is a hint that may be minutes old and names one pod. So the reaction:
+An alert is a hint that may be minutes old and names one pod. So the step (`step(context)`, run by
+`python -m steps on-idle FILE` for each item of the idle-alerts fan-out):
 
-1. observe: resolves pod -> Workload -> owner from the live cluster (the `workload` parameter is
-   only a fallback when the pod is gone), reads the tenant (ClusterQueue), runtime since
-   admission, exemption annotations, the releases already made for the tenant in the last hour,
-   and asks Prometheus (metrics gateway) for the activity of EVERY GPU of ALL the workload's
-   pods over the policy window;
-2. decide (pure): no-op when there is nothing to release or the GPUs are not provably idle
-   (busy, partly busy, no data, data with holes); skipped-by-policy when exempt, younger than
-   the minimum runtime, or the tenant hit its hourly release budget; else release (or dry-run);
-3. apply: the kind's release strategy;
-4. record: GPUs released and GPU-hours freed per hour (= GPUs released).
+1. observe (`observe_step`): pod -> Workload from the live owner chain (the `workload` parameter
+   is only a fallback when the pod is gone); steps-core's Workload state (owners, tenant,
+   ScaledObjects, release record); every running pod of the Workload; the GPU activity of ALL of
+   them over the tenant's idle window (metrics gateway, both DCGM label spellings); the tenant's
+   releases in the last hour (GPUaaSWorkersReleased Events);
+2. decide (`decide`, pure, table-tested): no-op when there is nothing to release or the GPUs are
+   not provably idle (busy, partly busy, no data, data with holes); skipped-by-policy when exempt,
+   younger than the minimum runtime, or the tenant used its hourly release budget; else release;
+3. plan (`plan_step`, pure): release-workers' plan for the kind (steps.strategies), dry-run when
+   asked or when the tenant's policy mode is dry-run;
+4. apply and record (steps.reactions.run_planned): metrics gpusReleased and gpuHoursFreedPerHour
+   (= GPUs released; 0 in dry-run), output `tenant` for the template's Argo metric label.
 
 Nothing is released on missing data: "no samples" never means idle. If Prometheus is unreachable
-and the decision depends on it, the step fails TRANSIENT (exit 75) and Argo retries it.
+and the decision depends on it, the step fails TRANSIENT (exit 75) and Argo retries it; an exempt
+or too-young workload is decided without Prometheus.
 """
 
 from __future__ import annotations
@@ -181,35 +185,36 @@ def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDe
 
 
 def parse_request(params: Mapping[str, str]) -> IdleRequest:
-    """Validate the step parameters: `namespace`, `workload`, `pod` (optional), `alert` (JSON), `dry-run`."""
+    """Validate the step parameters: `namespace`, `workload`, `pod` (optional), `alert` (JSON), `dry-run`.
+
+    Raises steps.plan.RejectedInput (a ValueError) naming the field.
+    """
+    from steps.plan import RejectedInput
+
     alert_raw = (params.get("alert") or "").strip()
     alert: IdleAlert | None = None
     if alert_raw:
         try:
             data = json.loads(alert_raw)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"alert: expected the JSON of one Alertmanager alert, found invalid JSON ({exc}); "
-                             "the idle-alerts step writes it, check the template's withParam wiring") from exc
+            raise RejectedInput("alert", "the JSON of one Alertmanager alert", f"invalid JSON ({exc})",
+                                "idle-alerts writes it; check the on-idle template's withParam wiring") from None
         if not isinstance(data, dict):
-            raise ValueError(f"alert: expected a JSON object, found {type(data).__name__}")
+            raise RejectedInput("alert", "a JSON object", type(data).__name__)
         alert = IdleAlert.from_alert(data)
     namespace = (params.get("namespace") or (alert.namespace if alert else "")).strip()
     pod = (params.get("pod") or (alert.pod if alert else "")).strip()
     workload = (params.get("workload") or "").strip()
     if not namespace:
-        raise ValueError("namespace: expected the workload's namespace (or an alert with a namespace label), found nothing")
+        raise RejectedInput("namespace", "the workload's namespace (or an alert with a namespace label)", "nothing")
     if not workload and not pod:
-        raise ValueError("workload: expected a Workload name, or an alert/pod to resolve it from; found neither")
+        raise RejectedInput("workload", "a Workload name, or an alert/pod to resolve it from", "neither")
     if alert and alert.namespace and alert.namespace != namespace:
-        raise ValueError(f"alert.labels.namespace: expected {namespace!r} (the namespace parameter), found {alert.namespace!r}")
+        raise RejectedInput("alert.labels.namespace", f"{namespace!r} (the namespace parameter)", repr(alert.namespace))
     dry = (params.get("dry-run") or "false").strip().lower()
     if dry not in ("true", "false"):
-        raise ValueError(f"dry-run: expected \"true\" or \"false\", found {dry!r}")
+        raise RejectedInput("dry-run", '"true" or "false"', repr(dry))
     return IdleRequest(namespace=namespace, workload=workload, pod=pod, alert=alert, dry_run=dry == "true")
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
 
 
 # -- observe (edges: Kubernetes API and Prometheus) ------------------------------------------------
@@ -284,18 +289,6 @@ class OnIdleState:
         return {**self.workload_state.observed(), "idle": self.idle.observed()}
 
 
-def _idle_request(context: Any) -> IdleRequest:
-    from steps.plan import RejectedInput
-
-    try:
-        return parse_request(context.params)
-    except ValueError as error:
-        if isinstance(error, RejectedInput):
-            raise
-        field_name, _, rest = str(error).partition(": ")
-        raise RejectedInput(field_name, "a valid on-idle parameter", rest) from None
-
-
 def observe_step(context: Any, request: Any) -> OnIdleState:
     """observe for run_planned: pod -> Workload, then steps-core's Workload state, then the idle facts."""
     from dataclasses import replace as dc_replace
@@ -304,7 +297,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
     from steps.model.state import observe_workload
     from steps.reactions.idle_alerts import pods_of_workload, resolve_pod_workload
 
-    idle_request = _idle_request(context)
+    idle_request = parse_request(context.params)
     kube, now = context.kube, context.now()
     name, resolution = idle_request.workload, ""
     if idle_request.pod:
