@@ -37,6 +37,14 @@ def _file_name(obj: JSON) -> str:
     return f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
 
 
+def _in_namespace(obj: JSON, namespace: str) -> JSON:
+    """The object with `metadata.namespace` set, placed right after the name (reads like kubectl's output)."""
+    metadata = obj["metadata"]
+    obj["metadata"] = {"name": metadata["name"], "namespace": namespace,
+                       **{k: v for k, v in metadata.items() if k not in ("name", "namespace")}}
+    return obj
+
+
 def base(workload_version: str = "v1beta2") -> Layout:
     import sensors
     import workflows
@@ -50,11 +58,9 @@ def base(workload_version: str = "v1beta2") -> Layout:
         "base/observability.yaml": observability.objects(platform.NAMESPACE),
     }
     for name, template in workflows.rendered().items():
-        template["metadata"]["namespace"] = platform.NAMESPACE
-        layout[f"base/workflows/{name}.yaml"] = [template]
+        layout[f"base/workflows/{name}.yaml"] = [_in_namespace(template, platform.NAMESPACE)]
     for obj in [*sensors.all_event_sources(workload_version), *sensors.all_sensors()]:
-        obj["metadata"]["namespace"] = platform.NAMESPACE
-        layout[f"base/events/{_file_name(obj)}"] = [obj]
+        layout[f"base/events/{_file_name(obj)}"] = [_in_namespace(obj, platform.NAMESPACE)]
     return layout
 
 
