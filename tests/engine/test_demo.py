@@ -27,8 +27,8 @@ def test_reduced_demo_writes_a_complete_report(tmp_path: Path) -> None:
     assert summary["gpu_hours_reclaimed"] == 0.0  # nothing went idle in the reduced story
     assert "IN-PROCESS FALLBACK" in summary["metrics"]
 
-    events = [row["event"] for row in summary["timeline"]]
-    assert any("train-llm waits" in event for event in events)  # the backlog
+    assert any("train-llm queued" in row["event"] and row["outcome"] == "backlog"
+               for row in summary["timeline"])  # the backlog
     assert any(row["template"] == "gpuaas-on-finished" for row in summary["timeline"])
     assert lines and any("gpuaas-on-admitted" in line for line in lines)  # progress while it ran
 
