@@ -426,7 +426,7 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
     gpus_released = 0
     for run in runs:
         template = run["metadata"]["labels"].get("workflows.argoproj.io/workflow-template", "?")
-        entry = reactions.setdefault(template, {"runs": 0, "phases": {}, "outcomes": {}})
+        entry = reactions.setdefault(template, {"runs": 0, "phases": {}, "outcomes": {}, "steps": {}})
         entry["runs"] += 1
         phase = run["status"].get("phase", "?")
         entry["phases"][phase] = entry["phases"].get(phase, 0) + 1
@@ -434,6 +434,8 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
             data = record.get("data") or {}
             outcome = data.get("outcome", "?")
             entry["outcomes"][outcome] = entry["outcomes"].get(outcome, 0) + 1
+            by_step = entry["steps"].setdefault(data.get("reaction", "?"), {})
+            by_step[outcome] = by_step.get(outcome, 0) + 1
             metrics = data.get("metrics") or {}
             if outcome == "applied" and data.get("reaction") in ("on-idle", "release-workers") and \
                     data.get("workload"):
