@@ -347,8 +347,10 @@ def step(context: Any) -> Any:
     started = time.perf_counter()
     request = ReactionRequest.from_params(REACTION, context.params)
     if not request.event.strip():
+        if request.namespace and request.workload:
+            return _hand_submitted(context, request, started)
         raise RejectedInput("event", "the Alertmanager webhook event the Sensor delivered", "an empty value",
-                            "the Sensor's trigger must pass the whole event (no dataKey) as parameter `event`")
+                            "pass the whole webhook event, or submit by hand with namespace and workload")
     t = time.perf_counter()
     state = observe(context.kube, request.event)
     observe_s = time.perf_counter() - t
@@ -372,3 +374,30 @@ def step(context: Any) -> Any:
                        "receiver": state.body.get("receiver")},
         outputs={"alerts": json.dumps(list(split.items), separators=(",", ":"))},
     )
+
+
+def _hand_submitted(context: Any, request: Any, started: float) -> Any:
+    """Submitted by hand with namespace/workload and no event: one item for that Workload (if it exists)."""
+    import time
+
+    from steps.gateways.resources import WORKLOAD
+    from steps.plan import Outcome, StepReport
+
+    t = time.perf_counter()
+    workload = context.kube.get(WORKLOAD, request.workload, request.namespace)
+    observe_s = time.perf_counter() - t
+    target = {"kind": "Workload", "namespace": request.namespace, "name": request.workload}
+    timings = {"observeSeconds": observe_s, "planSeconds": 0.0, "applySeconds": 0.0,
+               "totalSeconds": time.perf_counter() - started}
+    if workload is None:
+        return StepReport(reaction=REACTION, outcome=Outcome.NO_OP, request=request,
+                          plan={"actions": [], "reasons": [f"Workload {request.namespace}/{request.workload} not found"]},
+                          observed={"handSubmitted": True, "workloadFound": False}, timings=timings,
+                          outputs={"alerts": "[]"})
+    item = {"namespace": request.namespace, "workload": request.workload, "pod": "", "alert": ""}
+    action = {"action": "fan-out", "target": target, "reason": "submitted by hand (no alert): on-idle checks this Workload"}
+    return StepReport(reaction=REACTION, outcome=Outcome.APPLIED, request=request,
+                      plan={"actions": [action], "reasons": ["hand submission with namespace and workload"]},
+                      results=[{**action, "before": None, "after": None, "result": "applied"}],
+                      observed={"handSubmitted": True, "workloadFound": True}, metrics={"alerts": 0, "items": 1},
+                      timings=timings, outputs={"alerts": json.dumps([item], separators=(",", ":"))})

@@ -193,3 +193,17 @@ def test_step_rejects_bad_events_without_writes(tmp_path: Any, event: str, field
         assert api.write_count == 0
     assert code == 0 and outputs["outcome"] == "rejected-input"
     assert json.loads(outputs["record"])["data"]["errors"][0].startswith(f"{field}: expected")
+
+
+def test_hand_submission_with_a_workload_yields_that_workload(tmp_path: Any) -> None:
+    with running_apiserver() as api:
+        c = Cluster(api.store)
+        _, job_wl, _ = c.job("team-a", "train")
+        name = job_wl["metadata"]["name"]
+        writes = api.write_count
+        code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"namespace": "team-a", "workload": name, "event": ""})
+        assert code == 0 and outputs["outcome"] == "applied"
+        assert json.loads(outputs["alerts"]) == [{"namespace": "team-a", "workload": name, "pod": "", "alert": ""}]
+        code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"namespace": "team-a", "workload": "nope", "event": ""})
+        assert outputs["outcome"] == "no-op" and outputs["alerts"] == "[]"
+        assert api.write_count == writes
