@@ -188,7 +188,8 @@ def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: st
         return [Action("deactivate-workload", resource, workload.name, workload.namespace, reason,
                        patch={"metadata": {"annotations": {RELEASE_ANNOTATION: record}}, "spec": {"active": False}},
                        resource_version=workload.resource_version,
-                       before={"spec": {"active": workload.active}, "annotations": {RELEASE_ANNOTATION: None}})]
+                       before={"spec": {"active": workload.active},
+                               "metadata": {"annotations": {RELEASE_ANNOTATION: None}}})]
     if strategy.name == SCALE_WORKERS:
         kind = str(target.get("kind"))
         if kind == "Job":

@@ -27,7 +27,9 @@ class StepRunner:
         self.tmp = tmp
         self.runs = 0
 
-    def __call__(self, reaction: str, **params: str) -> tuple[int, dict[str, Any]]:
+    def __call__(self, step_reaction: str, /, **params: str) -> tuple[int, dict[str, Any]]:
+        """Run `step_reaction` with `params` (underscores become '-': dry_run -> dry-run)."""
+        reaction = step_reaction
         from steps.entrypoint import main
 
         self.runs += 1

@@ -1,0 +1,301 @@
+"""The reactions end to end over real HTTP: engine.apiserver + steps.entrypoint.main (as Argo runs them).
+
+- every reaction applied twice: the second run is a no-op with zero writes;
+- bad input of every kind: rejected-input, a precise message, zero writes;
+- API failures: failed + exit 75 (transient) or 1, outputs written anyway; 409 -> re-read, re-plan;
+- the ScaledObject validates strictly against KEDA's CRD schema.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from engine.apiserver import ApiServer
+from steps.gateways import resources as R
+from tests.steps.conftest import StepRunner
+from tests.steps.objects import KINDS, NS, VERSIONS, Scene
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wl_name(scene: Scene) -> str:
+    return scene.workload["metadata"]["name"]
+
+
+def writes(api: ApiServer) -> int:
+    return api.write_count
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_reaction_twice_second_is_a_no_op(api: ApiServer, run_step: StepRunner, kind: str, version: str) -> None:
+    scene = Scene.of(kind, version=version)
+    scene.seed(api.store)
+    for reaction in ("on-admitted", "release-workers", "resume-workers"):
+        api.reset_counters()
+        code, first = run_step(reaction, namespace=NS, workload=wl_name(scene))
+        assert code == 0 and first["outcome"] in ("applied", "no-op", "skipped-by-policy"), first["record"]
+        api.reset_counters()
+        code, second = run_step(reaction, namespace=NS, workload=wl_name(scene))
+        assert code == 0
+        assert second["outcome"] in ("no-op", "skipped-by-policy"), (reaction, second["plan"])
+        assert writes(api) == 0, (reaction, api.writes)
+
+
+@pytest.mark.parametrize("kind", ["Job", "StatefulSet", "Notebook", "Deployment", "InferenceService"])
+def test_release_then_resume_restores_the_cluster(api: ApiServer, run_step: StepRunner, kind: str) -> None:
+    scene = Scene.of(kind, workers=3)
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    before = {(o["kind"], o["metadata"]["name"]): o for o in api.store.snapshot()
+              if o["kind"] in ("Workload", "StatefulSet", "Deployment", "Notebook", "ScaledObject")}
+    code, released = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and released["outcome"] == "applied"
+    events = [e for e in api.store.list(R.EVENT, NS) if e["reason"] == "GPUaaSWorkersReleased"]
+    assert len(events) == 1 and events[0]["involvedObject"]["kind"] == "Workload"
+    code, resumed = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and resumed["outcome"] == "applied"
+    assert float(resumed["gpu-hours-reclaimed"]) >= 0 and resumed["tenant"] == "team-a"
+    after = {(o["kind"], o["metadata"]["name"]): o for o in api.store.snapshot() if (o["kind"], o["metadata"]["name"])
+             in before}
+    for key, obj in before.items():
+        if key[0] == "Workload":  # spec.active: true is the default; resume may write it explicitly
+            after[key]["spec"].setdefault("active", True)
+            obj["spec"].setdefault("active", True)
+        assert after[key].get("spec") == obj.get("spec"), key
+        assert (after[key]["metadata"].get("annotations") or {}) == (obj["metadata"].get("annotations") or {}), key
+    assert any(e["reason"] == "GPUaaSWorkersResumed" for e in api.store.list(R.EVENT, NS))
+
+
+def test_dry_run_writes_nothing_but_the_record(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("StatefulSet")
+    scene.seed(api.store)
+    api.reset_counters()
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene), dry_run="true")
+    assert code == 0 and out["outcome"] == "applied" and writes(api) == 0
+    data = out["record"]["data"]
+    assert data["dryRun"] is True and {a["result"] for a in data["actions"]} == {"dry-run"}
+
+
+def test_policy_dry_run_mode_from_the_config_map(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    api.store.create(R.CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "gpuaas-policy", "namespace": "gpuaas"},
+                                    "data": {"policy.yaml": "tenants: {team-a: {idle: {mode: dry-run}}}"}}, "gpuaas")
+    api.reset_counters()
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and writes(api) == 0 and "dry-run" in " ".join(out["plan"]["reasons"])
+
+
+def test_on_finished_returns_loan_and_records_gpu_hours_once(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Job", status="finished", workers=2, gpus_per_pod=2)
+    scene.seed(api.store)
+    key = f"{NS}/{wl_name(scene)}"
+    live_uid = api.store.get(R.WORKLOAD, wl_name(scene), NS)["metadata"]["uid"]
+    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"metadata": {"annotations": {"gpuaas.io/lent-gpus": json.dumps(
+        {key: {"flavor": "a100", "gpus": 2, "uid": live_uid, "lentAt": "2026-01-01T12:00:00Z"}})}}})
+    code, out = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied", out["record"]["data"]
+    assert out["record"]["data"]["metrics"]["gpuHoursUsed"] == pytest.approx(8.0)
+    cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
+    assert "gpuaas.io/lent-gpus" not in (cq["metadata"].get("annotations") or {})
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 6
+    api.reset_counters()
+    code, again = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and again["outcome"] == "no-op" and writes(api) == 0
+
+
+def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: StepRunner) -> None:
+    """Out of order: the admission event arrives after the Workload finished."""
+    scene = Scene.of("Deployment", status="finished")
+    scene.seed(api.store)
+    event = json.dumps({"context": {"id": "late"}, "data": {"type": "UPDATE", "body": Scene.of("Deployment").workload}})
+    api.reset_counters()
+    code, out = run_step("on-admitted", namespace=NS, workload=wl_name(scene), event=event)
+    assert code == 0 and out["outcome"] == "no-op" and writes(api) == 0
+    assert "finished" in out["plan"]["reasons"][-1]
+    assert out["record"]["data"]["event"]["id"] == "late"
+
+
+def test_names_come_from_the_event_when_parameters_are_empty(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("StatefulSet")
+    scene.seed(api.store)
+    event = json.dumps({"type": "UPDATE", "body": scene.workload})
+    code, out = run_step("on-admitted", event=event)
+    assert code == 0 and out["outcome"] == "applied"
+    assert out["record"]["subject"] == f"{NS}/{wl_name(scene)}"
+
+
+@functools.cache
+def keda_schema() -> dict[str, Any]:
+    shared = Path(os.environ.get("GPUAAS_SHARED_DIR") or REPO / ".." / "shared")
+    path = shared / "schemas" / "keda" / "scaledobjects.yaml"
+    if not path.exists():
+        pytest.skip(f"KEDA CRD not found at {path} (set GPUAAS_SHARED_DIR)")
+    crd = yaml.safe_load(path.read_text())
+    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")["schema"]["openAPIV3Schema"]
+    return _closed(schema)
+
+
+def _closed(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _closed(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out \
+                and not out.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_closed(v) for v in schema]
+    return schema
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "InferenceService"])
+def test_scaled_object_validates_against_the_keda_crd(api: ApiServer, run_step: StepRunner, kind: str) -> None:
+    scene = Scene.of(kind)
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    [so] = api.store.list(R.SCALED_OBJECT, NS)
+    body = {k: v for k, v in so.items() if k != "status"}
+    body["metadata"] = {k: body["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")}
+    jsonschema.Draft7Validator(keda_schema()).validate(body)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(keda_schema()).validate({**body, "spec": {**body["spec"], "minReplicas": 0}})
+
+
+def test_scaled_object_is_garbage_collected_with_its_owner(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Deployment")
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    assert len(api.store.list(R.SCALED_OBJECT, NS)) == 1
+    api.store.delete(R.DEPLOYMENT, "train", NS)
+    assert api.store.list(R.SCALED_OBJECT, NS) == []
+
+
+# -- bad input ------------------------------------------------------------------------------------
+BAD_INPUT = [
+    ("on-admitted", {"namespace": NS, "workload": "w", "dry-run": "yes"}, "dry-run: expected \"true\" or \"false\""),
+    ("release-workers", {"namespace": "Team_A", "workload": "w"}, "namespace: expected a Kubernetes object name"),
+    ("release-workers", {"namespace": NS, "workload": ""}, "workload: expected the Workload's name"),
+    ("resume-workers", {"workload": "w"}, "namespace: expected the Workload's namespace"),
+    ("on-finished", {"namespace": NS, "workload": "w", "event": "{oops"}, "event: expected JSON"),
+    ("on-finished", {"namespace": NS, "workload": "w", "event": json.dumps({"type": "MODIFIED", "body": {}})},
+     "event.data.type: expected ADD, UPDATE or DELETE"),
+    ("on-admitted", {"namespace": NS, "event": json.dumps({"context": {}, "data": "%%%"})},
+     "event.data: expected an object, JSON text or base64 of JSON"),
+    ("no-such-reaction", {"namespace": NS, "workload": "w"}, "reaction: expected one of"),
+    ("Bad Name", {}, "reaction: expected a reaction name"),
+    ("record-outcome", {"reaction": "", "status": "Failed"}, "reaction: expected the name of the reaction"),
+]
+
+
+@pytest.mark.parametrize(("reaction", "params", "message"), BAD_INPUT)
+def test_bad_input_is_rejected_with_zero_writes(api: ApiServer, run_step: StepRunner, reaction: str,
+                                                params: dict[str, str], message: str) -> None:
+    Scene.of("Job").seed(api.store)
+    api.reset_counters()
+    code, out = run_step(reaction, **{k.replace("-", "_"): v for k, v in params.items()})
+    assert code == 0 and out["outcome"] == "rejected-input"
+    assert message in out["record"]["data"]["errors"][0]
+    assert writes(api) == 0
+
+
+def test_invalid_policy_is_rejected_naming_the_key(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    api.store.create(R.CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "gpuaas-policy", "namespace": "gpuaas"},
+                                    "data": {"policy.yaml": "idle: {threshold: 50}"}}, "gpuaas")
+    api.reset_counters()
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "rejected-input" and writes(api) == 0
+    assert "policy.yaml idle.threshold: expected a number between 0 and 1, found 50" in out["record"]["data"]["errors"][0]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("not json", "PARAMS_FILE: expected JSON"), ('{"a": 1}', None), ('[{"value": "x"}]', "PARAMS_FILE[0]"),
+    ('"text"', "PARAMS_FILE: expected a JSON list"),
+])
+def test_params_file_shapes(api: ApiServer, tmp_path: Path, content: str, message: str | None) -> None:
+    from steps.entrypoint import main
+
+    params = tmp_path / "params"
+    params.write_text(content)
+    code = main(["on-admitted", str(params)], outputs_dir=str(tmp_path / "out"), environ={"GPUAAS_KUBE_URL": api.url})
+    record = json.loads((tmp_path / "out" / "record").read_text())
+    assert code == 0 and (tmp_path / "out" / "outcome").read_text() == "rejected-input"
+    assert message is None or message in record["data"]["errors"][0]
+    assert api.write_count == 0
+
+
+# -- API failures ---------------------------------------------------------------------------------
+def test_transient_api_failure_exits_75_with_outputs(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    api.faults.fail_next(20, status=503, method="PATCH")
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 75 and out["outcome"] == "failed"
+    assert out["record"]["data"]["errors"][0].startswith("transient: 503")
+    assert api.store.get(R.WORKLOAD, wl_name(scene), NS)["spec"].get("active", True) is True
+
+
+def test_permanent_api_failure_exits_1_and_records_failed(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    api.faults.fail_next(1, status=403, method="PATCH")
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 1 and out["outcome"] == "failed"
+    assert out["record"]["data"]["actions"][0]["result"] == "failed"
+    assert any(e["reason"] == "GPUaaSReactionFailed" for e in api.store.list(R.EVENT, NS))
+
+
+def test_conflict_rereads_and_replans(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("StatefulSet", workers=2)
+    scene.seed(api.store)
+    api.faults.fail_next(1, status=409, method="PATCH")
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied"
+    assert "re-read and re-planned" in out["record"]["data"]["errors"][0]
+    assert api.store.get(R.STATEFUL_SET, "train", NS)["spec"]["replicas"] == 0
+
+
+def test_record_outcome_records_a_failed_run(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    failures = json.dumps([{"displayName": "release", "message": "OOMKilled", "phase": "Failed"}])
+    code, out = run_step("record-outcome", reaction="on-idle", namespace=NS, workload=wl_name(scene), status="Failed",
+                         failures=json.dumps(failures))
+    assert code == 0 and out["outcome"] == "failed"
+    record = out["record"]
+    assert record["type"] == "io.gpuaas.reaction.on-idle" and record["data"]["observed"]["recordedBy"] == "record-outcome"
+    assert record["data"]["errors"] == ["Failed: OOMKilled"]
+    [event] = [e for e in api.store.list(R.EVENT, NS) if e["reason"] == "GPUaaSReactionFailed"]
+    assert "OOMKilled" in event["message"]
+    code, ok = run_step("record-outcome", reaction="on-idle", namespace=NS, workload=wl_name(scene),
+                        status="Succeeded", failures="null")
+    assert code == 0 and ok["outcome"] == "no-op"
+
+
+def test_subprocess_as_argo_runs_it(api: ApiServer, tmp_path: Path) -> None:
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    params = tmp_path / "script"
+    params.write_text(json.dumps([{"name": "namespace", "value": NS}, {"name": "workload", "value": wl_name(scene)},
+                                  {"name": "event", "value": ""}, {"name": "dry-run", "value": "false"}]))
+    env = {**os.environ, "GPUAAS_KUBE_URL": api.url, "GPUAAS_OUTPUTS_DIR": str(tmp_path / "out"),
+           "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "steps", "release-workers", str(params)], env=env, cwd=tmp_path, check=False,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "outcome").read_text() == "applied"
+    assert json.loads(done.stdout.strip().splitlines()[-1])["data"]["outcome"] == "applied"
