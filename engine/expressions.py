@@ -74,7 +74,22 @@ _TOKEN = re.compile(r"""
 
 _KEYWORDS = {"and": "and", "or": "or", "not": "not", "in": "in", "true": "True", "false": "False",
              "nil": "None", "True": "True", "False": "False"}
-_FUNCTIONS = {"asInt": int, "asFloat": float, "string": str, "int": int, "float": float, "len": len}
+def _sprig_trunc(length: int, text: str) -> str:
+    """sprig trunc: the first `length` characters; a negative length keeps the last ones."""
+    return text[:length] if length >= 0 else text[length:]
+
+
+def _sprig_trim_all(cut: str, text: str) -> str:
+    """sprig trimAll: Go strings.Trim(text, cut)."""
+    return text.strip(cut)
+
+
+_FUNCTIONS = {"asInt": int, "asFloat": float, "string": str, "int": int, "float": float, "len": len,
+              "sprig.trunc": _sprig_trunc, "sprig.trimAll": _sprig_trim_all}
+
+
+def _function_name(name: str) -> str:
+    return "_f_" + name.replace(".", "_")
 
 
 def evaluate(expression: str, variables: Mapping[str, Any], *, bare_words_are_strings: bool = False) -> Any:
@@ -100,7 +115,7 @@ def evaluate(expression: str, variables: Mapping[str, Any], *, bare_words_are_st
         elif text in _KEYWORDS:
             python.append(f" {_KEYWORDS[text]} ")
         elif text in _FUNCTIONS:
-            python.append(f"_f_{text}")
+            python.append(_function_name(text))
         elif text in variables:
             python.append(f"_v[{text!r}]")
         elif bare_words_are_strings:
@@ -109,7 +124,7 @@ def evaluate(expression: str, variables: Mapping[str, Any], *, bare_words_are_st
             raise UnsupportedExpression(f"expression {expression!r}: unknown name {text!r} "
                                         f"(known: {', '.join(sorted(variables))})")
     namespace: dict[str, Any] = {"_v": dict(variables), "__builtins__": {}}
-    namespace.update({f"_f_{name}": function for name, function in _FUNCTIONS.items()})
+    namespace.update({_function_name(name): function for name, function in _FUNCTIONS.items()})
     try:
         return eval("".join(python), namespace)  # tokens are whitelisted above
     except Exception as error:  # a type error in the expression is the expression's fault

@@ -189,3 +189,18 @@ def test_outputs_missing_file_errors_and_archive_keeps_every_run(executor_for, t
     [found] = archive.find({"gpuaas.io/workload": "yes"})
     assert found["metadata"]["uid"] == good["metadata"]["uid"]
     assert found["metadata"]["labels"]["workflows.argoproj.io/completed"] == "true"
+
+
+def test_expressions_cover_what_the_rendered_templates_use() -> None:
+    from engine.expressions import evaluate, substitute
+
+    long_name = "job-" + "x" * 70 + "-abcde"
+    variables = {"workflow.parameters.workload": long_name, "lastRetry.exitCode": "75"}
+    label = evaluate('sprig.trimAll("-.", sprig.trunc(63, workflow.parameters.workload))', variables)
+    assert label == ("job-" + "x" * 70)[:63]
+    assert evaluate("asInt(lastRetry.exitCode) == 75", variables) is True
+    assert evaluate("asInt(lastRetry.exitCode) == 75", {"lastRetry.exitCode": "1"}) is False
+    assert evaluate("applied == applied && !(no-op == applied)", {}, bare_words_are_strings=True) is True
+    # one pass: a substituted value is never scanned again
+    assert substitute("{{inputs.parameters.event}}", {"inputs.parameters.event": "{{workflow.name}}",
+                                                       "workflow.name": "wf"}) == "{{workflow.name}}"
