@@ -77,6 +77,29 @@ def test_admission_runs_on_admitted_through_the_rendered_sensor_and_is_archived(
     assert RunArchive(engine.archive.path).get(run["metadata"]["uid"])["status"]["phase"] == "Succeeded"
 
 
+def test_the_same_reaction_as_a_subprocess_step_is_idempotent(engine: LocalEngine) -> None:
+    """`python -m steps ...` exactly as in a pod; re-running the admission reaction changes nothing."""
+    from engine.executor import ExecutorSettings, WorkflowExecutor
+    from engine.step_runner import SubprocessStepRunner
+
+    [first] = [r for r in engine.archive.find({"workflows.argoproj.io/workflow-template": "gpuaas-on-admitted"})
+               if r["metadata"]["labels"].get("gpuaas.io/workload", "").startswith("statefulset-e2e-")]
+    executor = WorkflowExecutor(engine.executor.templates, SubprocessStepRunner(),
+                                settings=ExecutorSettings(env=dict(engine.executor.settings.env)))
+    again = executor.submit({"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                             "metadata": {"generateName": "gpuaas-on-admitted-"},
+                             "spec": {"workflowTemplateRef": {"name": "gpuaas-on-admitted"},
+                                      "arguments": {"parameters": [
+                                          p for p in first["spec"]["arguments"]["parameters"]
+                                          if p["name"] in ("namespace", "workload", "dry-run")]}}})
+    executor.shutdown()
+    assert again["status"]["phase"] == "Succeeded", again["status"].get("message")
+    [record] = reaction_records(again)
+    assert record["data"]["outcome"] == "no-op", record["data"]["plan"]["reasons"]
+    pods = [n for n in again["status"]["nodes"].values() if n["type"] == "Pod"]
+    assert all(n["outputs"]["exitCode"] == "0" for n in pods)
+
+
 def post(url: str, body: dict, token: str | None) -> int:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
