@@ -143,15 +143,18 @@ def _project(obj: Any, shape: Any) -> Any:
     return {k: _project(obj.get(k), v) for k, v in shape.items() if k != "resourceVersion"}
 
 
-def apply_actions(kube: Any, plan: Plan, dry_run: bool) -> list[ActionResult]:
+def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResult] | None = None
+                  ) -> list[ActionResult]:
     """Apply a plan's actions in order (or report them as dry-run).
 
     Conflict (409) propagates so the caller re-observes and re-plans; TransientError propagates
     (exit 75, Argo retries); any other API error marks the action failed and stops the plan.
+    `results` (optional) is filled as actions complete, so a caller still knows what was written
+    when an exception cuts the plan short.
     """
     from steps.gateways.errors import Conflict, KubernetesError, TransientError
 
-    results: list[ActionResult] = []
+    results = [] if results is None else results
     for action in plan.actions:
         if action.operation == "none":
             results.append(ActionResult(action.action, action.target, "unchanged", action.before, action.before))
@@ -192,7 +195,7 @@ def _write(kube: Any, action: Action) -> JSON | None:
 
 def run_planned(context: StepContext, *, observe: Callable[[StepContext, ReactionRequest], Any],
                 plan: Callable[[ReactionRequest, Any, Any], Plan],
-                apply: Callable[[Any, Plan, bool], list[ActionResult]] = apply_actions,
+                apply: Callable[..., list[ActionResult]] = apply_actions,
                 require_workload: bool = True, attempts: int = 3) -> StepReport:
     """parse -> observe -> plan -> apply, re-observing and re-planning on 409 (bounded).
 
@@ -217,6 +220,8 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
                 request = request.with_names(request.namespace or event.namespace, request.workload or event.name)
                 report.request = request
         request.require_workload()
+    earlier: list[ActionResult] = []
+    """Writes that succeeded in an attempt a later action's 409 cut short: they happened, so they are recorded."""
     for attempt in range(1, attempts + 1):
         t = time.perf_counter()
         state = observe(context, request)
@@ -228,18 +233,20 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
         report.plan = the_plan
         report.metrics.update(the_plan.metrics)
         t = time.perf_counter()
+        partial: list[ActionResult] = []
         try:
-            results = apply(context.kube, the_plan, request.dry_run or the_plan.dry_run)
+            results = apply(context.kube, the_plan, request.dry_run or the_plan.dry_run, partial)
         except Conflict as error:
             timings["applySeconds"] += time.perf_counter() - t
+            earlier.extend(partial)
             report.errors.append(f"attempt {attempt}: {error}; re-read and re-planned")
             if attempt == attempts:
                 raise TransientError(409, f"conflict retries exhausted after {attempts} attempts: {error.message}",
                                      "Conflict") from error
             continue
         timings["applySeconds"] += time.perf_counter() - t
-        report.results = results
-        report.outcome = outcome_of(the_plan, results)
+        report.results = [*earlier, *results]
+        report.outcome = outcome_of(the_plan, report.results)
         if the_plan.event is not None:
             report.event = (the_plan.event[0], the_plan.event[1], "Normal")
         report.errors.extend(r.error for r in results if r.error)

@@ -21,7 +21,7 @@ from steps.model.state import WorkloadState, observe_workload
 from steps.plan import Outcome, Plan, ReactionRequest, StepReport
 from steps.policy import Policy, exempt_by
 from steps.record import RELEASED
-from steps.strategies import NONE, release_actions, strategy_for
+from steps.strategies import NONE, RELEASE_ANNOTATION, mirror_release, release_actions, strategy_for
 
 REACTION = "release-workers"
 
@@ -40,6 +40,12 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy, *, by: 
         return Plan.nothing(*notes, f"Workload finished ({wl.finished_reason}): on-finished releases what is left")
     if state.release is not None:
         on = state.release_on or {}
+        if on.get("kind") != "Workload" and RELEASE_ANNOTATION not in wl.annotations:
+            # The change happened but the mirror on the Workload did not (a 409 or a crash in between).
+            record = (on.get("metadata") or {}).get("annotations", {}).get(RELEASE_ANNOTATION)
+            return Plan((mirror_release(wl, record, "complete an earlier release"),),
+                        (*notes, (f"already released at {state.release.get('releasedAt')} on {on.get('kind')} "
+                                 f"{(on.get('metadata') or {}).get('name')}; the Workload lacks the record")))
         return Plan.nothing(*notes, f"already released at {state.release.get('releasedAt')} "
                                     f"({state.release.get('strategy')} on {on.get('kind')} "
                                     f"{(on.get('metadata') or {}).get('name')}); resume-workers undoes it")

@@ -299,3 +299,16 @@ def test_subprocess_as_argo_runs_it(api: ApiServer, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "outcome").read_text() == "applied"
     assert json.loads(done.stdout.strip().splitlines()[-1])["data"]["outcome"] == "applied"
+
+
+def test_conflict_after_a_partial_release_completes_it_and_records_both_writes(api: ApiServer,
+                                                                              run_step: StepRunner) -> None:
+    scene = Scene.of("StatefulSet", workers=2)
+    scene.seed(api.store)
+    api.faults.fail_next(1, status=409, method="PATCH", path="/workloads/")
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied"
+    results = [(a["action"], a["result"]) for a in out["record"]["data"]["actions"]]
+    assert results == [("scale-to-zero", "applied"), ("record-release-on-workload", "applied")]
+    workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
+    assert json.loads(workload["metadata"]["annotations"]["gpuaas.io/release"])["previous"] == {"replicas": 2}
