@@ -196,13 +196,15 @@ def _write(kube: Any, action: Action) -> JSON | None:
 def run_planned(context: StepContext, *, observe: Callable[[StepContext, ReactionRequest], Any],
                 plan: Callable[[ReactionRequest, Any, Any], Plan],
                 apply: Callable[..., list[ActionResult]] = apply_actions,
-                require_workload: bool = True, attempts: int = 3) -> StepReport:
+                require_workload: bool = True, uses_policy: bool = True, attempts: int = 3) -> StepReport:
     """parse -> observe -> plan -> apply, re-observing and re-planning on 409 (bounded).
 
     The state returned by `observe` should offer (all optional): `observed() -> dict` (the record's
     `observed`), `workload_object` (the Workload dict, for the Kubernetes Event), `workload_ref`
     ({namespace, name, uid}), `tenant`, `cohort`, `event_summary`.
     A RejectedInput raised anywhere ends as `rejected-input` with zero writes.
+    `uses_policy=False`: the plan gets the default Policy and the ConfigMap is not read, so a broken
+    policy cannot block reactions that do not depend on it (on-finished, resume-workers).
     """
     from steps.gateways.errors import Conflict, TransientError
 
@@ -228,7 +230,7 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
         timings["observeSeconds"] += time.perf_counter() - t
         _fill_from_state(report, state)
         t = time.perf_counter()
-        the_plan = plan(request, state, context.policy)
+        the_plan = plan(request, state, context.policy if uses_policy else _default_policy())
         timings["planSeconds"] += time.perf_counter() - t
         report.plan = the_plan
         report.metrics.update(the_plan.metrics)
@@ -253,6 +255,12 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
         break
     timings["totalSeconds"] = time.perf_counter() - started
     return report
+
+
+def _default_policy() -> Any:
+    from steps.policy import Policy
+
+    return Policy()
 
 
 def _fill_from_state(report: StepReport, state: Any) -> None:

@@ -162,6 +162,9 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
                         "no ScaledObject scales the owner yet", operation="create", body=desired)
         return Plan((action,), tuple(reasons), Outcome.NO_OP, metrics, event, dry)
     current = {"spec": ours.get("spec"), "labels": (ours.get("metadata") or {}).get("labels")}
+    # The workload label names the Workload that created it: pods of a Deployment each have their own
+    # Workload, and re-labelling on every pod's admission would be churn, not information.
+    desired["metadata"]["labels"].pop(WORKLOAD_LABEL_KEY, None)
     wanted_labels = {**(current["labels"] or {}), **desired["metadata"]["labels"]}
     if ours.get("spec") == desired["spec"] and current["labels"] == wanted_labels:
         return Plan((), (*reasons, f"ScaledObject {desired['metadata']['name']} is already as wanted"),

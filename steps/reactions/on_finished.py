@@ -127,4 +127,4 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
 def step(context: Any) -> StepReport:
     from steps.reactions import run_planned
 
-    return run_planned(context, observe=observe, plan=plan)
+    return run_planned(context, observe=observe, plan=plan, uses_policy=False)

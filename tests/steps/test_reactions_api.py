@@ -312,3 +312,25 @@ def test_conflict_after_a_partial_release_completes_it_and_records_both_writes(a
     assert results == [("scale-to-zero", "applied"), ("record-release-on-workload", "applied")]
     workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
     assert json.loads(workload["metadata"]["annotations"]["gpuaas.io/release"])["previous"] == {"replicas": 2}
+
+
+def test_a_broken_policy_does_not_block_on_finished(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Job", status="finished")
+    scene.seed(api.store)
+    api.store.create(R.CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "gpuaas-policy", "namespace": "gpuaas"},
+                                    "data": {"policy.yaml": "idle: {threshold: 50}"}}, "gpuaas")
+    code, out = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "no-op" and out["record"]["data"]["metrics"]["gpuHoursUsed"] > 0
+
+
+def test_pods_of_one_deployment_share_one_scaled_object_without_churn(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Deployment")
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    second = dict(scene.workload, metadata={**scene.workload["metadata"], "name": "pod-train-second", "uid": "uid-2"})
+    api.store.create(R.WORKLOAD, second, NS)
+    api.reset_counters()
+    code, out = run_step("on-admitted", namespace=NS, workload="pod-train-second")
+    assert code == 0 and out["outcome"] == "no-op" and api.write_count == 0
+    assert len(api.store.list(R.SCALED_OBJECT, NS)) == 1
