@@ -1,0 +1,239 @@
+"""Where run history comes from: Argo's workflow archive in SQLite (the local engine's `runs.db`)
+or a live Argo Server (live plus archived workflows, through Hera's `WorkflowsService`).
+
+Both answer the same two questions, "which runs match this label selector" and "which run is
+this name or uid", and both return parsed `Run`s, so everything after this module is the same
+for a demo on a laptop and a production cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpuaas.audit.run import Run, parse_workflow, unreadable_run
+
+_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+PAGE_SIZE = 200
+
+
+class HistoryError(RuntimeError):
+    """The history source cannot answer (missing file, refused token, server down): says what to do."""
+
+
+class RunNotFound(HistoryError):
+    pass
+
+
+class History(Protocol):
+    where: str
+
+    def runs(self, label_selector: str | None = None) -> list[Run]: ...
+
+    def find(self, ref: str) -> Run: ...
+
+
+def _selector_pairs(label_selector: str | None) -> list[tuple[str, str]]:
+    """`key=value,key2=value2` (the only selectors the audit builds) as pairs."""
+    pairs: list[tuple[str, str]] = []
+    for term in (label_selector or "").split(","):
+        if term.strip():
+            key, _, value = term.replace("==", "=").partition("=")
+            pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+class ArchiveHistory:
+    """Reader of the run archive (ARCHITECTURE section 6), opened read-only: auditing never writes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.where = f"archive {self.path}"
+        if not self.path.is_file():
+            raise HistoryError(f"--archive: expected a run archive (SQLite, e.g. demo-report/runs.db), "
+                               f"found no file at {self.path}; run `gpuaas demo` first or give the right path")
+        try:
+            self._db = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True)
+            tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as error:
+            raise HistoryError(f"--archive {self.path}: expected a SQLite run archive, found a file SQLite "
+                               f"cannot read ({error})") from error
+        if "archived_workflows" not in tables:
+            raise HistoryError(f"--archive {self.path}: expected table archived_workflows (ARCHITECTURE section 6), "
+                               f"found tables {sorted(tables) or 'none'}")
+        self._has_labels = "archived_workflows_labels" in tables
+
+    def _rows(self, where: str = "", args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        query = ("SELECT uid, name, namespace, phase, started_at, finished_at, workflow FROM archived_workflows w"
+                 f" {where} ORDER BY started_at, name")
+        return self._db.execute(query, args).fetchall()
+
+    def _run(self, row: tuple[Any, ...]) -> Run:
+        uid, name, namespace, phase, started, finished, text = row
+        try:
+            workflow = json.loads(text) if text else None
+        except ValueError as error:
+            return unreadable_run(uid or "", name or "", namespace or "", phase or "", started, finished,
+                                  f"archive row holds no readable Workflow JSON ({error})")
+        if not isinstance(workflow, dict):
+            return unreadable_run(uid or "", name or "", namespace or "", phase or "", started, finished,
+                                  "archive row holds no Workflow object")
+        return parse_workflow(workflow, archived=True)
+
+    def runs(self, label_selector: str | None = None) -> list[Run]:
+        pairs = _selector_pairs(label_selector)
+        if not pairs:
+            return [self._run(row) for row in self._rows()]
+        if not self._has_labels:
+            raise HistoryError(f"--archive {self.path}: has no archived_workflows_labels table to filter by label")
+        joins = " ".join(f"JOIN archived_workflows_labels l{i} ON l{i}.uid = w.uid AND l{i}.key = ? AND l{i}.value = ?"
+                         for i in range(len(pairs)))
+        args = tuple(part for pair in pairs for part in pair)
+        query = ("SELECT w.uid, w.name, w.namespace, w.phase, w.started_at, w.finished_at, w.workflow "
+                 f"FROM archived_workflows w {joins} ORDER BY w.started_at, w.name")
+        return [self._run(row) for row in self._db.execute(query, args).fetchall()]
+
+    def find(self, ref: str) -> Run:
+        rows = self._rows("WHERE uid = ? OR name = ?", (ref, ref))
+        if not rows:
+            raise RunNotFound(f"RUN: expected a workflow name or uid in {self.where}, found no run {ref!r}; "
+                              f"list them with `gpuaas audit --archive {self.path}`")
+        return self._run(rows[-1])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+@dataclass(frozen=True)
+class ArgoConnection:
+    """How to reach an Argo Server: URL, bearer token, TLS verification and the workflows' namespace."""
+
+    url: str
+    token: str | None
+    namespace: str
+    verify: bool | str = True  # False (--insecure-skip-verify) or a CA bundle path (--ca-file)
+
+
+class ArgoServerHistory:
+    """Live and archived workflows from an Argo Server; a run in both is shown once (live wins)."""
+
+    def __init__(self, connection: ArgoConnection) -> None:
+        from hera.workflows import WorkflowsService
+
+        self.connection = connection
+        self.where = f"Argo Server {connection.url} (namespace {connection.namespace})"
+        host = connection.url if connection.url.endswith("/") else connection.url + "/"
+        self.service = WorkflowsService(host=host, token=connection.token, verify_ssl=connection.verify,
+                                        namespace=connection.namespace)
+
+    def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+        import requests
+        from hera.exceptions import Forbidden, HeraException, NotFound, Unauthorized
+
+        try:
+            return function(*args, **kwargs)
+        except Unauthorized as error:
+            raise HistoryError(f"{self.where}: {what}: 401 Unauthorized; give a valid token with --token or "
+                               f"ARGO_TOKEN (`argo auth token`)") from error
+        except Forbidden as error:
+            raise HistoryError(f"{self.where}: {what}: 403 Forbidden; the token's service account needs "
+                               f"list/get on workflows and workflowarchive in {self.connection.namespace}") from error
+        except NotFound:
+            raise
+        except requests.exceptions.SSLError as error:
+            raise HistoryError(f"{self.where}: TLS verification failed ({error}); pass --ca-file with the "
+                               f"server's CA or --insecure-skip-verify") from error
+        except requests.exceptions.ConnectionError as error:
+            raise HistoryError(f"{self.where}: cannot connect ({error}); check --argo-server") from error
+        except HeraException as error:
+            raise HistoryError(f"{self.where}: {what}: {error}") from error
+
+    @staticmethod
+    def _dict(model: Any) -> dict[str, Any]:
+        return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def _pages(self, what: str, function: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        continue_token: str | None = None
+        while True:
+            page = self._call(what, function, limit=str(PAGE_SIZE), continue_=continue_token, **kwargs)
+            items += [self._dict(item) for item in page.items or []]
+            continue_token = page.metadata.continue_ if page.metadata else None
+            if not continue_token:
+                return items
+
+    def _archived(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """The archived list leaves out spec and nodes (as Argo's does): fetch the full workflow."""
+        if (summary.get("status") or {}).get("nodes"):
+            return summary
+        uid = (summary.get("metadata") or {}).get("uid")
+        if not uid:
+            return summary
+        from hera.exceptions import NotFound
+        try:
+            return self._dict(self._call("get archived workflow", self.service.get_archived_workflow, uid))
+        except NotFound:
+            return summary
+
+    def runs(self, label_selector: str | None = None) -> list[Run]:
+        namespace = self.connection.namespace
+        live = self._pages("list workflows", self.service.list_workflows, namespace=namespace,
+                           label_selector=label_selector)
+        archived = self._pages("list archived workflows", self.service.list_archived_workflows,
+                               namespace=namespace, label_selector=label_selector)
+        runs = [parse_workflow(w) for w in live]
+        seen = {r.uid for r in runs if r.uid}
+        for summary in archived:
+            if (summary.get("metadata") or {}).get("uid") in seen:
+                continue
+            runs.append(parse_workflow(self._archived(summary), archived=True))
+        runs.sort(key=lambda r: (r.started or "", r.workflow))
+        return runs
+
+    def find(self, ref: str) -> Run:
+        from hera.exceptions import NotFound
+
+        namespace = self.connection.namespace
+        if _UID.match(ref):
+            for run in self.runs():
+                if run.uid == ref and not run.archived:
+                    return run
+            try:
+                return parse_workflow(self._dict(self._call("get archived workflow",
+                                                            self.service.get_archived_workflow, ref)), archived=True)
+            except NotFound:
+                pass
+        else:
+            try:
+                return parse_workflow(self._dict(self._call("get workflow", self.service.get_workflow, ref,
+                                                            namespace=namespace)))
+            except NotFound:
+                pass
+            summaries = self._pages("list archived workflows", self.service.list_archived_workflows,
+                                    namespace=namespace, name_prefix=ref)
+            matches = [s for s in summaries if (s.get("metadata") or {}).get("name") == ref]
+            if matches:
+                return parse_workflow(self._archived(matches[-1]), archived=True)
+        raise RunNotFound(f"RUN: expected a workflow name or uid known to {self.where}, found no run {ref!r}; "
+                          f"list them with `gpuaas audit --argo-server {self.connection.url}`")
+
+    def resubmit(self, run: Run, parameters: list[str], memoized: bool = False) -> Run:
+        """Argo's own resubmit: a new workflow from the same template and arguments (the template is
+        re-read, the steps re-check live state), labelled resubmitted-from the original."""
+        from hera.workflows.models import ResubmitArchivedWorkflowRequest, WorkflowResubmitRequest
+
+        if run.archived:
+            request = ResubmitArchivedWorkflowRequest(uid=run.uid, name=run.workflow, namespace=run.argo_namespace,
+                                                      memoized=memoized or None, parameters=parameters or None)
+            created = self._call("resubmit archived workflow", self.service.resubmit_archived_workflow,
+                                 run.uid, request)
+        else:
+            request = WorkflowResubmitRequest(name=run.workflow, namespace=run.argo_namespace,
+                                              memoized=memoized or None, parameters=parameters or None)
+            created = self._call("resubmit workflow", self.service.resubmit_workflow, run.workflow, request,
+                                 namespace=run.argo_namespace)
+        return parse_workflow(self._dict(created))
