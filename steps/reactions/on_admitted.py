@@ -133,7 +133,10 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     strategy = strategy_for(wl, state.owners, scaler)
     reasons = [*notes, f"queue wait {metrics['queueWaitSeconds']:.0f}s" if "queueWaitSeconds" in metrics
                else "queue wait unknown (no creationTimestamp or admission time)",
-               f"release strategy: {strategy.name} ({strategy.why})"]
+               f"release strategy: {strategy.name} ({strategy.why})",
+               (f"idle policy for tenant {state.tenant}: window {idle.window_seconds:g}s, threshold {idle.threshold:g}, "
+               f"minimum runtime {idle.min_runtime_seconds:g}s, mode {idle.mode}, "
+               f"at most {idle.max_releases_per_hour} release(s) per hour")]
     if exempt:
         return Plan((), (*reasons, f"{exempt} is annotated gpuaas.io/idle-policy: exempt: no idle handling"),
                     Outcome.SKIPPED_BY_POLICY, metrics)
