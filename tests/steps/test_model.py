@@ -124,3 +124,13 @@ def test_scene_chain_is_nearest_first(kind: str) -> None:
 
 def test_conditions_fixture_is_consistent() -> None:
     assert [c["type"] for c in conditions("finished")] == ["QuotaReserved", "Admitted", "Finished"]
+
+
+def test_statefulset_pod_group_workload_resolves_to_the_statefulset() -> None:
+    """Kueue >= 0.16 shape: group workload, non-controller refs to the StatefulSet AND its pods."""
+    obj = Scene.of("StatefulSet").workload
+    obj["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] = "true"
+    obj["metadata"]["ownerReferences"].append({"apiVersion": "v1", "kind": "Pod", "name": "train-0", "uid": "p0"})
+    ref = owner_reference(obj)
+    assert ref is not None and (ref.kind, ref.name, ref.uid, ref.via) == ("StatefulSet", "train", "uid-sts",
+                                                                         "annotations")
