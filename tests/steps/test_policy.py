@@ -69,3 +69,10 @@ def test_exemption_on_workload_or_owner_label_or_annotation() -> None:
     assert exempt_by(wl, None) is None
     wl["metadata"]["annotations"] = {"gpuaas.io/idle-policy": "exempt"}
     assert exempt_by(wl, owner) == "Workload w"
+
+
+def test_example_quota_section_is_what_provision_quota_reads() -> None:
+    from steps.reactions.provision_quota import QuotaSettings
+
+    settings = QuotaSettings.from_policy(parse_policy(EXAMPLE_POLICY_YAML))
+    assert settings.cohort == "gpuaas" and settings.tenants["team-a"].weight == 2
