@@ -14,7 +14,7 @@ An alert is a hint that may be minutes old and names one pod. So the step (`step
 3. plan (`plan_step`, pure): release-workers' plan for the kind (steps.strategies), dry-run when
    asked or when the tenant's policy mode is dry-run;
 4. apply and record (steps.reactions.run_planned): metrics gpusReleased and gpuHoursFreedPerHour
-   (= GPUs released; 0 in dry-run), output `tenant` for the template's Argo metric label.
+   (= GPUs released; 0 in dry-run); the entry point's `tenant` output labels the Argo metric.
 
 Nothing is released on missing data: "no samples" never means idle. If Prometheus is unreachable
 and the decision depends on it, the step fails TRANSIENT (exit 75) and Argo retries it; an exempt
@@ -374,6 +374,4 @@ def step(context: Any) -> Any:
     """`python -m steps on-idle FILE` (one alert of the fan-out)."""
     from steps.reactions import run_planned
 
-    report = run_planned(context, observe=observe_step, plan=plan_step, require_workload=False)
-    report.outputs["tenant"] = report.tenant or "unknown"
-    return report
+    return run_planned(context, observe=observe_step, plan=plan_step, require_workload=False)
