@@ -206,7 +206,7 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
     `uses_policy=False`: the plan gets the default Policy and the ConfigMap is not read, so a broken
     policy cannot block reactions that do not depend on it (on-finished, resume-workers).
     """
-    from steps.gateways.errors import Conflict, TransientError
+    from steps.gateways.errors import Conflict, KubernetesError, TransientError
 
     timings = {"observeSeconds": 0.0, "planSeconds": 0.0, "applySeconds": 0.0}
     started = time.perf_counter()
@@ -224,35 +224,44 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
         request.require_workload()
     earlier: list[ActionResult] = []
     """Writes that succeeded in an attempt a later action's 409 cut short: they happened, so they are recorded."""
-    for attempt in range(1, attempts + 1):
-        t = time.perf_counter()
-        state = observe(context, request)
-        timings["observeSeconds"] += time.perf_counter() - t
-        _fill_from_state(report, state)
-        t = time.perf_counter()
-        the_plan = plan(request, state, context.policy if uses_policy else _default_policy())
-        timings["planSeconds"] += time.perf_counter() - t
-        report.plan = the_plan
-        report.metrics.update(the_plan.metrics)
-        t = time.perf_counter()
-        partial: list[ActionResult] = []
-        try:
-            results = apply(context.kube, the_plan, request.dry_run or the_plan.dry_run, partial)
-        except Conflict as error:
+    partial: list[ActionResult] = []
+    try:
+        for attempt in range(1, attempts + 1):
+            t = time.perf_counter()
+            state = observe(context, request)
+            timings["observeSeconds"] += time.perf_counter() - t
+            _fill_from_state(report, state)
+            t = time.perf_counter()
+            the_plan = plan(request, state, context.policy if uses_policy else _default_policy())
+            timings["planSeconds"] += time.perf_counter() - t
+            report.plan = the_plan
+            report.metrics.update(the_plan.metrics)
+            t = time.perf_counter()
+            partial = []
+            try:
+                results = apply(context.kube, the_plan, request.dry_run or the_plan.dry_run, partial)
+            except Conflict as error:
+                timings["applySeconds"] += time.perf_counter() - t
+                earlier.extend(partial)
+                partial = []
+                report.errors.append(f"attempt {attempt}: {error}; re-read and re-planned")
+                if attempt == attempts:
+                    raise TransientError(409, f"conflict retries exhausted after {attempts} attempts: "
+                                              f"{error.message}", "Conflict") from error
+                continue
             timings["applySeconds"] += time.perf_counter() - t
-            earlier.extend(partial)
-            report.errors.append(f"attempt {attempt}: {error}; re-read and re-planned")
-            if attempt == attempts:
-                raise TransientError(409, f"conflict retries exhausted after {attempts} attempts: {error.message}",
-                                     "Conflict") from error
-            continue
-        timings["applySeconds"] += time.perf_counter() - t
-        report.results = [*earlier, *results]
-        report.outcome = outcome_of(the_plan, report.results)
-        if the_plan.event is not None:
-            report.event = (the_plan.event[0], the_plan.event[1], "Normal")
-        report.errors.extend(r.error for r in results if r.error)
-        break
+            report.results = [*earlier, *results]
+            report.outcome = outcome_of(the_plan, report.results)
+            if the_plan.event is not None:
+                report.event = (the_plan.event[0], the_plan.event[1], "Normal")
+            report.errors.extend(r.error for r in results if r.error)
+            break
+    except KubernetesError as error:
+        # Keep what was observed, planned and written so far: the record must say what happened.
+        report.outcome = Outcome.FAILED
+        report.transient = isinstance(error, TransientError)
+        report.results = [*earlier, *partial]
+        report.errors.append(("transient: " if report.transient else "") + str(error))
     timings["totalSeconds"] = time.perf_counter() - started
     return report
 

@@ -246,6 +246,8 @@ def test_transient_api_failure_exits_75_with_outputs(api: ApiServer, run_step: S
     code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
     assert code == 75 and out["outcome"] == "failed"
     assert out["record"]["data"]["errors"][0].startswith("transient: 503")
+    assert out["record"]["data"]["observed"]["workload"]["status"] == "admitted"   # what was seen is kept
+    assert out["plan"]["actions"][0]["action"] == "deactivate-workload"
     assert api.store.get(R.WORKLOAD, wl_name(scene), NS)["spec"].get("active", True) is True
 
 
@@ -334,3 +336,11 @@ def test_pods_of_one_deployment_share_one_scaled_object_without_churn(api: ApiSe
     code, out = run_step("on-admitted", namespace=NS, workload="pod-train-second")
     assert code == 0 and out["outcome"] == "no-op" and api.write_count == 0
     assert len(api.store.list(R.SCALED_OBJECT, NS)) == 1
+
+
+def test_forbidden_read_is_a_permanent_failure(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    api.faults.fail_next(1, status=403, method="GET", path="/workloads/")
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 1 and out["outcome"] == "failed" and "403" in out["record"]["data"]["errors"][0]
