@@ -5,6 +5,11 @@ groups, annotations, spec.active). Resume restores those values on that object, 
 there and on the Workload, and leaves alone any field someone changed since the release.
 No record = nothing gpuaas released = no-op.
 Metrics: gpuHoursReclaimed = GPUs released x hours since the release.
+
+Optional parameter `target` ("Kind/name", e.g. `Deployment/llm`, `StatefulSet/nb`,
+`ScaledObject/gpuaas-llm`): resume the object directly when its Workload is gone (a KEDA-paused
+Deployment's pods, and with them their per-pod Workloads, no longer exist). For a Deployment or
+InferenceService the ScaledObject scaling it is found and unpaused.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 
 from steps.model.state import WorkloadState, observe_workload
 from steps.model.workload import parse_time
-from steps.plan import Plan, ReactionRequest, StepReport
+from steps.plan import Plan, ReactionRequest, RejectedInput, StepReport
 from steps.policy import Policy
 from steps.record import RESUMED
 from steps.strategies import RELEASE_ANNOTATION, mirror_release, resume_actions
@@ -22,13 +27,54 @@ REACTION = "resume-workers"
 
 
 def observe(context: Any, request: ReactionRequest) -> WorkloadState:
-    return observe_workload(context, request)
+    target = (request.extra.get("target") or "").strip()
+    if request.workload or not target:
+        return observe_workload(context, request)
+    return observe_target(context, request, target)
+
+
+def observe_target(context: Any, request: ReactionRequest, target: str) -> WorkloadState:
+    """The object named by `target` (and the ScaledObject scaling it) carrying a release record."""
+    from steps.events import parse_resource_event
+    from steps.gateways import resources
+    from steps.strategies import read_release
+
+    kind, _, name = target.partition("/")
+    candidates = [r for r in resources.ALL if r.kind.lower() == kind.strip().lower() and r.namespaced]
+    if not name or not candidates:
+        known = sorted({r.kind for r in resources.ALL if r.namespaced})
+        raise RejectedInput("target", f"Kind/name with Kind one of {', '.join(known)}", repr(target),
+                            "e.g. target=Deployment/llm-server")
+    kube = context.kube
+    state = WorkloadState(now=context.now(), event=parse_resource_event(request.event), workload=None)
+    obj = kube.get(candidates[0], name.strip(), request.namespace)
+    if obj is None:
+        state.extra["targetMissing"] = f"{candidates[0].kind} {request.namespace}/{name} not found"
+        return state
+    obj.setdefault("apiVersion", candidates[0].api_version)
+    obj.setdefault("kind", candidates[0].kind)
+    holders = [obj]
+    if obj["kind"] in ("Deployment", "StatefulSet", "InferenceService"):
+        for so in kube.list(resources.SCALED_OBJECT, request.namespace):
+            ref = (so.get("spec") or {}).get("scaleTargetRef") or {}
+            if ref.get("name") == name and ref.get("kind", "Deployment") == obj["kind"]:
+                so.setdefault("apiVersion", resources.SCALED_OBJECT.api_version)
+                so.setdefault("kind", "ScaledObject")
+                holders.append(so)
+    for holder in holders:
+        record = read_release(holder)
+        if record is not None:
+            state.release, state.release_on = record, holder
+            break
+    return state
 
 
 def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
     wl = state.workload
     notes = state.event_notes()
-    if wl is None:
+    if "targetMissing" in state.extra:
+        return Plan.nothing(*notes, f"{state.extra['targetMissing']}: nothing to resume")
+    if wl is None and state.release is None:
         return Plan.nothing(*notes, f"Workload {request.namespace}/{request.workload} not found: nothing to resume")
     record, target = state.release, state.release_on
     if record is None or target is None:
@@ -39,7 +85,7 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
                                     f"and remove the annotation {RELEASE_ANNOTATION}")
     why = request.extra.get("reason") or "requested (resume-workers)"
     actions, resume_notes = resume_actions(record, target, why)
-    if target.get("kind") != "Workload" and RELEASE_ANNOTATION in wl.annotations:
+    if wl is not None and target.get("kind") != "Workload" and RELEASE_ANNOTATION in wl.annotations:
         actions.append(mirror_release(wl, None, why))
     metrics: dict[str, float] = {}
     released_at = parse_time(record.get("releasedAt"))
@@ -56,4 +102,8 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
 def step(context: Any) -> StepReport:
     from steps.reactions import run_planned
 
-    return run_planned(context, observe=observe, plan=plan, uses_policy=False)
+    by_target = bool((context.params.get("target") or "").strip()) and not (context.params.get("workload") or "").strip()
+    if by_target and not (context.params.get("namespace") or "").strip():
+        raise RejectedInput("namespace", "the namespace of the target object", "an empty value",
+                            "pass namespace=<ns> with target=<Kind>/<name>")
+    return run_planned(context, observe=observe, plan=plan, uses_policy=False, require_workload=not by_target)

@@ -344,3 +344,32 @@ def test_forbidden_read_is_a_permanent_failure(api: ApiServer, run_step: StepRun
     api.faults.fail_next(1, status=403, method="GET", path="/workloads/")
     code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
     assert code == 1 and out["outcome"] == "failed" and "403" in out["record"]["data"]["errors"][0]
+
+
+@pytest.mark.parametrize("target", ["Deployment/train", "ScaledObject/gpuaas-train"])
+def test_resume_by_target_when_the_pod_workloads_are_gone(api: ApiServer, run_step: StepRunner, target: str) -> None:
+    scene = Scene.of("Deployment")
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert api.store.get(R.SCALED_OBJECT, "gpuaas-train", NS)["metadata"]["annotations"][
+        "autoscaling.keda.sh/paused-replicas"] == "0"
+    api.store.delete(R.WORKLOAD, wl_name(scene), NS)      # KEDA held the pods at 0: their Workloads are gone
+    code, out = run_step("resume-workers", namespace=NS, target=target)
+    assert code == 0 and out["outcome"] == "applied", out["plan"]
+    so = api.store.get(R.SCALED_OBJECT, "gpuaas-train", NS)
+    assert "autoscaling.keda.sh/paused-replicas" not in (so["metadata"].get("annotations") or {})
+    api.reset_counters()
+    code, again = run_step("resume-workers", namespace=NS, target=target)
+    assert code == 0 and again["outcome"] == "no-op" and api.write_count == 0
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"namespace": NS, "target": "Gadget/x"}, "target: expected Kind/name with Kind one of"),
+    ({"namespace": NS, "target": "Deployment"}, "target: expected Kind/name"),
+    ({"target": "Deployment/x"}, "namespace: expected the namespace of the target object"),
+])
+def test_resume_by_target_bad_input(api: ApiServer, run_step: StepRunner, params: dict, message: str) -> None:
+    code, out = run_step("resume-workers", **params)
+    assert code == 0 and out["outcome"] == "rejected-input" and message in out["record"]["data"]["errors"][0]
+    assert api.write_count == 0
