@@ -3,8 +3,9 @@
 What happens (demo time runs `speed` times faster than wall time; every reaction is a real
 Workflow from the rendered templates, started by the rendered Sensors from real events):
 
-1. research opens a notebook, serving deploys an inference server, vision starts a Ray cluster:
-   admitted; `gpuaas-on-admitted` prepares idle handling for each.
+1. research opens a notebook, serving deploys an inference server and a vLLM model server, vision
+   starts a Ray cluster: admitted; `gpuaas-on-admitted` prepares idle handling for each (a KEDA
+   ScaledObject for the model server).
 2. research submits a 6-GPU training job: not enough quota in the cohort, it waits (backlog).
 3. vision runs a batch evaluation Job on borrowed quota; it finishes: `gpuaas-on-finished`.
 4. The Ray cluster's GPUs go idle: Prometheus fires `GPUWorkloadIdle`, Alertmanager POSTs to the
@@ -322,6 +323,7 @@ class Scenario:
         pods = self.pods
         pods.set_activity(research.namespace, "nb-alice", 35)
         pods.set_activity(serving.namespace, "llm-chat", 70)
+        pods.set_activity(serving.namespace, "embed", 55)
         pods.set_activity(vision.namespace, "ray-vision", 85)
         pods.set_activity(research.namespace, "train-llm", 95)
         pods.set_activity(vision.namespace, "eval-batch", 90)
@@ -334,6 +336,9 @@ class Scenario:
         self.submit(serving, "deploys inference server llm-chat (2 GPUs)",
                     cluster.inference_service(serving, "llm-chat", 2))
         self.wait_for("InferenceService llm-chat admitted", lambda: self.admitted(serving.namespace, "llm-chat"))
+        self.submit(serving, "runs model server embed (vLLM StatefulSet, 1 GPU)",
+                    cluster.model_server(serving, "embed", 1))
+        self.wait_for("StatefulSet embed admitted", lambda: self.admitted(serving.namespace, "embed"))
         self.pause(20)
         self.submit(vision, "starts RayCluster ray-vision (2 workers x 2 GPUs)",
                     cluster.ray_cluster(vision, "ray-vision", 2, 2))
@@ -369,7 +374,12 @@ class Scenario:
         workload = self.workload_of(vision.namespace, "ray-vision")
         assert workload is not None
         self.engine.timeline.note("vision admin: hand-submits gpuaas-resume-workers for ray-vision")
-        self.engine.submit(resume_submission(vision.namespace, workload["metadata"]["name"]))
+        resumed = self.engine.submit(resume_submission(vision.namespace, workload["metadata"]["name"]))
+        if resumed["status"]["phase"] != "Succeeded":
+            records = reaction_records(resumed)
+            errors = [e for r in records for e in (r.get("data") or {}).get("errors") or []]
+            raise DemoStalled(f"the hand-submitted {resumed['metadata']['name']} ended {resumed['status']['phase']}: "
+                              f"{'; '.join(errors) or resumed['status'].get('message', '')}")
         self.settle()
         pods.set_activity(vision.namespace, "ray-vision", 85)
 

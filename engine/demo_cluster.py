@@ -6,7 +6,7 @@ Three tenants (ClusterQueues in cohort `gpu-pool`, 4 GPUs nominal each) on 12 A1
 |-----------|---------------|------------------------------------------------------------|
 | research  | team-research | notebook (Kubeflow Notebook -> StatefulSet), PyTorchJob    |
 | vision    | team-vision   | RayCluster (2 GPU workers), batch Job                      |
-| serving   | team-serving  | KServe InferenceService (KEDA autoscaler class)            |
+| serving   | team-serving  | KServe InferenceService, vLLM StatefulSet (KEDA-scalable)  |
 
 Every object is what the real controllers would see: jobs carry `kueue.x-k8s.io/queue-name` and
 the Kueue emulation's job integration creates their Workloads.
@@ -95,6 +95,16 @@ def notebook(tenant: Tenant, name: str, gpus: int) -> list[dict[str, Any]]:
                   "template": {"metadata": {"labels": {"statefulset": name, **labels}},
                                "spec": {"containers": [_gpu_container(name, gpus, "jupyter/pytorch:2024")]}}}},
     ]
+
+
+def model_server(tenant: Tenant, name: str, gpus: int) -> list[dict[str, Any]]:
+    """A model server run as a plain StatefulSet (vLLM style): KEDA can scale it to zero."""
+    labels = {"app": name}
+    return [{"apiVersion": "apps/v1", "kind": "StatefulSet",
+             "metadata": {"name": name, "namespace": tenant.namespace, "labels": queued(tenant, labels)},
+             "spec": {"replicas": 1, "serviceName": name, "selector": {"matchLabels": labels},
+                      "template": {"metadata": {"labels": labels},
+                                   "spec": {"containers": [_gpu_container("vllm", gpus, "vllm/vllm-openai:v0.6")]}}}}]
 
 
 def owned_by(child: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
