@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from gpuaas.audit.run import REACTION_LABEL, Run, parse_time
 
@@ -27,7 +27,7 @@ class FilterError(ValueError):
 
 def parse_moment(option: str, value: str, now: datetime | None = None) -> datetime:
     """`--since/--until` value: RFC 3339 ('2026-12-01T08:00:00Z') or an age ('24h', '7d', '90m')."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     relative = _RELATIVE.match(value)
     if relative:
         return now - timedelta(**{_UNITS[relative.group(2)]: float(relative.group(1))})

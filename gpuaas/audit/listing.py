@@ -102,12 +102,10 @@ def _write_step(step: StepRecord, out: TextIO) -> None:
     observed = data.get("observed")
     if observed:
         out.write("  observed:\n")
-        for key, value in observed.items() if isinstance(observed, dict) else [("value", observed)]:
-            out.write(f"    {key}: {_compact(value, 300)}\n")
+        out.writelines(f"    {key}: {_compact(value, 300)}\n" for key, value in (observed.items() if isinstance(observed, dict) else [("value", observed)]))
     plan = data.get("plan") if isinstance(data.get("plan"), dict) else {}
     out.write("  plan:\n")
-    for reason in plan.get("reasons") or []:
-        out.write(f"    - {reason}\n")
+    out.writelines(f"    - {reason}\n" for reason in plan.get("reasons") or [])
     for action in plan.get("actions") or []:
         if isinstance(action, dict):
             out.write(f"    * {action.get('action')} {_target(action.get('target'))}: {action.get('reason', '')}\n")
@@ -126,8 +124,7 @@ def _write_step(step: StepRecord, out: TextIO) -> None:
             out.write(f"        error:  {action['error']}\n")
     errors = step.errors
     out.write("  errors:" + ("\n" if errors else " none\n"))
-    for error in errors:
-        out.write(f"    ! {error}\n")
+    out.writelines(f"    ! {error}\n" for error in errors)
     if step.metrics:
         out.write(f"  metrics:    {_compact(step.metrics)}\n")
     timings = data.get("timings")
@@ -165,5 +162,4 @@ def write_run(run: Run, resubmit: list[str], out: TextIO) -> None:
     for step in run.steps:
         _write_step(step, out)
     out.write("\nResubmit (the steps re-check the live state; the event may be stale):\n")
-    for command in resubmit:
-        out.write(f"  {command}\n")
+    out.writelines(f"  {command}\n" for command in resubmit)

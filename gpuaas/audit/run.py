@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 REACTION_LABEL = "gpuaas.io/reaction"
@@ -209,11 +209,11 @@ def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed
 
 
@@ -254,16 +254,19 @@ def _step_from_node(node_id: str, node: dict[str, Any], attempts: int, outer: di
     reason: str | None = None
     data = (record or {}).get("data") or {}
     outcome = data.get("outcome") if isinstance(data.get("outcome"), str) else None
-    if outcome is None and outputs.get("outcome"):
-        outcome = outputs["outcome"]
-        reason = problem
     if outcome is None:
-        if phase in FAILED_PHASES:
+        # Without a readable record nothing says what was done; the plain `outcome` output alone
+        # is not evidence of a change, so only a failure is taken from it.
+        said = outputs.get("outcome")
+        node_message = node.get("message") or outer.get("message")
+        if phase in FAILED_PHASES or said == "failed":
             outcome = "failed"
-            reason = node.get("message") or outer.get("message") or f"step {phase} without a record"
+            reason = "; ".join(x for x in (node_message, problem) if x) or f"step {phase} without a record"
         else:
             outcome = UNKNOWN
             reason = problem if phase in ("Succeeded", "") else f"step is {phase}: {problem}"
+            if said:
+                reason += f"; its `outcome` output says {said!r}"
     elif outcome not in OUTCOMES:
         reason = f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}"
     errors = data.get("errors") if isinstance(data.get("errors"), list) else []

@@ -1,0 +1,308 @@
+"""A stand-in Argo Server on loopback that cannot drift from the real API.
+
+It answers the routes `gpuaas audit` uses (list/get live workflows, list/get archived workflows,
+resubmit live and archived) and, before sending anything, validates the body against the
+response schema that Argo's own OpenAPI document (`../shared/schemas/argo/argo-workflows.swagger.json`)
+declares for that operation and status code; request bodies are validated the same way. The
+validation is strict: every object definition of the swagger is closed
+(`additionalProperties: false`) so a field Argo does not have (a typo, or an engine-only field)
+fails the test instead of passing silently. A body that does not validate is answered with a 500
+naming the schema error, and recorded in `server.schema_errors`.
+
+It also demands `Authorization: Bearer <token>` (401 otherwise, as the real server), applies label
+selectors (`=`, `==`, `!=`, `in`, `notin`, exists, `!key`), `listOptions.limit`/`continue`
+paging, `namePrefix`, and, like the real archive, returns archived LIST items without spec or
+nodes (callers must get each archived workflow to see its outputs).
+
+    with argo_server(live=[wf1], archived=[wf2], token="t0ken") as server:
+        WorkflowsService(host=server.url, token="t0ken", namespace="gpuaas").list_workflows()
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jsonschema
+
+RESUBMITTED_FROM = "workflows.argoproj.io/resubmitted-from-workflow"
+_CONTROLLER_LABELS = ("workflows.argoproj.io/completed", "workflows.argoproj.io/phase")
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("GPUAAS_SHARED_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / ".." / "shared"
+
+
+@cache
+def swagger() -> dict[str, Any]:
+    return json.loads((shared_dir() / "schemas" / "argo" / "argo-workflows.swagger.json").read_text())
+
+
+@cache
+def _strict_definitions() -> dict[str, Any]:
+    definitions = copy.deepcopy(swagger()["definitions"])
+    for definition in definitions.values():
+        if definition.get("type") == "object" and "properties" in definition \
+                and "additionalProperties" not in definition:
+            definition["additionalProperties"] = False
+    return definitions
+
+
+def validator(schema: dict[str, Any]) -> jsonschema.Draft4Validator:
+    """A validator for a swagger schema fragment, resolving #/definitions/... strictly."""
+    return jsonschema.Draft4Validator({**schema, "definitions": _strict_definitions()})
+
+
+def response_schema(method: str, path: str, status: int) -> dict[str, Any]:
+    """The schema Argo's swagger declares for an operation's response with this status code."""
+    responses = swagger()["paths"][path][method]["responses"]
+    return (responses.get(str(status)) or responses["default"])["schema"]
+
+
+def request_schema(method: str, path: str) -> dict[str, Any] | None:
+    for parameter in swagger()["paths"][path][method].get("parameters", []):
+        if parameter.get("in") == "body":
+            return parameter["schema"]
+    return None
+
+
+def schema_problems(schema: dict[str, Any], body: Any) -> list[str]:
+    return [f"{'/'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in validator(schema).iter_errors(body)]
+
+
+# -- label selectors -----------------------------------------------------------------------------
+
+_SET_TERM = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
+
+
+def _split_terms(selector: str) -> list[str]:
+    terms, depth, current = [], 0, ""
+    for char in selector:
+        depth += char == "("
+        depth -= char == ")"
+        if char == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += char
+    terms.append(current)
+    return [t.strip() for t in terms if t.strip()]
+
+
+def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
+    for term in _split_terms(selector or ""):
+        set_term = _SET_TERM.match(term)
+        if set_term:
+            key, operator, values = set_term.groups()
+            wanted = {v.strip() for v in values.split(",")}
+            if (operator == "in") != (key in labels and labels[key] in wanted):
+                return False
+        elif "!=" in term:
+            key, value = (s.strip() for s in term.split("!=", 1))
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+class ArgoServerStandIn:
+    """State of the stand-in: live and archived workflows, request log, resubmissions, schema errors."""
+
+    def __init__(self, live: list[dict[str, Any]], archived: list[dict[str, Any]], token: str) -> None:
+        self.live = [copy.deepcopy(w) for w in live]
+        self.archived = [copy.deepcopy(w) for w in archived]
+        self.token = token
+        self.requests: list[tuple[str, str]] = []
+        self.resubmitted: list[dict[str, Any]] = []
+        self.schema_errors: list[str] = []
+        self.url = ""
+        self._lock = threading.Lock()
+
+    # Each handler returns (swagger path, status, body).
+    def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[str, int, Any]:
+        parts = [p for p in path.split("/") if p]
+        if parts[:3] == ["api", "v1", "workflows"] and method == "get" and len(parts) == 4:
+            items = [w for w in self.live if w["metadata"].get("namespace") == parts[3]
+                     and selector_matches(query.get("listOptions.labelSelector"), w["metadata"].get("labels") or {})]
+            return "/api/v1/workflows/{namespace}", 200, self._page(items, query)
+        if parts[:3] == ["api", "v1", "workflows"] and method == "get" and len(parts) == 5:
+            for workflow in self.live:
+                if workflow["metadata"].get("namespace") == parts[3] and workflow["metadata"]["name"] == parts[4]:
+                    return "/api/v1/workflows/{namespace}/{name}", 200, workflow
+            return "/api/v1/workflows/{namespace}/{name}", 404, _error(5, f'workflows.argoproj.io "{parts[4]}" not found')
+        if parts[:3] == ["api", "v1", "workflows"] and method == "put" and len(parts) == 6 and parts[5] == "resubmit":
+            spec_path = "/api/v1/workflows/{namespace}/{name}/resubmit"
+            for workflow in self.live:
+                if workflow["metadata"].get("namespace") == parts[3] and workflow["metadata"]["name"] == parts[4]:
+                    return spec_path, 200, self._resubmit(workflow, body)
+            return spec_path, 404, _error(5, f'workflows.argoproj.io "{parts[4]}" not found')
+        if parts == ["api", "v1", "archived-workflows"] and method == "get":
+            prefix = query.get("namePrefix") or ""
+            items = [_archived_summary(w) for w in self.archived
+                     if (not query.get("namespace") or w["metadata"].get("namespace") == query["namespace"])
+                     and w["metadata"]["name"].startswith(prefix)
+                     and selector_matches(query.get("listOptions.labelSelector"), w["metadata"].get("labels") or {})]
+            return "/api/v1/archived-workflows", 200, self._page(items, query)
+        if parts[:3] == ["api", "v1", "archived-workflows"] and len(parts) >= 4:
+            found = next((w for w in self.archived if w["metadata"].get("uid") == parts[3]), None)
+            if method == "get" and len(parts) == 4:
+                if found is None:
+                    return "/api/v1/archived-workflows/{uid}", 404, _error(5, "not found")
+                return "/api/v1/archived-workflows/{uid}", 200, found
+            if method == "put" and len(parts) == 5 and parts[4] == "resubmit":
+                if found is None:
+                    return "/api/v1/archived-workflows/{uid}/resubmit", 404, _error(5, "not found")
+                return "/api/v1/archived-workflows/{uid}/resubmit", 200, self._resubmit(found, body)
+        return "", 404, _error(5, f"no route {method.upper()} {path}")
+
+    def _page(self, items: list[dict[str, Any]], query: dict[str, str]) -> dict[str, Any]:
+        start = int(query.get("listOptions.continue") or 0)
+        limit = int(query.get("listOptions.limit") or 0) or len(items) or 1
+        page = items[start:start + limit]
+        metadata: dict[str, Any] = {"resourceVersion": "1"}
+        if start + limit < len(items):
+            metadata["continue"] = str(start + limit)
+        return {"metadata": metadata, "items": page}
+
+    def _resubmit(self, original: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        """What Argo's FormulateResubmitWorkflow does that matters here: a new Workflow from the
+        same template reference and arguments (parameter overrides applied), the original's
+        user labels plus resubmitted-from, Pending."""
+        overrides = dict(p.split("=", 1) for p in request.get("parameters") or [])
+        spec = copy.deepcopy(original.get("spec") or {})
+        for parameter in (spec.get("arguments") or {}).get("parameters") or []:
+            if parameter["name"] in overrides:
+                parameter["value"] = overrides[parameter["name"]]
+        labels = {k: v for k, v in (original["metadata"].get("labels") or {}).items() if k not in _CONTROLLER_LABELS}
+        labels[RESUBMITTED_FROM] = original["metadata"]["name"]
+        template = (spec.get("workflowTemplateRef") or {}).get("name") or "workflow"
+        created = {
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": f"{template}-{uuid.uuid4().hex[:5]}", "generateName": f"{template}-",
+                         "namespace": original["metadata"].get("namespace"), "uid": str(uuid.uuid4()),
+                         "labels": labels,
+                         "creationTimestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "spec": {k: v for k, v in spec.items() if k in ("workflowTemplateRef", "arguments")},
+            "status": {"phase": "Pending"},
+        }
+        self.live.append(created)
+        self.resubmitted.append({"from": original["metadata"]["name"], "request": request, "created": created})
+        return created
+
+
+def _error(code: int, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message}
+
+
+def _archived_summary(workflow: dict[str, Any]) -> dict[str, Any]:
+    status = workflow.get("status") or {}
+    return {"metadata": {k: v for k, v in workflow["metadata"].items()
+                         if k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")},
+            "spec": {},
+            "status": {k: status[k] for k in ("phase", "startedAt", "finishedAt", "progress") if k in status}}
+
+
+def _handler(state: ArgoServerStandIn) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _serve(self, method: str) -> None:
+            url = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            with state._lock:
+                state.requests.append((method.upper(), self.path))
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if self.headers.get("Authorization") != f"Bearer {state.token}":
+                self._send(401, _error(16, "token not valid for running mode"))
+                return
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                self._send(400, _error(3, "request body is not JSON"))
+                return
+            with state._lock:
+                if method in ("put", "post"):
+                    probe = _request_path(url.path)
+                    schema = request_schema(method, probe) if probe else None
+                    problems = schema_problems(schema, body) if schema else []
+                    if problems:
+                        state.schema_errors += [f"request {url.path}: {p}" for p in problems]
+                        self._send(400, _error(3, f"request does not validate: {problems[0]}"))
+                        return
+                spec_path, status, response = state.route(method, url.path, query, body)
+                if spec_path:
+                    problems = schema_problems(response_schema(method, spec_path, status), response)
+                    if problems:
+                        state.schema_errors += [f"response {method.upper()} {url.path}: {p}" for p in problems]
+                        self._send(500, _error(13, f"stand-in response does not validate: {problems[0]}"))
+                        return
+            self._send(status, response)
+
+        def do_GET(self) -> None:
+            self._serve("get")
+
+        def do_PUT(self) -> None:
+            self._serve("put")
+
+        def do_POST(self) -> None:
+            self._serve("post")
+
+    return Handler
+
+
+def _request_path(path: str) -> str | None:
+    if re.fullmatch(r"/api/v1/workflows/[^/]+/[^/]+/resubmit", path):
+        return "/api/v1/workflows/{namespace}/{name}/resubmit"
+    if re.fullmatch(r"/api/v1/archived-workflows/[^/]+/resubmit", path):
+        return "/api/v1/archived-workflows/{uid}/resubmit"
+    return None
+
+
+@contextmanager
+def argo_server(live: list[dict[str, Any]] | None = None, archived: list[dict[str, Any]] | None = None,
+                token: str = "stand-in-token") -> Iterator[ArgoServerStandIn]:
+    """Run the stand-in on a free loopback port for the duration of the block."""
+    state = ArgoServerStandIn(live or [], archived or [], token)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name="argo-server-stand-in", daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
