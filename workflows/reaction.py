@@ -119,6 +119,15 @@ class ReactionTemplate:
     extra_annotations: dict[str, str] = field(default_factory=dict)
 
 
+def label_value(parameter: str) -> str:
+    """An Argo expression turning a workflow parameter into a valid label value.
+
+    Label values are limited to 63 characters and must end alphanumeric; Kueue Workload names can be
+    longer (`job-<63-char job name>-<hash>`), and Argo fails a run whose labelsFrom yields an invalid
+    label. So: the first 63 characters, without a trailing `-` or `.` (names start alphanumeric)."""
+    return f'sprig.trimAll("-.", sprig.trunc(63, workflow.parameters.{parameter}))'
+
+
 def mutex(name: str) -> Synchronization:
     return Synchronization(mutexes=[Mutex(name=name)])
 
@@ -223,10 +232,8 @@ def assemble(spec: ReactionTemplate, body: Callable[[], None]) -> WorkflowTempla
     templates inside the template's context (Hera adds them in definition order)."""
     labels_from = None
     if spec.labels_from_workload:
-        labels_from = {
-            WORKLOAD_LABEL: LabelValueFrom(expression="workflow.parameters.workload"),
-            TENANT_LABEL: LabelValueFrom(expression="workflow.parameters.tenant"),
-        }
+        labels_from = {WORKLOAD_LABEL: LabelValueFrom(expression=label_value("workload")),
+                       TENANT_LABEL: LabelValueFrom(expression=label_value("tenant"))}
     with WorkflowTemplate(
         name=spec.name,
         labels={"app.kubernetes.io/name": "gpuaas", "app.kubernetes.io/component": "reaction",

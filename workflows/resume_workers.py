@@ -1,13 +1,15 @@
 """`gpuaas-resume-workers`: bring a released Workload's workers back (the tenant asks to resume).
 
-Submitted by hand; counts the GPU-hours reclaimed while the workload was released.
+Submitted by hand; counts the GPU-hours reclaimed while the workload was released. A released
+KEDA-scaled Deployment has no Workload left (its pods, and their Workloads, are gone), so the
+template also takes `target` (Kind/name) for that case.
 """
 
 from __future__ import annotations
 
 from hera.workflows import WorkflowTemplate
 
-from workflows.reaction import ReactionTemplate, single_step
+from workflows.reaction import WORKLOAD_INPUTS, Input, ReactionTemplate, single_step
 
 NAME = "gpuaas-resume-workers"
 SPEC = ReactionTemplate(
@@ -15,6 +17,10 @@ SPEC = ReactionTemplate(
     reaction="resume-workers",
     description="Resume a Kueue Workload that gpuaas released: restore its workers as they were recorded.",
     reclaimed_gpu_hours=True,
+    inputs=(*WORKLOAD_INPUTS,
+            Input("target", "Optional, when `workload` is empty: the released object as Kind/name (for example "
+                            "Deployment/llm-server or ScaledObject/gpuaas-llm) in `namespace`; a KEDA-paused "
+                            "Deployment's per-pod Workloads are gone once it is scaled to zero.")),
 )
 
 

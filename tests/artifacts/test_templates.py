@@ -70,7 +70,8 @@ def test_parameters_have_descriptions_and_submittable_defaults(templates: dict[s
 
 @pytest.mark.parametrize("name", WORKLOAD_TEMPLATES)
 def test_workload_templates_take_the_workload_contract(templates: dict[str, JSON], name: str) -> None:
-    assert list(_arguments(templates[name])) == ["namespace", "workload", "event", "dry-run", "tenant"]
+    extra = ["target"] if name == "gpuaas-resume-workers" else []
+    assert list(_arguments(templates[name])) == ["namespace", "workload", "event", "dry-run", "tenant", *extra]
 
 
 def test_provision_quota_takes_the_quota_parameters(templates: dict[str, JSON]) -> None:
@@ -129,8 +130,8 @@ def test_labels_metrics_gc_deadline_and_service_account(templates: dict[str, JSO
     reaction = templates[name]["metadata"]["labels"]["gpuaas.io/reaction"]
     assert spec["workflowMetadata"]["labels"] == {"gpuaas.io/reaction": reaction}
     assert spec["workflowMetadata"]["labelsFrom"] == {
-        "gpuaas.io/workload": {"expression": "workflow.parameters.workload"},
-        "gpuaas.io/tenant": {"expression": "workflow.parameters.tenant"}}
+        "gpuaas.io/workload": {"expression": 'sprig.trimAll("-.", sprig.trunc(63, workflow.parameters.workload))'},
+        "gpuaas.io/tenant": {"expression": 'sprig.trimAll("-.", sprig.trunc(63, workflow.parameters.tenant))'}}
     metrics = {m["name"]: m for m in spec["metrics"]["prometheus"]}
     assert {"gpuaas_reaction_runs", "gpuaas_reaction_duration_seconds"} <= set(metrics)
     assert {"key": "status", "value": "{{workflow.status}}"} in metrics["gpuaas_reaction_runs"]["labels"]
@@ -158,3 +159,21 @@ def test_reclaim_metrics_count_the_step_outputs(templates: dict[str, JSON], name
     assert counter["when"] == "{{status}} == Succeeded"
     outputs = {p["name"]: p["valueFrom"]["default"] for p in step["outputs"]["parameters"]}
     assert outputs[output] == "0" and outputs["tenant"] == "unknown"
+
+
+@pytest.mark.parametrize(("name", "label"), [
+    ("job-" + "a" * 63 + "-7c9f2", "job-" + "a" * 59),                    # a 63-char Job name
+    ("job-" + "b" * 57 + "x.yz", "job-" + "b" * 57 + "x"),                 # cut right after ".", trimmed
+    ("job-short-7c9f2", "job-short-7c9f2"),
+])
+def test_labels_from_long_workload_names_stay_valid(templates: JSON, name: str, label: str) -> None:
+    """Evaluate the labelsFrom expression the way Argo does (sprig trunc, then trimAll) and check the label."""
+    import re
+
+    expression = templates["gpuaas-on-admitted"]["spec"]["workflowMetadata"]["labelsFrom"]["gpuaas.io/workload"][
+        "expression"]
+    match = re.fullmatch(r'sprig\.trimAll\("(.*)", sprig\.trunc\((\d+), workflow\.parameters\.workload\)\)', expression)
+    assert match
+    value = name[: int(match.group(2))].strip(match.group(1))
+    assert value == label
+    assert re.fullmatch(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", value) and len(value) <= 63
