@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -135,7 +136,10 @@ class ArgoServerHistory:
         from hera.exceptions import Forbidden, HeraException, NotFound, Unauthorized
 
         try:
-            return function(*args, **kwargs)
+            with warnings.catch_warnings():
+                # Hera 7.1 serialises requests with pydantic's deprecated .json(); not ours to fix.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return function(*args, **kwargs)
         except Unauthorized as error:
             raise HistoryError(f"{self.where}: {what}: 401 Unauthorized; give a valid token with --token or "
                                f"ARGO_TOKEN (`argo auth token`)") from error

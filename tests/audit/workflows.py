@@ -249,7 +249,7 @@ def history() -> dict[str, dict[str, Any]]:
         "on-preempted", "no-op", tenant="serving", namespace="team-serving", workload="deployment-web-1", time=t))])
     add(stranger)
 
-    t = "2026-12-01T09:00:00Z"
+    t = "2026-11-30T15:00:00Z"
     running = WorkflowBuilder("gpuaas-provision-quota-r6t7y", "gpuaas-provision-quota", "provision-quota", t, None,
                               "Running", params(tenant="research"))
     running.workflow["status"]["nodes"] = {}

@@ -1,0 +1,113 @@
+"""`gpuaas audit` over an Argo Server (Hera's WorkflowsService) against the swagger-validated stand-in."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.support.argo_server import argo_server
+
+TOKEN = "s3cret-token"
+LIVE = ("gpuaas-on-admitted-a1b2c", "gpuaas-provision-quota-r6t7y")
+ARCHIVED = ("gpuaas-on-admitted-a1b2c", "gpuaas-on-idle-x9y8z", "gpuaas-on-finished-q1w2e",
+            "gpuaas-release-workers-c4r5t", "gpuaas-resume-workers-g7h8j", "gpuaas-on-preempted-m3n4b")
+
+
+@pytest.fixture
+def server(workflows):
+    with argo_server(live=[workflows[n] for n in LIVE], archived=[workflows[n] for n in ARCHIVED],
+                     token=TOKEN) as running:
+        yield running
+        assert running.schema_errors == []
+
+
+def argo(server, *extra):
+    return ("--argo-server", server.url, "--token", TOKEN, *extra)
+
+
+def test_lists_live_and_archived_runs_once(cli, server, workflows):
+    runs = cli.json("audit", *argo(server, "--output", "json"))
+    assert sorted(r["workflow"] for r in runs) == sorted(set(LIVE) | set(ARCHIVED))
+    by_name = {r["workflow"]: r for r in runs}
+    assert by_name["gpuaas-on-admitted-a1b2c"]["archived"] is False  # live copy wins
+    # Archived list items carry no nodes (as Argo's): the client fetched each one to read its records.
+    assert by_name["gpuaas-on-idle-x9y8z"]["outcome"] == "failed"
+    assert by_name["gpuaas-resume-workers-g7h8j"]["outcome"] == "unknown"
+    fetched = [path for method, path in server.requests if path.startswith("/api/v1/archived-workflows/")]
+    assert len(fetched) == len(set(ARCHIVED) - set(LIVE))
+
+
+def test_reaction_filter_is_sent_as_a_label_selector(cli, server):
+    runs = cli.json("audit", *argo(server, "--reaction", "on-admitted", "--output", "json"))
+    assert [r["workflow"] for r in runs] == ["gpuaas-on-admitted-a1b2c"]
+    lists = [path for _, path in server.requests if "labelSelector" in path]
+    assert lists and all("gpuaas.io%2Freaction%3Don-admitted" in path for path in lists)
+
+
+def test_token_from_environment_and_refused_token(cli, server, monkeypatch):
+    code, _, err = cli("audit", "--argo-server", server.url, "--token", "wrong")
+    assert code == 2 and "401 Unauthorized" in err and "ARGO_TOKEN" in err
+    monkeypatch.setenv("ARGO_TOKEN", TOKEN)
+    monkeypatch.setenv("ARGO_SERVER", server.url)
+    code, out, _ = cli("audit", "--tenant", "vision")
+    assert code == 0 and "gpuaas-on-finished-q1w2e" in out
+
+
+def test_paging_follows_continue_tokens(cli, workflows, monkeypatch):
+    from gpuaas.audit import history
+
+    monkeypatch.setattr(history, "PAGE_SIZE", 2)
+    with argo_server(archived=list(workflows.values()), token=TOKEN) as running:
+        runs = cli.json("audit", *argo(running, "--output", "json"))
+        assert len(runs) == len(workflows)
+        assert any("listOptions.continue=4" in path for _, path in running.requests)
+        assert running.schema_errors == []
+
+
+def test_show_live_by_name_and_archived_by_uid(cli, server, workflows):
+    code, out, _ = cli("audit", "show", "gpuaas-on-admitted-a1b2c", *argo(server))
+    assert code == 0 and "(uid" in out and "live)" in out
+    assert "argo resubmit gpuaas-on-admitted-a1b2c -n gpuaas" in out
+    uid = workflows["gpuaas-on-idle-x9y8z"]["metadata"]["uid"]
+    shown = cli.json("audit", "show", uid, "--output", "json", *argo(server))
+    assert shown["archived"] is True and shown["outcome"] == "failed"
+    assert f"argo archive resubmit {uid} -n gpuaas" in shown["resubmit"]
+    code, out, _ = cli("audit", "show", "gpuaas-on-finished-q1w2e", *argo(server))
+    assert code == 0 and "archived)" in out
+
+
+def test_resubmit_live_run(cli, server):
+    code, out, err = cli("audit", "resubmit", "gpuaas-on-admitted-a1b2c", "-p", "dry-run=true", *argo(server))
+    assert code == 0, err
+    (done,) = server.resubmitted
+    assert done["request"] == {"name": "gpuaas-on-admitted-a1b2c", "namespace": "gpuaas",
+                               "parameters": ["dry-run=true"]}
+    created = done["created"]
+    assert created["metadata"]["labels"]["workflows.argoproj.io/resubmitted-from-workflow"] == "gpuaas-on-admitted-a1b2c"
+    assert {p["name"]: p["value"] for p in created["spec"]["arguments"]["parameters"]}["dry-run"] == "true"
+    assert f"as {created['metadata']['name']}" in out
+    assert ("PUT", "/api/v1/workflows/gpuaas/gpuaas-on-admitted-a1b2c/resubmit") in server.requests
+
+
+def test_resubmit_archived_run_uses_the_archive_endpoint(cli, server, workflows):
+    uid = workflows["gpuaas-on-idle-x9y8z"]["metadata"]["uid"]
+    code, out, err = cli("audit", "resubmit", "gpuaas-on-idle-x9y8z", *argo(server))
+    assert code == 0, err
+    assert ("PUT", f"/api/v1/archived-workflows/{uid}/resubmit") in server.requests
+    assert server.resubmitted[0]["request"]["uid"] == uid
+    assert "phase Pending, outcome unknown" in out
+
+
+def test_the_stand_in_refuses_bodies_argo_would_not_send(workflows):
+    """The guard that keeps the stand-in honest: a field Argo's NodeStatus does not have fails."""
+    from hera.workflows import WorkflowsService
+
+    drifted = copy.deepcopy(workflows["gpuaas-on-finished-q1w2e"])
+    node = next(n for n in drifted["status"]["nodes"].values() if n["type"] == "Pod")
+    node["podName"] = node["id"]
+    with argo_server(live=[drifted], token=TOKEN) as running:
+        service = WorkflowsService(host=running.url + "/", token=TOKEN, namespace="gpuaas")
+        with pytest.raises(Exception, match="does not validate"):
+            service.list_workflows()
+        assert any("podName" in error for error in running.schema_errors)
