@@ -10,6 +10,10 @@ ceil(total / per-node). Scale-in is DISABLED: a MachineSet removes a machine by 
 not by emptiness, and could take a busy GPU node; shrinking is left to the admin (or a
 cluster-autoscaler that drains). gpuaas frees GPUs by releasing idle workloads, which makes room
 for pending ones before any node is added.
+
+Failure mode: a missing metric must never read as "no GPUs wanted" (KEDA would scale the pool to
+zero after the cooldown); the query leaves the allocatable part without a default and
+`ignoreNullValues: "false"` makes an empty result an error, on which KEDA keeps the current size.
 """
 
 from __future__ import annotations
@@ -39,16 +43,18 @@ class NodePool:
     """TriggerAuthentication name (bearer token for OpenShift's thanos-querier)."""
 
     def query(self) -> str:
-        allocatable = (f'sum(kube_node_status_allocatable{{resource="nvidia_com_gpu", node=~"{self.node_regex}"}}) '
-                       "or vector(0)")
-        return f"({allocatable}) + (sum({PENDING_METRIC}) or vector(0))"
+        # No `or vector(0)` on the allocatable part: if kube-state-metrics is missing, the query is empty,
+        # KEDA reports an error (ignoreNullValues false) and holds the pool, instead of reading "0 GPUs
+        # wanted" and scaling GPU nodes away.
+        allocatable = f'sum(kube_node_status_allocatable{{resource="nvidia_com_gpu", node=~"{self.node_regex}"}})'
+        return f"{allocatable} + (sum({PENDING_METRIC}) or vector(0))"
 
 
 def scaled_object(pool: NodePool) -> JSON:
     metadata: JSON = {"name": "gpuaas-gpu-node-pool", "namespace": pool.namespace, "labels": labels("node-pool")}
     trigger: JSON = {"type": "prometheus", "metricType": "AverageValue", "metadata": {
         "serverAddress": pool.prometheus_url, "query": pool.query(),
-        "threshold": str(pool.gpus_per_node), "activationThreshold": "0", "ignoreNullValues": "true"}}
+        "threshold": str(pool.gpus_per_node), "activationThreshold": "0", "ignoreNullValues": "false"}}
     if pool.authentication:
         trigger["metadata"]["authModes"] = "bearer"
         trigger["authenticationRef"] = {"name": pool.authentication}
