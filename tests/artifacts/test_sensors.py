@@ -165,3 +165,30 @@ def test_every_submitted_workflow_is_valid_and_fits_its_template(router: Router)
             assert list(_parameters(workflow)) == declared[name]
             assert schema_errors(workflow) == []
     assert seen == {"gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-provision-quota"}
+
+
+def test_every_trigger_submits_a_template_at_least_once_with_retry_and_rate_limit() -> None:
+    import sensors
+
+    for sensor in sensors.all_sensors():
+        for trigger in sensor["spec"]["triggers"]:
+            argo = trigger["template"]["argoWorkflow"]
+            assert trigger["atLeastOnce"] is True, sensor["metadata"]["name"]
+            assert trigger["retryStrategy"]["steps"] >= 1 and trigger["rateLimit"]["requestsPerUnit"] >= 1
+            assert argo["operation"] == "submit"
+            workflow = argo["source"]["resource"]
+            assert workflow["kind"] == "Workflow" and "templates" not in workflow["spec"]
+            names = [p["name"] for p in workflow["spec"]["arguments"]["parameters"]]
+            whole_event = [p for p in argo["parameters"]
+                           if p["dest"] == f"spec.arguments.parameters.{names.index('event')}.value"]
+            assert [set(p["src"]) for p in whole_event] == [{"dependencyName"}]   # no dataKey: the whole event
+
+
+def test_event_sources_use_the_flat_shape_the_controller_reads() -> None:
+    import sensors
+
+    for source in sensors.all_event_sources():
+        for block in (source["spec"].get("resource") or {}).values():
+            assert {"group", "version", "resource"} <= set(block) and "groupVersionResource" not in block
+        for block in (source["spec"].get("webhook") or {}).values():
+            assert {"endpoint", "method", "port", "authSecret"} <= set(block) and "webhookContext" not in block
