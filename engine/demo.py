@@ -233,7 +233,10 @@ class Scenario:
             from gpuaas.manifests import observability
 
             monitor = monitoring_module.Monitoring(
-                scrape_targets=[exporter.target],
+                # as a ServiceMonitor scrapes dcgm-exporter: the target's own pod/namespace labels make
+                # Prometheus rename the GPU's to exported_pod/exported_namespace (both spellings matter)
+                scrape_targets=[{"targets": [exporter.target],
+                                 "labels": {"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-demo"}}],
                 rule_groups=observability.rule_groups(window=f"{IDLE_WINDOW_SECONDS}s", for_=f"{IDLE_FOR_SECONDS}s"),
                 alertmanager_config=observability.alertmanager_config(
                     webhook_url, str(token_file), group_wait="1s", group_interval="1s", repeat_interval="1h"),
@@ -242,7 +245,8 @@ class Scenario:
             monitor.wait_for_targets_up(timeout_s=20)
             self.engine.executor.settings.env["GPUAAS_PROMETHEUS_URL"] = monitor.prometheus_url  # type: ignore[union-attr]
             self.metrics_mode = (f"Prometheus {monitor.prometheus_url} + Alertmanager {monitor.alertmanager_url} "
-                                 "with the rendered rules (short windows)")
+                                 "with the rendered rules (short windows); DCGM series carry exported_pod/"
+                                 "exported_namespace as behind a ServiceMonitor")
             return monitor
         from engine.idle_rule import InProcessIdleRule
 
