@@ -139,6 +139,9 @@ class ArgoServerHistory:
             with warnings.catch_warnings():
                 # Hera 7.1 serialises requests with pydantic's deprecated .json(); not ours to fix.
                 warnings.simplefilter("ignore", DeprecationWarning)
+                if self.connection.verify is False:  # asked for; the CLI warned once already
+                    from urllib3.exceptions import InsecureRequestWarning
+                    warnings.simplefilter("ignore", InsecureRequestWarning)
                 return function(*args, **kwargs)
         except Unauthorized as error:
             raise HistoryError(f"{self.where}: {what}: 401 Unauthorized; give a valid token with --token or "

@@ -26,6 +26,20 @@ def _tenant(run: Run) -> str:
     return run.tenant or "(no tenant)"
 
 
+def tenant_outcomes(run: Run) -> list[tuple[str, str]]:
+    """(tenant, outcome) pairs a run counts for: a fan-out touching two tenants counts once for
+    each, with the worst outcome among that tenant's steps. When the workflow's own phase decided
+    the outcome (it failed although no step recorded a failure) every tenant gets that outcome."""
+    by_tenant: dict[str, list[str]] = defaultdict(list)
+    for step in run.primary_steps:
+        by_tenant[step.tenant or _tenant(run)].append(step.outcome)
+    recorded = {outcome for outcomes in by_tenant.values() for outcome in outcomes}
+    if not by_tenant or run.outcome not in recorded:
+        return [(tenant, run.outcome) for tenant in sorted(by_tenant) or [_tenant(run)]]
+    rank = {outcome: index for index, outcome in enumerate(OUTCOME_PRECEDENCE)}
+    return [(tenant, min(outcomes, key=lambda o: rank.get(o, 1))) for tenant, outcomes in sorted(by_tenant.items())]
+
+
 def _day(run: Run) -> str:
     started = run.started_at
     return started.strftime("%Y-%m-%d") if started else "(no start time)"
@@ -39,13 +53,14 @@ def _short(text: str | None, limit: int = 70) -> str:
 def _reactions_per_day(runs: list[Run], path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    tenants = sorted({_tenant(r) for r in runs}) or ["(no runs)"]
+    pairs = [(tenant, _day(r), outcome) for r in runs for tenant, outcome in tenant_outcomes(r)]
+    tenants = sorted({tenant for tenant, _, _ in pairs}) or ["(no runs)"]
     days = sorted({_day(r) for r in runs}) or ["-"]
     outcomes = [o for o in OUTCOME_PRECEDENCE if any(r.outcome == o for r in runs)]
     outcomes += sorted({r.outcome for r in runs} - set(outcomes))
     figure, axes = plt.subplots(1, len(tenants), figsize=(max(6.0, 3.2 * len(tenants)), 3.8), sharey=True,
                                 squeeze=False)
-    counts = Counter((_tenant(r), _day(r), r.outcome) for r in runs)
+    counts = Counter(pairs)
     for axis, tenant in zip(axes[0], tenants, strict=True):
         bottom = [0] * len(days)
         for outcome in outcomes:
@@ -139,7 +154,8 @@ def write_report(runs: list[Run], directory: Path, source: str) -> Path:
 
     by_tenant: dict[str, Counter[str]] = defaultdict(Counter)
     for run in runs:
-        by_tenant[_tenant(run)][run.outcome] += 1
+        for tenant, outcome in tenant_outcomes(run):
+            by_tenant[tenant][outcome] += 1
     outcomes = [o for o in OUTCOME_PRECEDENCE if any(o in c for c in by_tenant.values())]
     tenant_rows = [[tenant, str(sum(c.values())), *[str(c[o]) for o in outcomes],
                     f"{reclaimed.get(tenant, (0.0, 0.0))[0]:.3f}", f"{reclaimed.get(tenant, (0.0, 0.0))[1]:.0f}"]

@@ -95,6 +95,7 @@ def _history(args: argparse.Namespace) -> Any:
     verify: bool | str = True
     if getattr(args, "insecure_skip_verify", False):
         verify = False
+        print(f"warning: not verifying the TLS certificate of {server} (--insecure-skip-verify)", file=sys.stderr)
     elif getattr(args, "ca_file", None) is not None:
         if not args.ca_file.is_file():
             raise _UsageError(f"--ca-file: expected a PEM CA bundle, found no file at {args.ca_file}")

@@ -111,3 +111,31 @@ def test_the_stand_in_refuses_bodies_argo_would_not_send(workflows):
         with pytest.raises(Exception, match="does not validate"):
             service.list_workflows()
         assert any("podName" in error for error in running.schema_errors)
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl CLI)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "server.pem", folder / "server.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=argo-server", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+def test_tls_verification_ca_file_and_skip(cli, workflows, certificate):
+    cert, _ = certificate
+    with argo_server(archived=[workflows["gpuaas-on-finished-q1w2e"]], token=TOKEN, tls=certificate) as running:
+        assert running.url.startswith("https://")
+        code, _, err = cli("audit", *argo(running))
+        assert code == 2 and "TLS verification failed" in err and "--ca-file" in err
+        code, out, err = cli("audit", *argo(running, "--ca-file", str(cert)))
+        assert code == 0 and "gpuaas-on-finished-q1w2e" in out, err
+        code, out, _ = cli("audit", *argo(running, "--insecure-skip-verify"))
+        assert code == 0 and "gpuaas-on-finished-q1w2e" in out

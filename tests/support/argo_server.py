@@ -24,6 +24,7 @@ import copy
 import json
 import os
 import re
+import ssl
 import threading
 import uuid
 from collections.abc import Iterator
@@ -293,11 +294,18 @@ def _request_path(path: str) -> str | None:
 
 @contextmanager
 def argo_server(live: list[dict[str, Any]] | None = None, archived: list[dict[str, Any]] | None = None,
-                token: str = "stand-in-token") -> Iterator[ArgoServerStandIn]:
-    """Run the stand-in on a free loopback port for the duration of the block."""
+                token: str = "stand-in-token", tls: tuple[Path, Path] | None = None) -> Iterator[ArgoServerStandIn]:
+    """Run the stand-in on a free loopback port for the duration of the block; `tls` =
+    (certificate, key) PEM files serves HTTPS as the Argo Server does by default."""
     state = ArgoServerStandIn(live or [], archived or [], token)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    scheme = "http"
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(tls[0]), str(tls[1]))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    state.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, name="argo-server-stand-in", daemon=True)
     thread.start()
     try:
