@@ -43,6 +43,8 @@ class WorkloadState:
     release_on: JSON | None = None
     """The live object carrying the release record (the Workload, or the object the release changed)."""
     prometheus_url: str = ""
+    predictor: JSON | None = None
+    """The Deployment a raw-deployment InferenceService runs (when the Workload is owned by the ISVC itself)."""
     leftovers: list[JSON] = field(default_factory=list)
     """Objects that outlive the Workload and still hold GPU workers (a RayJob's kept RayCluster)."""
     extra: JSON = field(default_factory=dict)
@@ -80,7 +82,7 @@ class WorkloadState:
             found = self.owners.find(kind)
             if found is not None:
                 return found
-        return None
+        return self.predictor
 
     def event_notes(self) -> list[str]:
         """Why the event may not describe the live Workload (stale, replaced, duplicated)."""
@@ -147,6 +149,9 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
     state.workload = workload
     state.owners = resolve_owners(kube, obj)
     state.tenant_info = resolve_tenant(kube, obj)
+    isvc = state.owners.find("InferenceService")
+    if isvc is not None and state.owners.find("Deployment") is None:
+        state.predictor = _predictor_of(kube, isvc)
     all_so = kube.list(SCALED_OBJECT, workload.namespace)
     state.managed_scaled_objects = [so for so in all_so
                                     if ((so.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY)
@@ -185,3 +190,19 @@ def _release_target(kube: Any, namespace: str, record: JSON) -> JSON | None:
     if resource is None or not target.get("name"):
         return None
     return kube.get(resource, str(target["name"]), namespace if resource.namespaced else None)
+
+
+def _predictor_of(kube: Any, isvc: JSON) -> JSON | None:
+    """The Deployment KServe created for a raw-deployment InferenceService (controller ownerReference)."""
+    from steps.gateways.resources import DEPLOYMENT
+
+    meta = isvc.get("metadata") or {}
+    for deployment in kube.list(DEPLOYMENT, meta.get("namespace")):
+        refs = (deployment.get("metadata") or {}).get("ownerReferences") or []
+        if any(r.get("controller") and (r.get("uid") == meta.get("uid")
+                                        or (r.get("kind") == "InferenceService" and r.get("name") == meta.get("name")))
+               for r in refs):
+            deployment.setdefault("apiVersion", DEPLOYMENT.api_version)
+            deployment.setdefault("kind", "Deployment")
+            return deployment
+    return None

@@ -4,9 +4,10 @@ When a reaction step dies before writing its record (OOM, image pull, retries ex
 Workflow's exit handler runs this with `reaction`, `namespace`, `workload`, `event`, `dry-run`,
 `tenant`, `status` ({{workflow.status}}) and `failures` ({{workflow.failures}}, a JSON list).
 
-The record is typed as the FAILED reaction (io.gpuaas.reaction.<reaction>) so the audit sees one
-record per run whatever happened; `observed.recordedBy` says this step wrote it. A Succeeded or
-empty status means the reaction recorded itself: no-op. A failed run also gets a
+For a failed run the record is typed as the FAILED reaction (io.gpuaas.reaction.<reaction>) so the
+audit has a record for the run even when the step died before writing one; `observed.recordedBy`
+says this step wrote it (prefer the reaction node's own record when both exist). A Succeeded or
+empty status means the reaction recorded itself: no-op, typed io.gpuaas.reaction.record-outcome. A failed run also gets a
 GPUaaSReactionFailed Event on the Workload. This step always exits 0: an exit handler that fails
 would hide the original failure.
 """
@@ -55,6 +56,9 @@ def step(context: Any) -> StepReport:
     report = StepReport(reaction=reaction, outcome=Outcome.NO_OP, request=request, observed=observed,
                         exit_code=0, tenant=request.tenant_hint or None)
     if status in ("", "Succeeded"):
+        # Typed as record-outcome, not as the reaction: the reaction's own record is the run's record.
+        report.reaction = REACTION
+        observed["reaction"] = reaction
         report.plan = {"actions": [], "reasons": [(f"workflow status {status or 'unknown'}: the reaction step "
                                                   "recorded its own outcome")]}
         return report

@@ -286,6 +286,7 @@ def test_record_outcome_records_a_failed_run(api: ApiServer, run_step: StepRunne
     code, ok = run_step("record-outcome", reaction="on-idle", namespace=NS, workload=wl_name(scene),
                         status="Succeeded", failures="null")
     assert code == 0 and ok["outcome"] == "no-op"
+    assert ok["record"]["type"] == "io.gpuaas.reaction.record-outcome"
 
 
 def test_subprocess_as_argo_runs_it(api: ApiServer, tmp_path: Path) -> None:
@@ -373,3 +374,21 @@ def test_resume_by_target_bad_input(api: ApiServer, run_step: StepRunner, params
     code, out = run_step("resume-workers", **params)
     assert code == 0 and out["outcome"] == "rejected-input" and message in out["record"]["data"]["errors"][0]
     assert api.write_count == 0
+
+
+def test_inference_service_owning_its_workload_gets_a_scaled_object_on_its_predictor(api: ApiServer,
+                                                                                     run_step: StepRunner) -> None:
+    """Kueue has no InferenceService integration: a Workload may name the ISVC itself as its owner."""
+    scene = Scene.of("InferenceService")
+    isvc = next(o for _, o in scene.owners if o["kind"] == "InferenceService")
+    scene.workload["metadata"]["ownerReferences"] = [{"apiVersion": "serving.kserve.io/v1beta1",
+                                                      "kind": "InferenceService", "name": "train",
+                                                      "uid": isvc["metadata"]["uid"], "controller": True}]
+    scene.seed(api.store)
+    code, out = run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied"
+    [so] = api.store.list(R.SCALED_OBJECT, NS)
+    assert so["spec"]["scaleTargetRef"]["name"] == "train-predictor"
+    assert so["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
+    code, released = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert released["plan"]["actions"][0]["action"] == "pause-keda"
