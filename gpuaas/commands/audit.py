@@ -25,7 +25,7 @@ from typing import Any
 OUTCOME_CHOICES = ("applied", "no-op", "skipped-by-policy", "rejected-input", "failed", "unknown")
 
 
-def _source_and_filters(parser: argparse.ArgumentParser, nested: bool) -> None:
+def _source(parser: argparse.ArgumentParser, nested: bool) -> None:
     """Options valid before and after the action; nested copies must not reset the outer values."""
     default: Any = argparse.SUPPRESS if nested else None
     source = parser.add_argument_group("history source")
@@ -40,6 +40,10 @@ def _source_and_filters(parser: argparse.ArgumentParser, nested: bool) -> None:
     source.add_argument("--ca-file", type=Path, default=default, help="CA bundle to verify the Argo Server with")
     source.add_argument("--argo-namespace", default=default,
                         help="namespace of the workflows (default: $ARGO_NAMESPACE or gpuaas)")
+
+
+def _filters(parser: argparse.ArgumentParser, nested: bool) -> None:
+    default: Any = argparse.SUPPRESS if nested else None
     filters = parser.add_argument_group("filters")
     filters.add_argument("--since", default=default, help="runs started at or after: RFC 3339 or an age (24h, 7d)")
     filters.add_argument("--until", default=default, help="runs started at or before: RFC 3339 or an age")
@@ -52,17 +56,19 @@ def _source_and_filters(parser: argparse.ArgumentParser, nested: bool) -> None:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (parser.description or "") + " Without an action: list runs."
-    _source_and_filters(parser, nested=False)
+    _source(parser, nested=False)
+    _filters(parser, nested=False)
     parser.add_argument("--output", choices=("table", "json", "csv"), default="table",
                         help="listing format (default: table)")
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     show = actions.add_parser("show", help="one run in full: event, observed state, plan, actions, outcome")
     show.add_argument("run", metavar="RUN", help="workflow name or uid")
     show.add_argument("--output", choices=("text", "json"), default="text", dest="show_output")
-    _source_and_filters(show, nested=True)
+    _source(show, nested=True)
     report = actions.add_parser("report", help="HTML report with charts (matplotlib) and tables")
     report.add_argument("--html", type=Path, required=True, metavar="DIR", help="folder to write index.html and PNGs")
-    _source_and_filters(report, nested=True)
+    _source(report, nested=True)
+    _filters(report, nested=True)
     resubmit = actions.add_parser("resubmit", help="run it again (Argo Server resubmit, or the local engine)")
     resubmit.add_argument("run", metavar="RUN", help="workflow name or uid")
     resubmit.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
@@ -70,7 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     resubmit.add_argument("--memoized", action="store_true", help="Argo only: reuse memoized steps")
     resubmit.add_argument("--snapshot", type=Path, default=None,
                           help="local only: cluster snapshot (default: cluster-snapshot.json beside the archive)")
-    _source_and_filters(resubmit, nested=True)
+    _source(resubmit, nested=True)
 
 
 class _UsageError(ValueError):
@@ -149,7 +155,11 @@ def _list(args: argparse.Namespace, history: Any) -> int:
 
     runs = _selected_runs(args, history)
     writer = {"table": listing.write_table, "json": listing.write_json, "csv": listing.write_csv}[args.output]
-    writer(runs, sys.stdout)
+    try:
+        writer(runs, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `gpuaas audit ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
