@@ -206,15 +206,22 @@ class LocalEngine:
     @classmethod
     def from_snapshot(cls, path: Path | str, *, archive_path: Path | str | None = None,
                       manifests: Path | str | None = None, step_mode: str = "in-process",
-                      event_sources: bool = False, kueue: bool = True) -> LocalEngine:
+                      event_sources: bool = False, kueue: bool = True,
+                      prometheus_url: str | None = None, time_scale: float = 30.0) -> LocalEngine:
         """A started engine whose cluster holds the snapshot's objects (for local resubmission).
 
         Event sources are off by default: a re-run should do what was asked and nothing else.
+        There is no Prometheus unless `prometheus_url` names one, so reactions that confirm
+        idleness fail transiently and are retried; `time_scale` shortens the templates' retry
+        backoff (5 s, 10 s, ... become 1/30 of that) so such a re-run ends in seconds.
         """
         objects = cluster_state.read(Path(path))
         options = EngineOptions(manifests=Path(manifests) if manifests else DEFAULT_MANIFESTS,
                                 archive_path=Path(archive_path) if archive_path else None,
-                                step_mode=step_mode, event_sources=event_sources, kueue=kueue)
+                                step_mode=step_mode, event_sources=event_sources, kueue=kueue,
+                                time_scale=time_scale)
+        if prometheus_url:
+            options.prometheus_url = prometheus_url
         engine = cls(options)
         namespaces = [o for o in objects if o.get("kind") == "Namespace"]
         others = [o for o in objects if o.get("kind") != "Namespace"]
