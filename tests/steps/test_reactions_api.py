@@ -392,3 +392,19 @@ def test_inference_service_owning_its_workload_gets_a_scaled_object_on_its_predi
     assert so["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
     code, released = run_step("release-workers", namespace=NS, workload=wl_name(scene))
     assert released["plan"]["actions"][0]["action"] == "pause-keda"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_on_finished_twice_second_is_a_no_op(api: ApiServer, run_step: StepRunner, kind: str, version: str) -> None:
+    scene = Scene.of(kind, version=version, status="finished")
+    scene.seed(api.store)
+    code, first = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and first["outcome"] in ("applied", "no-op")
+    if kind == "RayJob":   # the RayJob keeps its RayCluster after finishing: its workers are released
+        assert first["outcome"] == "applied"
+        cluster = api.store.get(R.RAY_CLUSTER, "train-raycluster", NS)
+        assert cluster["spec"]["workerGroupSpecs"][0]["replicas"] == 0
+    api.reset_counters()
+    code, second = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and second["outcome"] == "no-op" and api.write_count == 0
