@@ -50,7 +50,7 @@ from steps.plan import (
     outcome_of,
 )
 
-_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
 def module_name(reaction: str) -> str:
@@ -60,7 +60,7 @@ def module_name(reaction: str) -> str:
 
 def load(reaction: str) -> ModuleType:
     """Import the reaction's module; RejectedInput when the name is malformed or unknown."""
-    if not _NAME.match(reaction or ""):
+    if not NAME_PATTERN.match(reaction or ""):
         raise RejectedInput("reaction", "a reaction name such as on-admitted (lower-case, '-')",
                             repr(reaction), "check the template's command: [python, -m, steps, <reaction>]")
     try:

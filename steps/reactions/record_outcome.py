@@ -41,12 +41,12 @@ def _failures(text: str) -> list[Any]:
 
 def step(context: Any) -> StepReport:
     from steps.gateways.errors import KubernetesError
-    from steps.reactions import _NAME
+    from steps.reactions import NAME_PATTERN
     from steps.record import FAILED
 
     params = context.params
     reaction = (params.get("reaction") or "").strip()
-    if not _NAME.match(reaction):
+    if not NAME_PATTERN.match(reaction):
         raise RejectedInput("reaction", "the name of the reaction whose run failed (e.g. on-idle)", repr(reaction),
                             "pass reaction={{workflow.labels.gpuaas.io/reaction}} from the exit handler")
     request = ReactionRequest.from_params(reaction, {k: v for k, v in params.items() if k != "reaction"})
