@@ -30,11 +30,17 @@ class TimelineRow:
 
 
 def _pod_nodes(workflow: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Pod nodes of the main branch and of the exit handler (`<workflow>.onExit...`), in node order."""
+    """Pod nodes (last attempt of each retried step) of the main branch and of the exit handler
+    (`<workflow>.onExit...`), in node order."""
     name = (workflow.get("metadata") or {}).get("name", "")
+    nodes = (workflow.get("status") or {}).get("nodes", {})
+    superseded = set()  # earlier attempts of a retried step: only the last attempt's outputs count
+    for node in nodes.values():
+        if node.get("type") == "Retry":
+            superseded.update((node.get("children") or [])[:-1])
     main, exit_handler = [], []
-    for node in (workflow.get("status") or {}).get("nodes", {}).values():
-        if node.get("type") == "Pod":
+    for node_id, node in nodes.items():
+        if node.get("type") == "Pod" and node_id not in superseded:
             (exit_handler if node.get("name", "").startswith(f"{name}.onExit") else main).append(node)
     return main, exit_handler
 

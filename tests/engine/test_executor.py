@@ -14,6 +14,7 @@ import pytest
 from engine.archive import RunArchive
 from engine.executor import ExecutorSettings, SubmissionRejected, WorkflowExecutor
 from engine.step_runner import SubprocessStepRunner
+from engine.timeline import reaction_outcomes
 
 WRITE_OUTPUT = """
 import json, os, pathlib, sys
@@ -109,6 +110,7 @@ def test_retries_only_on_exit_code_75_and_keeps_the_last_attempt(executor_for, t
     assert [n["outputs"]["exitCode"] for n in sorted(attempts, key=lambda n: n["displayName"])] == ["75", "75", "0"]
     retry_node = next(n for n in transient_then_ok["status"]["nodes"].values() if n["type"] == "Retry")
     assert outputs_of(retry_node) == {"outcome": "attempt 3"}
+    assert reaction_outcomes(transient_then_ok) == ["attempt 3"]  # earlier attempts do not count
 
     counter.unlink()
     permanent = executor.submit(submit_of("retrying", codes="[1, 0]"))
