@@ -221,7 +221,8 @@ def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: st
             else:
                 ops.append({"op": "add", "path": annotations_path, "value": {RELEASE_ANNOTATION: record}})
             actions.append(Action("scale-worker-groups", _resource(target), name, namespace, reason,
-                                  operation="json-patch", patch=ops, before={"workerGroups": previous}))
+                                  operation="json-patch", patch=ops, resource_version=rv,
+                                  before={"workerGroups": previous}))
     elif strategy.name == STOP_NOTEBOOK:
         old = _annotations(target).get(NOTEBOOK_STOPPED)
         record = _record(strategy, {"annotations": {NOTEBOOK_STOPPED: old}}, tenant=tenant, gpus=gpus, now=now,
@@ -326,6 +327,6 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
                             "path": f"{path}/{index}/minReplicas", "value": before["minReplicas"]})
         ops.append({"op": "remove", "path": f"/metadata/annotations/{RELEASE_ANNOTATION.replace('/', '~1')}"})
         return [Action("restore-worker-groups", _resource(target), name, namespace, reason, operation="json-patch",
-                       patch=ops, before={"workerGroups": {str(g.get('groupName')): g.get('replicas') for g in groups}})
+                       patch=ops, resource_version=rv, before={"workerGroups": {str(g.get('groupName')): g.get('replicas') for g in groups}})
                 ], notes
     return [], [f"release record strategy {strategy!r} is not one this version can undo"]

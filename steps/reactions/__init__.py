@@ -185,7 +185,12 @@ def _write(kube: Any, action: Action) -> JSON | None:
         written = kube.merge_patch(action.resource, action.name, patch, ns, subresource=action.subresource)
         return _project(written, action.patch)
     if action.operation == "json-patch":
-        written = kube.json_patch(action.resource, action.name, action.patch, ns, subresource=action.subresource)
+        operations = list(action.patch)
+        if action.resource_version:
+            # Setting the observed resourceVersion makes the API server answer 409 if the object moved on.
+            operations.insert(0, {"op": "replace", "path": "/metadata/resourceVersion",
+                                  "value": action.resource_version})
+        written = kube.json_patch(action.resource, action.name, operations, ns, subresource=action.subresource)
         return {"resourceVersion": (written.get("metadata") or {}).get("resourceVersion")}
     if action.operation == "delete":
         kube.delete(action.resource, action.name, ns)

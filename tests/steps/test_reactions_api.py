@@ -408,3 +408,42 @@ def test_on_finished_twice_second_is_a_no_op(api: ApiServer, run_step: StepRunne
     api.reset_counters()
     code, second = run_step("on-finished", namespace=NS, workload=wl_name(scene))
     assert code == 0 and second["outcome"] == "no-op" and api.write_count == 0
+
+
+def test_elastic_raycluster_release_and_resume_over_json_patch(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("RayCluster", elastic=True, workers=3)
+    scene.seed(api.store)
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied"
+    group = api.store.get(R.RAY_CLUSTER, "train", NS)["spec"]["workerGroupSpecs"][0]
+    assert (group["replicas"], group["minReplicas"]) == (0, 0)
+    assert api.store.get(R.WORKLOAD, wl_name(scene), NS)["spec"].get("active", True) is True   # Workload kept active
+    code, out = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied"
+    cluster = api.store.get(R.RAY_CLUSTER, "train", NS)
+    assert (cluster["spec"]["workerGroupSpecs"][0]["replicas"], cluster["spec"]["workerGroupSpecs"][0]["minReplicas"]) \
+        == (3, 1)
+    assert "gpuaas.io/release" not in (cluster["metadata"].get("annotations") or {})
+
+
+def test_json_patch_on_a_moved_object_conflicts_and_replans(api: ApiServer, run_step: StepRunner,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer changes the RayCluster between observe and apply: 409, re-read, re-plan."""
+    from steps.model import state as state_module
+
+    scene = Scene.of("RayCluster", elastic=True, workers=3)
+    scene.seed(api.store)
+    original = state_module.observe_workload
+    calls = []
+
+    def observe_then_someone_writes(context, request):  # type: ignore[no-untyped-def]
+        observed = original(context, request)
+        if not calls:
+            api.store.patch(R.RAY_CLUSTER, "train", {"metadata": {"labels": {"touched": "yes"}}}, NS)
+        calls.append(1)
+        return observed
+
+    monkeypatch.setattr("steps.reactions.release_workers.observe_workload", observe_then_someone_writes)
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied" and len(calls) == 2
+    assert "re-read and re-planned" in out["record"]["data"]["errors"][0]
