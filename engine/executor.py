@@ -84,6 +84,12 @@ class Mutexes:
             return self._locks.setdefault(key, threading.Lock())
 
     def acquire(self, key: str, holder: str) -> None:
+        owner = holder.split("/", 1)[0]
+        with self._guard:
+            current = self.holders.get(key, "")
+        if current and current.split("/", 1)[0] == owner:
+            raise SubmissionRejected(f"synchronization: mutex {key} is already held by workflow {owner}; taking it "
+                                     "again at template level would wait forever (in Argo too)")
         self.lock(key).acquire()
         with self._guard:
             self.holders[key] = holder
