@@ -17,6 +17,7 @@ workflow `metrics` are accepted and ignored (they matter only to a real cluster)
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import json
 import secrets
@@ -25,7 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,6 +95,19 @@ class Mutexes:
         with self._guard:
             self.holders[key] = holder
             self.history.append((key, holder, "acquired"))
+
+    @contextlib.contextmanager
+    def holding(self, keys: list[str], holder: str) -> Iterator[None]:
+        """Hold every mutex in `keys` (sorted, so two holders never wait on each other) for the block."""
+        taken: list[str] = []
+        try:
+            for key in sorted(keys):
+                self.acquire(key, holder)
+                taken.append(key)
+            yield
+        finally:
+            for key in reversed(taken):
+                self.release(key, holder)
 
     def release(self, key: str, holder: str) -> None:
         with self._guard:
@@ -264,51 +278,26 @@ class _WorkflowRun:
     # -- top level --------------------------------------------------------------------------------
 
     def execute(self) -> dict[str, Any]:
-        metadata = self.workflow["metadata"]
-        self._apply_workflow_metadata(metadata)
         status: dict[str, Any] = {"phase": "Pending", "nodes": self.nodes,
                                   "storedWorkflowTemplateSpec": copy.deepcopy(self.spec)}
         self.workflow["status"] = status
-        mutex_keys = self._mutex_keys(self.spec.get("synchronization"), self.globals)
-        for key in mutex_keys:
-            self.executor.mutexes.acquire(key, self.name)
         base = self.executor.settings.workdir
         tmp = tempfile.TemporaryDirectory(prefix=f"{self.name}-", dir=str(base) if base else None,
                                           ignore_cleanup_errors=True)
         self.workdir = Path(tmp.name)
         try:
-            status["phase"] = "Running"
-            status["startedAt"] = rfc3339(self.executor.clock())
-            self.workflow["metadata"]["labels"][PHASE_LABEL] = "Running"
-            entrypoint = self.workflow["spec"].get("entrypoint") or self.spec.get("entrypoint")
-            arguments = self.workflow["spec"]["arguments"]["parameters"]
-            if not entrypoint or entrypoint not in self.templates:
-                result = NodeResult("Error", message=f"spec.entrypoint: template {entrypoint!r} not found")
-                self._root_node(entrypoint or "", result)
-            else:
-                # Argo passes spec.arguments to the entrypoint (and the exit handler) as their arguments
-                result = self._run_template(entrypoint, arguments, self.name, self.name, parent=None, scope={})
-            phase = result.phase if result.phase in ("Succeeded", "Failed", "Error") else "Failed"
-            on_exit = self.workflow["spec"].get("onExit") or self.spec.get("onExit")
-            if on_exit:
-                exit_scope = {"workflow.status": phase,
-                              "workflow.failures": json.dumps(self.failures, separators=(",", ":"))}
-                exit_result = self._run_template(on_exit, arguments, f"{self.name}.onExit", f"{self.name}.onExit",
-                                                 parent=None, scope=exit_scope)
-                if phase == "Succeeded" and exit_result.phase != "Succeeded":
-                    phase = exit_result.phase
-            status["phase"] = phase
-            if result.message and phase != "Succeeded":
-                status["message"] = result.message
+            self._apply_workflow_metadata(self.workflow["metadata"])
+            mutex_keys = self._mutex_keys(self.spec.get("synchronization"), self.globals)
+            with self.executor.mutexes.holding(mutex_keys, self.name):  # Pending until the lock is ours
+                self._run(status)
         except Exception as error:  # noqa: BLE001 - as the controller: whatever broke, the run is Error
             status["phase"] = "Error"
             status["message"] = f"{type(error).__name__}: {error}" if not isinstance(
                 error, (UnresolvedTag, UnsupportedExpression, SubmissionRejected)) else str(error)
         finally:
-            for key in reversed(mutex_keys):
-                self.executor.mutexes.release(key, self.name)
             if not self.executor.settings.keep_workdirs:
                 tmp.cleanup()
+        status.setdefault("startedAt", rfc3339(self.executor.clock()))
         status["finishedAt"] = rfc3339(self.executor.clock())
         pods = [n for n in self.nodes.values() if n["type"] == "Pod"]
         status["progress"] = f"{sum(n['phase'] == 'Succeeded' for n in pods)}/{len(pods)}"
@@ -320,6 +309,32 @@ class _WorkflowRun:
         for listener in list(self.executor.listeners):
             listener(self.workflow)
         return self.workflow
+
+    def _run(self, status: dict[str, Any]) -> None:
+        """Entrypoint, then the exit handler with `workflow.status` and `workflow.failures`."""
+        status["phase"] = "Running"
+        status["startedAt"] = rfc3339(self.executor.clock())
+        self.workflow["metadata"]["labels"][PHASE_LABEL] = "Running"
+        entrypoint = self.workflow["spec"].get("entrypoint") or self.spec.get("entrypoint")
+        arguments = self.workflow["spec"]["arguments"]["parameters"]
+        if not entrypoint or entrypoint not in self.templates:
+            result = NodeResult("Error", message=f"spec.entrypoint: template {entrypoint!r} not found")
+            self._root_node(entrypoint or "", result)
+        else:
+            # Argo passes spec.arguments to the entrypoint (and the exit handler) as their arguments
+            result = self._run_template(entrypoint, arguments, self.name, self.name, parent=None, scope={})
+        phase = result.phase if result.phase in ("Succeeded", "Failed", "Error") else "Failed"
+        on_exit = self.workflow["spec"].get("onExit") or self.spec.get("onExit")
+        if on_exit:
+            exit_scope = {"workflow.status": phase,
+                          "workflow.failures": json.dumps(self.failures, separators=(",", ":"))}
+            exit_result = self._run_template(on_exit, arguments, f"{self.name}.onExit", f"{self.name}.onExit",
+                                             parent=None, scope=exit_scope)
+            if phase == "Succeeded" and exit_result.phase != "Succeeded":
+                phase = exit_result.phase
+        status["phase"] = phase
+        if result.message and phase != "Succeeded":
+            status["message"] = result.message
 
     def _apply_workflow_metadata(self, metadata: dict[str, Any]) -> None:
         """`spec.workflowMetadata` labels/annotations (substituted with workflow parameters)."""
@@ -392,16 +407,11 @@ class _WorkflowRun:
         local.update({f"inputs.parameters.{p['name']}": p["value"] for p in inputs})
         local["inputs.parameters"] = json.dumps(inputs, separators=(",", ":"))
         mutex_keys = self._mutex_keys(template.get("synchronization"), local)
-        for key in mutex_keys:
-            self.executor.mutexes.acquire(key, f"{self.name}/{node_name}")
-        try:
+        with self.executor.mutexes.holding(mutex_keys, f"{self.name}/{node_name}"):
             retry = template.get("retryStrategy")
             if retry:
                 return self._run_with_retries(template, inputs, local, node_name, display, parent, retry)
             return self._run_once(template, inputs, local, node_name, display, parent)
-        finally:
-            for key in reversed(mutex_keys):
-                self.executor.mutexes.release(key, f"{self.name}/{node_name}")
 
     @staticmethod
     def _resolve_inputs(template: dict[str, Any], arguments: list[dict[str, Any]],

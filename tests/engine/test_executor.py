@@ -206,3 +206,17 @@ def test_expressions_cover_what_the_rendered_templates_use() -> None:
     # one pass: a substituted value is never scanned again
     assert substitute("{{inputs.parameters.event}}", {"inputs.parameters.event": "{{workflow.name}}",
                                                        "workflow.name": "wf"}) == "{{workflow.name}}"
+
+
+def test_a_template_retaking_its_workflows_mutex_is_an_error_and_releases_it(executor_for) -> None:
+    lock = {"mutexes": [{"name": "gpuaas-workload-{{workflow.parameters.workload}}"}]}
+    template = workflow_template(
+        "self-locking", entrypoint="step", parameters=[{"name": "workload", "value": "wl-1"}], synchronization=lock,
+        templates=[script("step", "", []) | {"synchronization": {"mutexes": [{"name": "gpuaas-workload-wl-1"}]}}])
+    executor = executor_for(template)
+    first = executor.submit(submit_of("self-locking"))
+    assert first["status"]["phase"] == "Error"
+    assert "already held by workflow" in first["status"]["message"]
+    second = executor.submit(submit_of("self-locking"))  # would hang if the first run kept the lock
+    assert second["status"]["phase"] == "Error"
+    assert executor.mutexes.holders == {}
