@@ -96,8 +96,9 @@ def _reclaimed_per_tenant(runs: list[Run], path: Path) -> dict[str, tuple[float,
         hours = [totals[t][0] for t in tenants]
         axis.barh(tenants, hours, color="#55A868")
         for index, tenant in enumerate(tenants):
-            axis.text(hours[index], index, f" {hours[index]:.2f} h ({totals[tenant][1]:.0f} GPUs released)",
+            axis.text(hours[index], index, f" {hours[index]:.3g} h ({totals[tenant][1]:.0f} GPUs released)",
                       va="center", fontsize=8)
+        axis.margins(x=0.35)
         axis.set_xlabel("GPU-hours reclaimed (record metric gpuHoursReclaimed)")
     else:
         axis.text(0.5, 0.5, "no run recorded reclaimed GPU-hours or released GPUs", ha="center", va="center")
