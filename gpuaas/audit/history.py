@@ -206,9 +206,10 @@ class ArgoServerHistory:
 
         namespace = self.connection.namespace
         if _UID.match(ref):
-            for run in self.runs():
-                if run.uid == ref and not run.archived:
-                    return run
+            live = self._pages("list workflows", self.service.list_workflows, namespace=namespace)
+            for workflow in live:
+                if (workflow.get("metadata") or {}).get("uid") == ref:
+                    return parse_workflow(workflow)
             try:
                 return parse_workflow(self._dict(self._call("get archived workflow",
                                                             self.service.get_archived_workflow, ref)), archived=True)

@@ -217,6 +217,11 @@ def parse_time(value: str | None) -> datetime | None:
     return parsed
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else {} (archived history can hold anything)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _parameters(items: Any) -> dict[str, str]:
     result: dict[str, str] = {}
     for item in items if isinstance(items, list) else []:
@@ -243,8 +248,8 @@ def _read_record(raw: str | None) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _step_from_node(node_id: str, node: dict[str, Any], attempts: int, outer: dict[str, Any]) -> StepRecord:
-    outputs = _parameters(((node.get("outputs") or {}).get("parameters"))
-                          or ((outer.get("outputs") or {}).get("parameters")))
+    outputs = _parameters(_object(node.get("outputs")).get("parameters")
+                          or _object(outer.get("outputs")).get("parameters"))
     record, problem = _read_record(outputs.get("record"))
     phase = str(node.get("phase") or outer.get("phase") or "")
     template = str(node.get("templateName") or outer.get("templateName") or "")
@@ -252,7 +257,7 @@ def _step_from_node(node_id: str, node: dict[str, Any], attempts: int, outer: di
     name = str(node.get("name") or "")
     role = "exit-handler" if template == EXIT_HANDLER_TEMPLATE or ".onExit" in name else "reaction"
     reason: str | None = None
-    data = (record or {}).get("data") or {}
+    data = _object((record or {}).get("data"))
     outcome = data.get("outcome") if isinstance(data.get("outcome"), str) else None
     if outcome is None:
         # Without a readable record nothing says what was done; the plain `outcome` output alone
@@ -333,14 +338,12 @@ def _rank(outcome: str) -> int:
 
 def parse_workflow(workflow: dict[str, Any], archived: bool = False) -> Run:
     """A `Run` from a Workflow object as the Argo API or archive returns it (never raises on content)."""
-    workflow = workflow if isinstance(workflow, dict) else {}
-    metadata = workflow.get("metadata") if isinstance(workflow.get("metadata"), dict) else {}
-    spec = workflow.get("spec") if isinstance(workflow.get("spec"), dict) else {}
-    status = workflow.get("status") if isinstance(workflow.get("status"), dict) else {}
-    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
-    parameters = _parameters((spec.get("arguments") or {}).get("parameters"))
-    template = labels.get(TEMPLATE_LABEL) or str((spec.get("workflowTemplateRef") or {}).get("name") or "")
-    nodes = status.get("nodes") if isinstance(status.get("nodes"), dict) else {}
+    workflow = _object(workflow)
+    metadata, spec, status = (_object(workflow.get(k)) for k in ("metadata", "spec", "status"))
+    labels = {str(k): str(v) for k, v in _object(metadata.get("labels")).items()}
+    parameters = _parameters(_object(spec.get("arguments")).get("parameters"))
+    template = labels.get(TEMPLATE_LABEL) or str(_object(spec.get("workflowTemplateRef")).get("name") or "")
+    nodes = _object(status.get("nodes"))
     steps = _steps(nodes)
 
     reaction = labels.get(REACTION_LABEL) or ""

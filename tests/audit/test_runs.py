@@ -53,10 +53,17 @@ def test_a_failed_workflow_is_failed_even_if_its_steps_say_otherwise(workflows):
     assert (run.outcome, run.reason) == ("failed", "exceeded activeDeadlineSeconds")
 
 
-def test_garbage_is_a_run_not_an_exception():
-    run = parse_workflow({"metadata": "nope", "status": {"nodes": {"x": None}}})
+@pytest.mark.parametrize("workflow", [
+    {"metadata": "nope", "status": {"nodes": {"x": None}}},
+    {"metadata": {"name": "w", "labels": ["a"]}, "spec": {"arguments": "x", "workflowTemplateRef": 3},
+     "status": {"phase": "Succeeded", "nodes": {"p": {"type": "Pod", "outputs": "x", "children": []}}}},
+    {"metadata": {"name": "w"}, "status": {"phase": "Succeeded", "nodes": {"p": {
+        "type": "Pod", "phase": "Succeeded", "outputs": {"parameters": [{"name": "record", "value": "[1, 2]"}]}}}}},
+])
+def test_garbage_is_a_run_not_an_exception(workflow):
+    run = parse_workflow(workflow)
     assert run.outcome == "unknown"
-    assert run.reaction == "unknown"
+    assert run.reason
 
 
 def test_relative_and_absolute_times():
