@@ -53,7 +53,7 @@ def write_table(runs: list[Run], out: TextIO) -> None:
         out.write("  ".join(_cell(v, widths[i]).ljust(widths[i]) for i, v in enumerate(row)).rstrip() + "\n")
     failed = sum(1 for r in runs if r.outcome == "failed")
     unknown = sum(1 for r in runs if r.outcome == "unknown")
-    out.write(f"\n{len(runs)} run(s); {failed} failed, {unknown} unknown. "
+    out.write(f"\n{len(runs)} run(s); {failed} failed, {unknown} unknown; times in UTC. "
               f"`gpuaas audit show WORKFLOW` for one run in full.\n")
 
 

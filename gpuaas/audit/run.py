@@ -355,9 +355,13 @@ def parse_workflow(workflow: dict[str, Any], archived: bool = False) -> Run:
     message = status.get("message")
 
     reason: str | None
+    exit_errors = [e for s in steps if s.role == "exit-handler" for e in s.errors]
     if primary:
         worst = min(primary, key=lambda s: _rank(s.outcome))
         outcome, reason = worst.outcome, worst.reason
+        if worst.record is None and worst.role == "reaction" and exit_errors:
+            # The step died without a record; record-outcome saw what Argo reported.
+            reason = f"{reason}; exit handler recorded: {exit_errors[0]}"
     elif phase in FAILED_PHASES:
         outcome, reason = "failed", message or f"workflow {phase} before any step recorded an outcome"
     elif phase in ("", "Pending", "Running"):
@@ -365,7 +369,6 @@ def parse_workflow(workflow: dict[str, Any], archived: bool = False) -> Run:
     else:
         outcome, reason = UNKNOWN, "no step of this workflow wrote an outcome or record"
     if phase in FAILED_PHASES and outcome != "failed":
-        exit_errors = [e for s in steps if s.role == "exit-handler" for e in s.errors]
         reason = message or (exit_errors[0] if exit_errors else None) or \
             f"workflow {phase} although its steps recorded {outcome}"
         outcome = "failed"

@@ -40,7 +40,7 @@ def test_table_shows_fan_out_children_and_unknown_reactions(cli, archive):
     assert "- on-idle(0)" in lines[parent + 2] and "applied" in lines[parent + 2]
     assert "- on-idle(1)" in lines[parent + 3] and "failed" in lines[parent + 3]
     assert any("on-preempted" in line and "(unknown reaction)" in line for line in lines)
-    assert "8 run(s); 2 failed, 3 unknown" in out
+    assert "8 run(s); 2 failed, 3 unknown; times in UTC" in out
 
 
 def test_csv_has_one_row_per_run(cli, archive):

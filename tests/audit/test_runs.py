@@ -33,7 +33,7 @@ def test_fan_out_is_one_run_with_a_record_per_alert(workflows):
 
 
 @pytest.mark.parametrize(("name", "outcome", "reason"), [
-    ("gpuaas-release-workers-c4r5t", "failed", "exit code 75"),
+    ("gpuaas-release-workers-c4r5t", "failed", "exit handler recorded: step release-workers: OOMKilled"),
     ("gpuaas-resume-workers-g7h8j", "unknown", "not JSON"),
     ("gpuaas-on-preempted-m3n4b", "no-op", "unknown reaction 'on-preempted'"),
     ("gpuaas-provision-quota-r6t7y", "unknown", "Running"),
@@ -80,3 +80,16 @@ def test_only_the_reaction_is_pushed_down():
     assert RunFilter(tenant="vision").label_selector() is None
     with pytest.raises(FilterError, match="--reaction"):
         RunFilter(reaction="on idle,x").label_selector()
+
+
+@pytest.mark.parametrize(("selector", "expected"), [
+    ("gpuaas.io/reaction=on-idle", True), ("gpuaas.io/reaction==on-idle", True),
+    ("gpuaas.io/reaction!=on-idle", False), ("gpuaas.io/reaction in (on-idle, on-admitted)", True),
+    ("gpuaas.io/reaction notin (on-idle)", False), ("gpuaas.io/tenant", True), ("!gpuaas.io/tenant", False),
+    ("gpuaas.io/reaction=on-idle,gpuaas.io/tenant=vision", False), ("missing in (a,b)", False),
+    ("missing notin (a)", True),
+])
+def test_the_stand_in_applies_label_selectors_like_kubernetes(selector, expected):
+    from tests.support.argo_server import selector_matches
+
+    assert selector_matches(selector, {"gpuaas.io/reaction": "on-idle", "gpuaas.io/tenant": ""}) is expected

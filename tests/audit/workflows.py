@@ -234,6 +234,9 @@ def history() -> dict[str, dict[str, Any]]:
                               "2026-11-30T12:00:30Z", "Failed", params("team-research", "pytorchjob-train-1"),
                               message="child 'gpuaas-release-workers-c4r5t-1' failed")
     crashed.step("release-workers", [("Failed", None, None)])  # pod died before writing any output
+    crashed.step("record-outcome", [("Succeeded", "failed", record(
+        "record-outcome", "failed", tenant=None, namespace="team-research", workload="pytorchjob-train-1", time=t,
+        errors=["step release-workers: OOMKilled (exit code 137)"]))], exit_handler=True)
     add(crashed)
 
     t = "2026-11-30T13:00:00Z"
