@@ -339,8 +339,9 @@ class Scenario:
         self.engine.apply([cluster.owned_by(stateful_set, self.engine.applied_object(notebook))])
         self.wait_for("notebook nb-alice admitted", lambda: self.admitted(research.namespace, "nb-alice"))
         self.pause(20)
-        self.submit(serving, "deploys inference server llm-chat (2 GPUs)",
-                    cluster.inference_service(serving, "llm-chat", 2))
+        [isvc] = cluster.inference_service(serving, "llm-chat", 2)
+        self.submit(serving, "deploys inference server llm-chat (2 GPUs)", [isvc])
+        self.engine.apply([cluster.owned_by(cluster.predictor_deployment(isvc, 2), self.engine.applied_object(isvc))])
         self.wait_for("InferenceService llm-chat admitted", lambda: self.admitted(serving.namespace, "llm-chat"))
         self.submit(serving, "runs model server embed (vLLM StatefulSet, 1 GPU)",
                     cluster.model_server(serving, "embed", 1))

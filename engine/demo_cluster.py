@@ -107,6 +107,18 @@ def model_server(tenant: Tenant, name: str, gpus: int) -> list[dict[str, Any]]:
                                    "spec": {"containers": [_gpu_container("vllm", gpus, "vllm/vllm-openai:v0.6")]}}}}]
 
 
+def predictor_deployment(isvc: dict[str, Any], gpus: int) -> dict[str, Any]:
+    """The Deployment KServe (raw deployment mode) creates for an InferenceService's predictor."""
+    name = f"{isvc['metadata']['name']}-predictor"
+    labels = {"serving.kserve.io/inferenceservice": isvc["metadata"]["name"], "app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": isvc["metadata"]["namespace"], "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [_gpu_container("kserve-container", gpus,
+                                                                         "kserve/huggingfaceserver:v0.14")]}}}}
+
+
 def owned_by(child: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
     """`child` with a controller ownerReference to the live `owner` (as the owner's controller sets it)."""
     reference = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],

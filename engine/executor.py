@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import copy
 import json
+import logging
 import secrets
 import string
 import tempfile
@@ -49,6 +50,7 @@ PHASE_LABEL = "workflows.argoproj.io/phase"
 COMPLETED_LABEL = "workflows.argoproj.io/completed"
 
 Clock = Callable[[], datetime]
+log = logging.getLogger(__name__)
 
 
 class SubmissionRejected(ValueError):
@@ -388,7 +390,7 @@ class _WorkflowRun:
         if result.phase in ("Failed", "Error") and node["type"] == "Pod":
             self.failures.append({"displayName": node["displayName"], "message": result.message,
                                   "templateName": node["templateName"], "phase": result.phase,
-                                  "podName": node["id"], "finishedAt": node["finishedAt"]})
+                                  "podName": node["id"], "finishedAt": node["finishedAt"]})  # as Argo reports
 
     def _root_node(self, template: str, result: NodeResult) -> None:
         node = self._add_node(self.name, self.name, "Steps", template, None)
@@ -664,10 +666,9 @@ class _WorkflowRun:
                 phase = "Error"
                 message = (f"failed to read output parameter {parameter['name']!r}: {path} does not exist "
                            "(the step must write it; see ARCHITECTURE section 1)")
-        node["podName"] = node["id"]
         node.setdefault("hostNodeName", "gpuaas-local-engine")
         if process.log:
-            node["log"] = process.log[-4000:]
+            log.debug("step %s output:\n%s", node["name"], process.log[-4000:])
         return NodeResult(phase, outputs=outputs, exit_code=process.exit_code, message=message)
 
     @staticmethod

@@ -80,14 +80,23 @@ def reaction_records(workflow: dict[str, Any], *, include_exit_handler: bool = F
 
 
 def summarize_outcome(workflow: dict[str, Any]) -> str:
-    """`Succeeded: applied` / `Failed: failed` / `Succeeded: applied x2, no-op`."""
-    outcomes = reaction_outcomes(workflow)
-    counts: dict[str, int] = {}
-    for outcome in outcomes:
-        counts[outcome] = counts.get(outcome, 0) + 1
-    words = ", ".join(f"{o} x{n}" if n > 1 else o for o, n in counts.items())
+    """`Succeeded: applied`, or per reaction when several ran (`idle-alerts applied; on-idle applied`)."""
     phase = (workflow.get("status") or {}).get("phase", "?")
-    return f"{phase}: {words}" if words else phase
+    by_reaction: dict[str, list[str]] = {}
+    for record in reaction_records(workflow):
+        data = record.get("data") or {}
+        by_reaction.setdefault(str(data.get("reaction", "?")), []).append(str(data.get("outcome", "?")))
+    if not by_reaction:
+        outcomes = reaction_outcomes(workflow)
+        return f"{phase}: {', '.join(outcomes)}" if outcomes else phase
+
+    def words(outcomes: list[str]) -> str:
+        counts = {o: outcomes.count(o) for o in dict.fromkeys(outcomes)}
+        return ", ".join(f"{o} x{n}" if n > 1 else o for o, n in counts.items())
+
+    if len(by_reaction) == 1:
+        return f"{phase}: {words(next(iter(by_reaction.values())))}"
+    return f"{phase}: " + "; ".join(f"{reaction} {words(outcomes)}" for reaction, outcomes in by_reaction.items())
 
 
 class Timeline:

@@ -67,7 +67,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"runs: {summary['runs']}   GPU-hours reclaimed: {summary['gpu_hours_reclaimed']:.2f} (demo time)   "
           f"events routed: {summary['events_routed']}")
     for name, reaction in summary["reactions"].items():
-        outcomes = ", ".join(f"{k} {v}" for k, v in reaction["outcomes"].items()) or "-"
+        steps = reaction.get("steps") or {}
+        if len(steps) > 1:  # a fan-out template: say which step did what
+            outcomes = "; ".join(f"{step}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+                                 for step, counts in steps.items())
+        else:
+            outcomes = ", ".join(f"{k} {v}" for k, v in reaction["outcomes"].items()) or "-"
         print(f"  {name:<26} {reaction['runs']:>3} runs   outcomes: {outcomes}")
     print(f"metrics: {summary['metrics']}")
     print(f"report: {result.output_dir / 'index.html'}   archive: {result.output_dir / 'runs.db'}   "
