@@ -73,6 +73,10 @@ def test_admission_runs_on_admitted_through_the_rendered_sensor_and_is_archived(
     events = engine.gateway.list(R.EVENT, namespace=research.namespace)
     assert any(e["involvedObject"]["name"] == workload and e["reason"] == "GPUaaSIdleHandlingPrepared"
                for e in events)
+    # the archived Workflow is a valid Argo Workflow (Argo's own schema, unknown fields are errors)
+    from gpuaas.manifests.validation import schema_errors
+
+    assert schema_errors(run) == []
     # and the archive on disk is Argo's layout, readable by anyone
     assert RunArchive(engine.archive.path).get(run["metadata"]["uid"])["status"]["phase"] == "Succeeded"
 
