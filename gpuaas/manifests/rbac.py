@@ -43,6 +43,8 @@ STEPS_CLUSTER_RULES: list[Rule] = [
       "namespace default for cluster-scoped ClusterQueues); on_idle.py counts a tenant's releases (list)")),
     (["apps"], ["deployments", "statefulsets"], ["get", "patch"],
      "steps/strategies.py release/resume: read the owner, JSON-patch replicas and the release annotation"),
+    (["apps"], ["deployments"], ["list"],
+     "steps/model/state.py _predictor_of: find the Deployment KServe created for a raw-deployment InferenceService"),
     (["apps"], ["replicasets"], ["get"],
      "steps/reactions/idle_alerts.py: walk a pod's owner chain (ReplicaSet -> Deployment)"),
     (["batch"], ["jobs"], ["get", "patch"],
