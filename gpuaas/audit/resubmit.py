@@ -67,9 +67,12 @@ def resubmission(workflow: dict[str, Any], overrides: dict[str, str]) -> dict[st
             "spec": {"workflowTemplateRef": {"name": template}, "arguments": {"parameters": parameters}}}
 
 
-def resubmit_locally(archive: Path, snapshot: Path, run: Run, overrides: dict[str, str]) -> Run:
+def resubmit_locally(archive: Path, snapshot: Path, run: Run, overrides: dict[str, str],
+                     prometheus_url: str | None = None) -> Run:
     """Re-run an archived run on the local engine restored from `snapshot`; the new run is appended
-    to `archive` by the engine."""
+    to `archive` by the engine. Without `prometheus_url` the engine runs no Prometheus, so a
+    reaction that must measure GPU activity (on-idle) fails as transient, as it would on a cluster
+    whose Prometheus is down."""
     if not run.raw:
         raise ResubmitError(f"run {run.workflow or run.uid}: its Workflow JSON is unreadable in the archive; "
                             f"nothing to resubmit from")
@@ -82,7 +85,8 @@ def resubmit_locally(archive: Path, snapshot: Path, run: Run, overrides: dict[st
         from engine.runtime import LocalEngine
     except ImportError as error:
         raise ResubmitError(f"local resubmit needs the local engine (engine.runtime.LocalEngine): {error}") from error
-    with LocalEngine.from_snapshot(snapshot, archive_path=archive) as engine:
+    options = {"prometheus_url": prometheus_url} if prometheus_url else {}
+    with LocalEngine.from_snapshot(snapshot, archive_path=archive, **options) as engine:
         archived = engine.submit(workflow)
     return parse_workflow(archived, archived=True)
 

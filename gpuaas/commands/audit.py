@@ -76,6 +76,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     resubmit.add_argument("--memoized", action="store_true", help="Argo only: reuse memoized steps")
     resubmit.add_argument("--snapshot", type=Path, default=None,
                           help="local only: cluster snapshot (default: cluster-snapshot.json beside the archive)")
+    resubmit.add_argument("--prometheus", default=None, metavar="URL",
+                          help="local only: Prometheus the re-run measures GPU activity with (on-idle needs one)")
     _source(resubmit, nested=True)
 
 
@@ -200,10 +202,13 @@ def _resubmit(args: argparse.Namespace, history: Any) -> int:
     if archive is not None:
         snapshot = args.snapshot or archive.parent / "cluster-snapshot.json"
         history.close()
-        new = resubmit_locally(archive, snapshot, original, overrides)
+        new = resubmit_locally(archive, snapshot, original, overrides, prometheus_url=args.prometheus)
         where = f"local engine (snapshot {snapshot}); appended to {archive}"
         show_hint = f"gpuaas audit show {new.workflow} --archive {archive}"
     else:
+        if args.prometheus or args.snapshot:
+            raise _UsageError("--snapshot and --prometheus apply to a local re-run (--archive) only; "
+                              "on a cluster the workflow's pods use the cluster's Prometheus")
         new = history.resubmit(original, [f"{k}={v}" for k, v in overrides.items()], memoized=args.memoized)
         where = history.where
         show_hint = f"gpuaas audit show {new.workflow} --argo-server {args.argo_server}"

@@ -139,3 +139,9 @@ def test_tls_verification_ca_file_and_skip(cli, workflows, certificate):
         assert code == 0 and "gpuaas-on-finished-q1w2e" in out, err
         code, out, _ = cli("audit", *argo(running, "--insecure-skip-verify"))
         assert code == 0 and "gpuaas-on-finished-q1w2e" in out
+
+
+def test_local_only_options_are_refused_for_a_cluster(cli, server):
+    code, _, err = cli("audit", "resubmit", "gpuaas-on-admitted-a1b2c", "--prometheus", "http://x", *argo(server))
+    assert code == 2 and "local re-run (--archive) only" in err
+    assert server.resubmitted == []
