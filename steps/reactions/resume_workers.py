@@ -24,6 +24,9 @@ from steps.record import RESUMED
 from steps.strategies import RELEASE_ANNOTATION, mirror_release, resume_actions
 
 REACTION = "resume-workers"
+TARGET_KINDS = frozenset({"Deployment", "StatefulSet", "LeaderWorkerSet", "InferenceService", "ScaledObject", "Notebook",
+                          "RayCluster", "RayJob", "Job"})
+"""Kinds a release changes (or that a KEDA ScaledObject scales): what `target` may name."""
 
 
 def observe(context: Any, request: ReactionRequest) -> WorkloadState:
@@ -40,9 +43,9 @@ def observe_target(context: Any, request: ReactionRequest, target: str) -> Workl
     from steps.strategies import read_release
 
     kind, _, name = target.partition("/")
-    candidates = [r for r in resources.ALL if r.kind.lower() == kind.strip().lower() and r.namespaced]
+    candidates = [r for r in resources.ALL if r.kind.lower() == kind.strip().lower() and r.kind in TARGET_KINDS]
     if not name or not candidates:
-        known = sorted({r.kind for r in resources.ALL if r.namespaced})
+        known = sorted(TARGET_KINDS)
         raise RejectedInput("target", f"Kind/name with Kind one of {', '.join(known)}", repr(target),
                             "e.g. target=Deployment/llm-server")
     kube = context.kube
