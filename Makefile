@@ -26,6 +26,7 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+	$(BIN)/gpuaas render --check
 
 render: setup
 	$(BIN)/gpuaas render

@@ -1,6 +1,6 @@
 """The local engine: the product's rendered manifests running on one machine.
 
-Reading order follows the data path (see docs/readme/70-engine.md):
+Reading order follows the data path (see README.md, section "The local engine"):
 `apiserver` (Kubernetes API) and `kueue` (admission) hold the cluster; `resource_watcher` and
 `webhook` are the event sources, emitting `events` envelopes; `sensors` evaluates the rendered
 Sensors with gpuaas.routing; `executor` runs the rendered WorkflowTemplates (`expressions` for
