@@ -84,7 +84,9 @@ def load_configuration() -> Any:
         return configuration
     from kubernetes.config import kube_config
 
-    kube_config.load_kube_config(client_configuration=configuration)
+    # Read $KUBECONFIG now: the client captures it once, when kube_config is first imported.
+    kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None,
+                                 client_configuration=configuration)
     return configuration
 
 
