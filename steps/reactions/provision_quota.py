@@ -56,7 +56,7 @@ from steps.cluster_queue import (
     return_loan_patch,
     set_gpu_quota,
 )
-from steps.plan import Outcome, RejectedInput, StepReport
+from steps.plan import ActionResult, Outcome, RejectedInput, StepReport
 
 REACTION = "provision-quota"
 EVENT_REASON = "GPUaaSQuotaProvisioned"
@@ -514,31 +514,14 @@ def observe(gateway: Any, request: QuotaRequest, now: datetime | None = None) ->
     return state
 
 
-@dataclass(frozen=True)
-class QuotaActionResult:
-    action: str
-    target: JSON
-    result: str                 # applied | unchanged | dry-run | failed
-    before: JSON | None = None
-    after: JSON | None = None
-    error: str | None = None
-
-    def to_dict(self) -> JSON:
-        out: JSON = {"action": self.action, "target": self.target, "before": self.before, "after": self.after,
-                     "result": self.result}
-        if self.error:
-            out["error"] = self.error
-        return out
-
-
-def apply(gateway: Any, quota_plan: QuotaPlan, dry_run: bool) -> list[QuotaActionResult]:
+def apply(gateway: Any, quota_plan: QuotaPlan, dry_run: bool) -> list[ActionResult]:
     """Carry the plan out (or only report it). A 409 propagates: the caller re-reads and re-plans."""
     from steps.gateways import resources as R
 
     results = []
     for action in quota_plan.actions:
         if dry_run:
-            results.append(QuotaActionResult(action.action, action.target, "dry-run", action.before, action.after))
+            results.append(ActionResult(action.action, action.target, "dry-run", action.before, action.after))
             continue
         if action.action == "create-cluster-queue":
             written = gateway.create(R.CLUSTER_QUEUE, action.body)
@@ -548,7 +531,7 @@ def apply(gateway: Any, quota_plan: QuotaPlan, dry_run: bool) -> list[QuotaActio
             written = gateway.merge_patch(R.CLUSTER_QUEUE, action.target["name"], action.patch)
         else:  # a plan is data: an unknown verb is a programming error, say which
             raise ValueError(f"unknown provision-quota action {action.action!r}")
-        results.append(QuotaActionResult(action.action, action.target, "applied", action.before, action.after,
+        results.append(ActionResult(action.action, action.target, "applied", action.before, action.after,
                                          error=_record_event(gateway, written, action)))
     return results
 
@@ -576,7 +559,7 @@ class QuotaRun:
     outcome: str                                # applied | no-op | rejected-input | failed
     request: QuotaRequest | None
     plan: QuotaPlan | None
-    results: list[QuotaActionResult]
+    results: list[ActionResult]
     errors: list[str]
     timings: dict[str, float]
     attempts: int = 1
