@@ -3,7 +3,7 @@
 Two figures, each beside a baseline measured in the same run on the same machine:
 
 - routing: Workload lifecycle events (pending, admitted, status churn, finished) and Alertmanager
-  groups, as the event sources emit them, routed by `gpuaas.routing.Router` over manifests/.
+  groups, as the event sources emit them, routed by `routing.Router` over manifests/.
   Baseline: plain `json.loads` of the same events' JSON (the least any consumer must do).
 - end to end (in-process steps): Jobs created in the local cluster -> Kueue admits -> resource
   watcher -> Sensor -> `gpuaas-on-admitted` Workflow -> step -> archive. Baseline: the same
@@ -90,7 +90,7 @@ def _event_names(manifests: RenderedManifests) -> tuple[str, str, str, str]:
 
 
 def bench_routing() -> dict[str, float]:
-    from gpuaas.routing import Router
+    from routing import Router
 
     events = lifecycle_events(WORKLOAD_EVENTS)
     texts = [json.dumps(e) for e in events]

@@ -3,7 +3,7 @@
 Reading order follows the data path (see README.md, section "The local engine"):
 `apiserver` (Kubernetes API) and `kueue` (admission) hold the cluster; `resource_watcher` and
 `webhook` are the event sources, emitting `events` envelopes; `sensors` evaluates the rendered
-Sensors with gpuaas.routing; `executor` runs the rendered WorkflowTemplates (`expressions` for
+Sensors with routing; `executor` runs the rendered WorkflowTemplates (`expressions` for
 Argo's tags and expressions, `step_runner` for the step processes) and writes the `archive`;
 `exporter`, `monitoring` and `idle_rule` are the metrics side; `runtime.LocalEngine` assembles it
 all; `demo`, `demo_cluster`, `workload_pods`, `timeline` and `report` are the demo on top.

@@ -2,7 +2,7 @@
 
     Kubernetes-API-compatible server (engine.apiserver) <- Kueue emulation (engine.kueue)
         |  LIST+WATCH (official client)                       ^ steps patch it (official client)
-    resource watcher / webhook intake -> CloudEvent -> SensorRuntime (gpuaas.routing on the
+    resource watcher / webhook intake -> CloudEvent -> SensorRuntime (routing on the
     RENDERED Sensors) -> WorkflowExecutor (RENDERED WorkflowTemplates) -> python -m steps ...
         -> run archive (SQLite, Argo's archive layout)
 

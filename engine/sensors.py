@@ -1,7 +1,7 @@
-"""The sensor runtime: the rendered Sensors, evaluated by `gpuaas.routing`, submitting Workflows.
+"""The sensor runtime: the rendered Sensors, evaluated by `routing`, submitting Workflows.
 
 Every event from the event sources goes through the very evaluator `gpuaas route` uses
-(`gpuaas.routing.Router` over manifests/), so "why did my sensor (not) fire?" has one answer on a
+(`routing.Router` over manifests/), so "why did my sensor (not) fire?" has one answer on a
 laptop and on a cluster. For each trigger that fires, the Workflow the Sensor would create is
 handed to the executor; the event counts as accepted once every such Workflow is accepted
 (validated and queued), which is when the webhook answers 200.
@@ -38,8 +38,8 @@ class Dispatch:
 
 
 def load_router(manifests: Path) -> Any:
-    """`gpuaas.routing.Router` over the rendered Sensors (imported here: it is helper routing's)."""
-    from gpuaas.routing import Router
+    """`routing.Router` over the rendered Sensors (imported here: it is helper routing's)."""
+    from routing import Router
 
     return Router.from_manifests(manifests, explain_unsubscribed=False)
 

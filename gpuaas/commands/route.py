@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuaas.routing import EventError, ManifestError, Router
+    from routing import EventError, ManifestError, Router
 
     if (args.event is None) == (args.events is None):
         print("gpuaas route: give exactly one of EVENT.json or --events FILE.jsonl", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The rendered Sensors, evaluated with Argo Events semantics (gpuaas.routing) on realistic events.
+"""The rendered Sensors, evaluated with Argo Events semantics (routing) on realistic events.
 
 tests/routing covers the whole Workload lifecycle; here: the cases this folder's design decisions
 are about (a Workload admitted in its very first status write, where oldBody has no status; the
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpuaas.routing import Router
+from routing import Router
 from tests.artifacts.conftest import MANIFESTS
 from tests.support.argo_events import (
     alertmanager_payload,

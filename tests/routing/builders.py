@@ -6,7 +6,7 @@ import copy
 import uuid
 from typing import Any
 
-from gpuaas.routing import Router
+from routing import Router
 
 SOURCE, EVENT = "demo-source", "demo-event"
 

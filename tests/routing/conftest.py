@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaas.routing import Router
+from routing import Router
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_MANIFESTS = Path(__file__).resolve().parent / "fixtures" / "manifests"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuaas.routing.gjson import Document, UnsupportedPath, compile_path
+from routing.gjson import Document, UnsupportedPath, compile_path
 
 WORKLOAD_EVENT = {
     "type": "UPDATE",

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from gpuaas.routing.gofmt import go_float_g, go_json_marshal, go_sprint
-from gpuaas.routing.goregexp import GoRegexpError, go_match
-from gpuaas.routing.gotemplate import TemplateError, parse_template
-from gpuaas.routing.govaluate import Expression, ExpressionError
+from routing.gofmt import go_float_g, go_json_marshal, go_sprint
+from routing.goregexp import GoRegexpError, go_match
+from routing.gotemplate import TemplateError, parse_template
+from routing.govaluate import Expression, ExpressionError
 
 INPUT = {"Input": {"name": "w1", "count": 4.0, "big": 1e6, "labels": {"b": "2", "a": "1"},
                    "conds": [{"type": "Admitted", "status": "True"}, {"type": "Evicted", "status": "False"}],

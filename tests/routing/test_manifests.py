@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuaas.routing import ManifestError, Router, load_argo_events_objects
+from routing import ManifestError, Router, load_argo_events_objects
 from tests.routing.builders import event_source, sensor
 
 

@@ -21,10 +21,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaas.routing.event import ArgoEvent
-from gpuaas.routing.gjson import Document, GjsonPath, UnsupportedPath, compile_path
-from gpuaas.routing.gotemplate import Template, TemplateError, parse_template
-from gpuaas.routing.sjson import SjsonError, set_path
+from routing.event import ArgoEvent
+from routing.gjson import Document, GjsonPath, UnsupportedPath, compile_path
+from routing.gotemplate import Template, TemplateError, parse_template
+from routing.sjson import SjsonError, set_path
 
 STRING = "String"
 
@@ -161,8 +161,8 @@ def compile_parameters(specs: list[dict[str, Any]] | None) -> list[TriggerParame
 
 def apply_parameters(document: Any, params: list[TriggerParameter], events: dict[str, ArgoEvent]) -> Any:
     """ApplyParams: resolve every parameter and write it at its dest. Raises ParameterError."""
-    from gpuaas.routing.gjson import Document as _Doc
-    from gpuaas.routing.gjson import go_json
+    from routing.gjson import Document as _Doc
+    from routing.gjson import go_json
 
     for param in params:
         value, kind = param.resolve(events)

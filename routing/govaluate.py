@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from gpuaas.routing.gofmt import go_sprint
-from gpuaas.routing.goregexp import GoRegexpError, compile_go_regexp
+from routing.gofmt import go_sprint
+from routing.goregexp import GoRegexpError, compile_go_regexp
 
 
 class ExpressionError(ValueError):

@@ -1,7 +1,7 @@
 """Argo Events semantics for gpuaas: GJSON paths, sensor filters, dependency conditions,
 trigger parameters, and the router that `gpuaas route` and the local engine share.
 
-    from gpuaas.routing import Router
+    from routing import Router
     router = Router.from_manifests("manifests")
     result = router.route(cloudevent)          # a CloudEvent in JSON structured mode, as a dict
     result.triggered[0].workflow               # the Workflow the Sensor would submit
@@ -9,9 +9,9 @@ trigger parameters, and the router that `gpuaas route` and the local engine shar
     result.to_dict()                           # what `gpuaas route` prints
 """
 
-from gpuaas.routing.event import ArgoEvent, EventError, from_cloudevent
-from gpuaas.routing.manifests import ManifestError, load_argo_events_objects
-from gpuaas.routing.router import Router, RouteResult, Skipped, Triggered
+from routing.event import ArgoEvent, EventError, from_cloudevent
+from routing.manifests import ManifestError, load_argo_events_objects
+from routing.router import Router, RouteResult, Skipped, Triggered
 
 __all__ = [
     "ArgoEvent",

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuaas.routing.event import ArgoEvent, from_cloudevent
-from gpuaas.routing.manifests import load_argo_events_objects
-from gpuaas.routing.parameters import ParameterError, apply_parameters, compile_parameters
-from gpuaas.routing.sensor import (
+from routing.event import ArgoEvent, from_cloudevent
+from routing.manifests import load_argo_events_objects
+from routing.parameters import ParameterError, apply_parameters, compile_parameters
+from routing.sensor import (
     K8S_TRIGGER,
     WORKFLOW_TRIGGER,
     CompiledSensor,

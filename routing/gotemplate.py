@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuaas.routing.gofmt import go_json_marshal, go_sprint
-from gpuaas.routing.goregexp import compile_go_regexp
+from routing.gofmt import go_json_marshal, go_sprint
+from routing.goregexp import compile_go_regexp
 
 
 class TemplateError(ValueError):

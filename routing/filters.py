@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaas.routing.event import ArgoEvent
-from gpuaas.routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path
-from gpuaas.routing.goregexp import GoRegexpError, compile_go_regexp
-from gpuaas.routing.gotemplate import Template, TemplateError, parse_template
-from gpuaas.routing.govaluate import Expression, ExpressionError
+from routing.event import ArgoEvent
+from routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path
+from routing.goregexp import GoRegexpError, compile_go_regexp
+from routing.gotemplate import Template, TemplateError, parse_template
+from routing.govaluate import Expression, ExpressionError
 
 _COMPARATORS = (">=", ">", "=", "!=", "<", "<=", "")
 _GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
@@ -156,12 +156,12 @@ class _StringResult:
         return self.text
 
     def bool(self) -> bool:
-        from gpuaas.routing.gjson import go_string_bool
+        from routing.gjson import go_string_bool
 
         return go_string_bool(self.text)
 
     def float(self) -> float:
-        from gpuaas.routing.gjson import go_parse_float
+        from routing.gjson import go_parse_float
 
         return go_parse_float(self.text)
 
@@ -439,7 +439,7 @@ def _clock_on(moment: datetime, text: str) -> datetime:
 
 
 def _show(value: Any) -> str:
-    from gpuaas.routing.gofmt import go_sprint
+    from routing.gofmt import go_sprint
 
     if isinstance(value, str):
         return _quote(value, 60)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaas.routing.gjson import Document, go_json, go_json_text, valid_json
+from routing.gjson import Document, go_json, go_json_text, valid_json
 
 
 class EventError(ValueError):

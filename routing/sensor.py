@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from gpuaas.routing.conditions import Conditions, ConditionsError, all_dependencies, parse_conditions
-from gpuaas.routing.filters import DependencyFilters, compile_filters
-from gpuaas.routing.parameters import TriggerParameter, compile_parameters
+from routing.conditions import Conditions, ConditionsError, all_dependencies, parse_conditions
+from routing.filters import DependencyFilters, compile_filters
+from routing.parameters import TriggerParameter, compile_parameters
 
 WORKFLOW_TRIGGER = "argoWorkflow"
 K8S_TRIGGER = "k8s"
