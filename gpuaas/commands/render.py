@@ -24,7 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workload-version", default="v1beta2", choices=["v1beta2", "v1beta1"],
                         help="Kueue Workload API version the EventSource watches (default v1beta2)")
     parser.add_argument("--no-validate", action="store_true",
-                        help="skip strict schema validation (needs ../shared/schemas)")
+                        help="skip strict schema validation (it reads the upstream schemas with the Go toolchain)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,8 +3,9 @@
 Why strict: the Argo CRDs preserve unknown fields and structural CRDs prune them silently, so a
 misspelt or misplaced key (hera's nested `groupVersionResource`, a `webhookContext` block) is
 accepted by the API server and ignored by the controller. A sensor that never fires looks exactly
-like a quiet cluster. So every object is checked against the pinned upstream schemas in
-`<repo>/../shared/schemas` (or `$GPUAAS_SHARED_DIR/schemas`) with closed object schemas:
+like a quiet cluster. So every object is checked against the upstream schemas and CRDs of the Go
+modules pinned under `stack/` (`gpuaas.upstream`: the same versions the real-stack tier runs), with
+closed object schemas:
 
 - Argo Workflows / Argo Events kinds: the generated JSON Schemas, with `additionalProperties: false`
   injected into every definition that lists `properties`, and the quirks PROVENANCE.md names allowed
@@ -28,7 +29,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -36,28 +36,46 @@ from typing import Any
 
 import yaml
 
+from gpuaas.upstream import upstream_file
+
 JSON = dict[str, Any]
 
 ARGO_WORKFLOW_KINDS = {"Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow"}
 ARGO_EVENTS_KINDS = {"Sensor", "EventSource", "EventBus"}
+KUEUE = "sigs.k8s.io/kueue"
+KEDA = "github.com/kedacore/keda/v2"
+PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator"
+KUBERAY = "github.com/ray-project/kuberay/ray-operator"
+ARGO_WORKFLOWS = "github.com/argoproj/argo-workflows/v4"
+ARGO_EVENTS = "github.com/argoproj/argo-events"
+ARGO_SCHEMAS: dict[str, tuple[str, str]] = {
+    # schema name -> (pinned module, path of its generated strict JSON Schema there)
+    "argo-workflows": (ARGO_WORKFLOWS, "api/jsonschema/schema.json"),
+    "argo-events": (ARGO_EVENTS, "api/jsonschema/schema.json"),
+}
 CRD_FILES: dict[tuple[str, str], tuple[str, str]] = {
-    # (group, kind) -> (schemas subfolder, file)
-    ("kueue.x-k8s.io", "ClusterQueue"): ("kueue", "clusterqueues.yaml"),
-    ("kueue.x-k8s.io", "LocalQueue"): ("kueue", "localqueues.yaml"),
-    ("kueue.x-k8s.io", "ResourceFlavor"): ("kueue", "resourceflavors.yaml"),
-    ("kueue.x-k8s.io", "Cohort"): ("kueue", "cohorts.yaml"),
-    ("kueue.x-k8s.io", "Workload"): ("kueue", "workloads.yaml"),
-    ("kueue.x-k8s.io", "AdmissionCheck"): ("kueue", "admissionchecks.yaml"),
-    ("kueue.x-k8s.io", "WorkloadPriorityClass"): ("kueue", "workloadpriorityclasses.yaml"),
-    ("keda.sh", "ScaledObject"): ("keda", "scaledobjects.yaml"),
-    ("keda.sh", "TriggerAuthentication"): ("keda", "triggerauthentications.yaml"),
-    ("keda.sh", "ClusterTriggerAuthentication"): ("keda", "clustertriggerauthentications.yaml"),
-    ("monitoring.coreos.com", "PrometheusRule"): ("prometheus-operator", "prometheusrules.yaml"),
-    ("monitoring.coreos.com", "AlertmanagerConfig"): ("prometheus-operator", "alertmanagerconfigs.yaml"),
-    ("monitoring.coreos.com", "ServiceMonitor"): ("prometheus-operator", "servicemonitors.yaml"),
-    ("monitoring.coreos.com", "PodMonitor"): ("prometheus-operator", "podmonitors.yaml"),
-    ("ray.io", "RayCluster"): ("kuberay", "rayclusters.yaml"),
-    ("ray.io", "RayJob"): ("kuberay", "rayjobs.yaml"),
+    # (group, kind) -> (pinned module, path of the CRD there)
+    ("kueue.x-k8s.io", "ClusterQueue"): (KUEUE, "config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml"),
+    ("kueue.x-k8s.io", "LocalQueue"): (KUEUE, "config/components/crd/bases/kueue.x-k8s.io_localqueues.yaml"),
+    ("kueue.x-k8s.io", "ResourceFlavor"): (KUEUE, "config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml"),
+    ("kueue.x-k8s.io", "Cohort"): (KUEUE, "config/components/crd/bases/kueue.x-k8s.io_cohorts.yaml"),
+    ("kueue.x-k8s.io", "Workload"): (KUEUE, "config/components/crd/bases/kueue.x-k8s.io_workloads.yaml"),
+    ("kueue.x-k8s.io", "AdmissionCheck"): (KUEUE, "config/components/crd/bases/kueue.x-k8s.io_admissionchecks.yaml"),
+    ("kueue.x-k8s.io", "WorkloadPriorityClass"):
+        (KUEUE, "config/components/crd/bases/kueue.x-k8s.io_workloadpriorityclasses.yaml"),
+    ("keda.sh", "ScaledObject"): (KEDA, "config/crd/bases/keda.sh_scaledobjects.yaml"),
+    ("keda.sh", "TriggerAuthentication"): (KEDA, "config/crd/bases/keda.sh_triggerauthentications.yaml"),
+    ("keda.sh", "ClusterTriggerAuthentication"): (KEDA, "config/crd/bases/keda.sh_clustertriggerauthentications.yaml"),
+    ("monitoring.coreos.com", "PrometheusRule"):
+        (PROMETHEUS_OPERATOR, "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"),
+    ("monitoring.coreos.com", "AlertmanagerConfig"):
+        (PROMETHEUS_OPERATOR, "example/prometheus-operator-crd/monitoring.coreos.com_alertmanagerconfigs.yaml"),
+    ("monitoring.coreos.com", "ServiceMonitor"):
+        (PROMETHEUS_OPERATOR, "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"),
+    ("monitoring.coreos.com", "PodMonitor"):
+        (PROMETHEUS_OPERATOR, "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml"),
+    ("ray.io", "RayCluster"): (KUBERAY, "config/crd/bases/ray.io_rayclusters.yaml"),
+    ("ray.io", "RayJob"): (KUBERAY, "config/crd/bases/ray.io_rayjobs.yaml"),
 }
 KUBERNETES_VERSION = "1.33"
 """Core kinds are checked against this Kubernetes version's schemas (kubernetes-validate)."""
@@ -70,20 +88,16 @@ _DEFAULTED_REQUIRED = {
 }
 
 
-def shared_dir() -> Path:
-    """`$GPUAAS_SHARED_DIR`, else `<repo>/../shared` (the folder CI has beside the checkout)."""
-    env = os.environ.get("GPUAAS_SHARED_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / ".." / "shared"
+def schema_file(name: str) -> Path:
+    """The strict JSON Schema `argo-workflows` or `argo-events`, from the pinned upstream module."""
+    module, path = ARGO_SCHEMAS[name]
+    return upstream_file(module, path)
 
 
-def schemas_dir() -> Path:
-    path = shared_dir() / "schemas"
-    if not path.is_dir():
-        raise FileNotFoundError(f"schemas folder {path}: not found; put the project's shared/ folder beside the "
-                                "checkout or set GPUAAS_SHARED_DIR to it")
-    return path
+def crd_file(group: str, kind: str) -> Path:
+    """The upstream CRD of a kind gpuaas renders or reads, from the pinned upstream module."""
+    module, path = CRD_FILES[(group, kind)]
+    return upstream_file(module, path)
 
 
 def _closed(schema: Any) -> Any:
@@ -100,12 +114,13 @@ def _closed(schema: Any) -> Any:
 
 
 @functools.cache
-def _argo_schema(filename: str) -> JSON:
-    schema = json.loads((schemas_dir() / "argo" / filename).read_text())
+def _argo_schema(name: str) -> JSON:
+    schema = json.loads(schema_file(name).read_text())
     definitions = schema["definitions"]
-    for name, fields in _DEFAULTED_REQUIRED.items():
-        if name in definitions and "required" in definitions[name]:
-            definitions[name]["required"] = [f for f in definitions[name]["required"] if f not in fields]
+    for definition, fields in _DEFAULTED_REQUIRED.items():
+        if definition in definitions and "required" in definitions[definition]:
+            definitions[definition]["required"] = [f for f in definitions[definition]["required"]
+                                                   if f not in fields]
     # Kubernetes serialises IntOrString as either; the generated schema allows only strings.
     definitions["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = {"type": ["string", "integer"]}
     return _closed(schema)
@@ -113,8 +128,8 @@ def _argo_schema(filename: str) -> JSON:
 
 def _argo_definition(kind: str) -> tuple[str, str]:
     if kind in ARGO_WORKFLOW_KINDS:
-        return "argo-workflows.schema.json", f"io.argoproj.workflow.v1alpha1.{kind}"
-    return "argo-events.schema.json", f"io.argoproj.events.v1alpha1.{kind}"
+        return "argo-workflows", f"io.argoproj.workflow.v1alpha1.{kind}"
+    return "argo-events", f"io.argoproj.events.v1alpha1.{kind}"
 
 
 class _CrdLoader(yaml.SafeLoader):
@@ -125,8 +140,8 @@ _CrdLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loade
 
 
 @functools.cache
-def _crd_schema(folder: str, filename: str, version: str) -> JSON | None:
-    with (schemas_dir() / folder / filename).open() as handle:
+def _crd_schema(group: str, kind: str, version: str) -> JSON | None:
+    with crd_file(group, kind).open() as handle:
         crd = yaml.load(handle, Loader=_CrdLoader)
     for served in crd["spec"]["versions"]:
         if served["name"] == version and served.get("served", True):
@@ -173,11 +188,11 @@ def schema_errors(obj: JSON) -> list[str]:
                 problems += [f"{label}: spec.triggers[{index}] embedded {p}" for p in schema_errors(workflow)]
         return problems
     if (group, kind) in CRD_FILES:
-        folder, filename = CRD_FILES[(group, kind)]
-        crd_schema = _crd_schema(folder, filename, version)
+        crd_schema = _crd_schema(group, kind, version)
         if crd_schema is None:
+            module, path = CRD_FILES[(group, kind)]
             return [(f"{label}: apiVersion {api_version}: not a served version of the {kind} CRD in "
-                    f"{folder}/{filename}")]
+                    f"{module} {path}")]
         return [f"{label}: {p}" for p in _schema_errors(crd_schema, obj)]
     return [f"{label}: {p}" for p in _core_errors(obj)]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,10 @@ import yaml
 
 from engine.monitoring import availability
 from gpuaas.manifests import observability as obs
+from gpuaas.manifests.validation import PROMETHEUS_OPERATOR
+from gpuaas.upstream import upstream_file
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def shared_dir() -> Path:
-    return Path(os.environ.get("GPUAAS_SHARED_DIR") or REPO / ".." / "shared")
 
 
 class _CrdLoader(yaml.SafeLoader):
@@ -45,9 +42,7 @@ def strict(schema: Any) -> Any:
 
 
 def crd_schema(file: str, api_version: str) -> dict[str, Any]:
-    path = shared_dir() / "schemas" / "prometheus-operator" / file
-    if not path.exists():
-        pytest.skip(f"upstream schemas not found at {path} (set GPUAAS_SHARED_DIR)")
+    path = upstream_file(PROMETHEUS_OPERATOR, f"example/prometheus-operator-crd/monitoring.coreos.com_{file}")
     crd = yaml.load(path.read_text(), Loader=_CrdLoader)
     version = api_version.split("/")[1]
     for served in crd["spec"]["versions"]:

@@ -61,23 +61,16 @@ def test_dependency_on_unknown_event_is_warned(tmp_path: Path) -> None:
     assert any("does not define" in w and "typo" in w for w in router.load_warnings)
 
 
-def _shared_dir() -> Path:
-    import os
-
-    return Path(os.environ.get("GPUAAS_SHARED_DIR") or Path(__file__).resolve().parents[2] / ".." / "shared")
-
-
 def test_fixture_sensors_are_valid_argo_events_objects() -> None:
     """The hand-written fixture must be something Argo Events accepts, or the tests prove nothing."""
     import json
 
     import jsonschema
 
+    from gpuaas.manifests.validation import schema_file
     from tests.routing.conftest import FIXTURE_MANIFESTS
 
-    schema_path = _shared_dir() / "schemas" / "argo" / "argo-events.schema.json"
-    if not schema_path.is_file():
-        pytest.skip(f"{schema_path} not found (set GPUAAS_SHARED_DIR)")
+    schema_path = schema_file("argo-events")
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     loaded = load_argo_events_objects(FIXTURE_MANIFESTS)
     assert len(loaded.objects) == 5

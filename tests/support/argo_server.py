@@ -2,7 +2,7 @@
 
 It answers the routes `gpuaas audit` uses (list/get live workflows, list/get archived workflows,
 resubmit live and archived) and, before sending anything, validates the body against the
-response schema that Argo's own OpenAPI document (`../shared/schemas/argo/argo-workflows.swagger.json`)
+response schema that Argo's own OpenAPI document (`api/openapi-spec/swagger.json` of the pinned Argo Workflows module)
 declares for that operation and status code; request bodies are validated the same way. The
 validation is strict: every object definition of the swagger is closed
 (`additionalProperties: false`) so a field Argo does not have (a typo, or an engine-only field)
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import ssl
 import threading
@@ -42,14 +41,13 @@ RESUBMITTED_FROM = "workflows.argoproj.io/resubmitted-from-workflow"
 _CONTROLLER_LABELS = ("workflows.argoproj.io/completed", "workflows.argoproj.io/phase")
 
 
-def shared_dir() -> Path:
-    env = os.environ.get("GPUAAS_SHARED_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / ".." / "shared"
-
-
 @cache
 def swagger() -> dict[str, Any]:
-    return json.loads((shared_dir() / "schemas" / "argo" / "argo-workflows.swagger.json").read_text())
+    """Argo Server's OpenAPI document, from the pinned Argo Workflows module."""
+    from gpuaas.manifests.validation import ARGO_WORKFLOWS
+    from gpuaas.upstream import upstream_file
+
+    return json.loads(upstream_file(ARGO_WORKFLOWS, "api/openapi-spec/swagger.json").read_text())
 
 
 @cache

@@ -4,7 +4,7 @@
     assert kueue_schema_errors(cluster_queue) == []
 
 A thin name for tests over `gpuaas.manifests.validation.schema_errors`, the one strict validator the
-project has (it reads the CRDs from `<repo>/../shared/schemas/` or `$GPUAAS_SHARED_DIR`). The API
+project has (it reads Kueue's CRDs from the Kueue module pinned in `stack/kueue/go.mod`). The API
 server prunes unknown fields silently, so a misspelt key would pass a real cluster and be ignored
 by Kueue; strict validation catches it here.
 """
