@@ -1,6 +1,6 @@
 """The local engine: the product's rendered manifests running on one machine.
 
-Reading order follows the data path (see README.md, section "The local engine"):
+Reading order follows the data path (see docs/local-engine.md):
 `apiserver` (Kubernetes API) and `kueue` (admission) hold the cluster; `resource_watcher` and
 `webhook` are the event sources, emitting `events` envelopes; `sensors` evaluates the rendered
 Sensors with routing; `executor` runs the rendered WorkflowTemplates (`expressions` for

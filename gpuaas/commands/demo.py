@@ -1,7 +1,7 @@
 """`gpuaas demo`: run the whole product on this machine and write demo-report/.
 
 The local engine runs the RENDERED manifests (manifests/): event sources feed the Sensors, which
-start the WorkflowTemplates, whose steps change the cluster. See README.md, section "The local engine".
+start the WorkflowTemplates, whose steps change the cluster. See docs/local-engine.md.
 """
 
 from __future__ import annotations

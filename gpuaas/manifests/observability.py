@@ -31,7 +31,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 KSM_GPU_RESOURCE = "nvidia_com_gpu"  # kube-state-metrics sanitises resource names
 TENANT_NAMESPACE_LABEL = "gpuaas.io/tenant"
 DEFAULT_EXPORTER_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator")
-RUNBOOK_URL = "https://github.com/gpuaas/gpuaas/blob/main/README.md#gpu-idle-alert"
+RUNBOOK_URL = "https://github.com/gpuaas/gpuaas/blob/main/docs/observability.md#the-alert-gpuworkloadidle"
 
 # Argo custom metrics the product's WorkflowTemplates emit (Argo prefixes `argo_workflows_`;
 # some exporters add `_total` to counters, so queries accept both).
