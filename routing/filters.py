@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from routing.event import ArgoEvent
 from routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path
 from routing.goregexp import GoRegexpError, compile_go_regexp
 from routing.gotemplate import Template, TemplateError, parse_template
+from routing.gotime import GoTimeError, load_location, local_clock, local_date, parse_clock, wall_clock_nanos
 from routing.govaluate import Expression, ExpressionError
 
 _COMPARATORS = (">=", ">", "=", "!=", "<", "<=", "")
@@ -37,10 +37,15 @@ class Verdict:
     passed: bool
     reason: str  # why it failed (or "" when it passed)
     evaluated: bool = True  # False when a filter (Lua script) could not be evaluated here
+    errors: tuple[str, ...] = ()  # filter groups that returned an error (expr, data, time), as Filter() does
 
 
 class _Failure(Exception):
     """A filter error: the Go code returns (false, err)."""
+
+    def __init__(self, message: str, stage: str = "") -> None:
+        super().__init__(message)
+        self.stage = stage
 
 
 def _quote(text: str, limit: int = 120) -> str:
@@ -273,28 +278,30 @@ class DependencyFilters:
     exprs: list[ExprFilter] | None
     expr_or: bool
     context: dict[str, str] | None
-    time: tuple[str, str] | None
+    time: tuple[str, str, str] | None  # start, stop, timezone
     script: str
     filters_or: bool
 
     def evaluate(self, event: ArgoEvent) -> Verdict:
         errors: list[str] = []
+        failed: list[str] = []
 
-        def stage(result: tuple[bool, str | None, str]) -> tuple[bool, str]:
+        def stage(name: str, result: tuple[bool, str | None, str]) -> tuple[bool, str]:
             passed, error, why = result
             if error is not None:
                 if not self.filters_or:
-                    raise _Failure(error)
+                    raise _Failure(error, name)
                 errors.append(error)
+                failed.append(name)
             return passed, why
 
         try:
-            expr_ok, expr_why = stage(self._exprs(event))
-            data_ok, data_why = stage(self._data(event))
+            expr_ok, expr_why = stage("expr", self._exprs(event))
+            data_ok, data_why = stage("data", self._data(event))
             ctx_ok, ctx_why = self._context(event)
-            time_ok, time_why = stage(self._time(event))
+            time_ok, time_why = stage("time", self._time(event))
         except _Failure as exc:
-            return Verdict(False, str(exc))
+            return Verdict(False, str(exc), errors=(exc.stage,))
         script_set = bool(self.script)
         if not self.filters_or:
             for ok, why in ((expr_ok, expr_why), (data_ok, data_why), (ctx_ok, ctx_why), (time_ok, time_why)):
@@ -310,14 +317,16 @@ class DependencyFilters:
             (self.time is not None, time_ok, time_why),
         ]
         if any(defined and ok for defined, ok, _ in parts):
-            return Verdict(True, "")
+            return Verdict(True, "", errors=tuple(failed))
         if script_set:
             return Verdict(False, _SCRIPT_REASON + " (no other filter passed under filtersLogicalOperator: or)",
-                           evaluated=False)
+                           evaluated=False, errors=tuple(failed))
         whys = [why for defined, ok, why in parts if defined and why] + errors
         if not any(defined for defined, _, _ in parts):
-            return Verdict(False, "filtersLogicalOperator is 'or' but no filter is defined, so nothing can pass")
-        return Verdict(False, "no filter passed (filtersLogicalOperator: or): " + "; ".join(dict.fromkeys(whys)))
+            return Verdict(False, "filtersLogicalOperator is 'or' but no filter is defined, so nothing can pass",
+                           errors=tuple(failed))
+        return Verdict(False, "no filter passed (filtersLogicalOperator: or): " + "; ".join(dict.fromkeys(whys)),
+                       errors=tuple(failed))
 
     def _exprs(self, event: ArgoEvent) -> tuple[bool, str | None, str]:
         """(passed, error, why-not). Mirrors filterExpr."""
@@ -408,34 +417,31 @@ class DependencyFilters:
         return True, ""
 
     def _time(self, event: ArgoEvent) -> tuple[bool, str | None, str]:
+        """(passed, error, why-not). Mirrors filterTime: the window [start, stop) on the event's
+        date, in `timezone` when set (else UTC); stop before start wraps past midnight."""
         if self.time is None:
             return True, None, ""
-        start_text, stop_text = self.time
-        moment = event.time.astimezone(UTC)
+        start_text, stop_text, zone_name = self.time
         try:
-            start = _clock_on(moment, start_text)
-            stop = _clock_on(moment, stop_text)
-        except ValueError as exc:
+            zone = load_location(zone_name)
+        except GoTimeError as exc:
+            return False, f"time filter: invalid timezone '{zone_name}': {exc}", ""
+        moment = event.unix_nanos
+        date = local_date(moment, zone)
+        try:
+            start = wall_clock_nanos(date, parse_clock(date, start_text), zone)
+            stop = wall_clock_nanos(date, parse_clock(date, stop_text), zone)
+        except GoTimeError as exc:
             return False, f"time filter: {exc}", ""
-        if start < stop:
-            ok = start <= moment < stop
-        else:
-            ok = moment >= start or moment < stop
-        why = "" if ok else (
-            f"time filter: event time {moment.strftime('%H:%M:%S')} UTC is outside [{start_text}, {stop_text})"
-        )
-        return ok, None, why
+        ok = start <= moment < stop if start < stop else (moment >= start or moment < stop)
+        if ok:
+            return True, None, ""
+        where = zone_name or "UTC"
+        return False, None, (f"time filter: event time {local_clock(moment, zone)} {where} is outside "
+                             f"[{start_text}, {stop_text}) {where}")
 
 
 _SCRIPT_REASON = "script filter (Lua) is not evaluated by gpuaas route; cannot tell whether it passes"
-
-
-def _clock_on(moment: datetime, text: str) -> datetime:
-    try:
-        clock = datetime.strptime(text, "%H:%M:%S")
-    except ValueError:
-        raise ValueError(f'parsing time "{text}": expected hh:mm:ss') from None
-    return moment.replace(hour=clock.hour, minute=clock.minute, second=clock.second, microsecond=0)
 
 
 def _show(value: Any) -> str:
@@ -460,7 +466,8 @@ def compile_filters(spec: dict[str, Any] | None, filters_logical_operator: str |
         exprs=[_compile_expr(i + 1, e) for i, e in enumerate(exprs)] if exprs is not None else None,
         expr_or=str(spec.get("exprLogicalOperator") or "").lower() == "or",
         context={k: str(v) for k, v in context.items() if v} if isinstance(context, dict) else None,
-        time=(str(time_spec.get("start", "")), str(time_spec.get("stop", ""))) if isinstance(time_spec, dict) else None,
+        time=(str(time_spec.get("start") or ""), str(time_spec.get("stop") or ""), str(time_spec.get("timezone") or ""))
+        if isinstance(time_spec, dict) else None,
         script=str(spec.get("script") or ""),
         filters_or=str(filters_logical_operator or "").lower() == "or",
     )

@@ -18,6 +18,7 @@ import yaml
 from routing.conditions import Conditions, ConditionsError, all_dependencies, parse_conditions
 from routing.filters import DependencyFilters, compile_filters
 from routing.parameters import TriggerParameter, compile_parameters
+from routing.validation import validate_sensor
 
 WORKFLOW_TRIGGER = "argoWorkflow"
 K8S_TRIGGER = "k8s"
@@ -56,6 +57,7 @@ class CompiledSensor:
     dependencies: list[Dependency]
     triggers: list[Trigger]
     problems: list[str] = field(default_factory=list)
+    rejected: str | None = None  # the Sensor controller's validation error: no sensor pod, nothing fires
 
     def dependency(self, name: str) -> Dependency | None:
         return next((d for d in self.dependencies if d.name == name), None)
@@ -64,29 +66,35 @@ class CompiledSensor:
 def compile_sensor(obj: dict[str, Any]) -> CompiledSensor:
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    dependencies = [
-        Dependency(
-            name=str(d.get("name", "")),
-            event_source=str(d.get("eventSourceName", "")),
-            event_name=str(d.get("eventName", "")),
+    declared = spec.get("dependencies") or []
+    names = [str(d.get("name") or "") for d in declared]
+    by_name: dict[str, Dependency] = {}
+    problems: list[str] = []
+    for d in declared:  # the sensor keeps dependencies in a map by name: the last declaration wins
+        name = str(d.get("name") or "")
+        if name in by_name:
+            problems.append(f"dependency {name!r} is declared twice; the sensor uses the last declaration")
+        by_name[name] = Dependency(
+            name=name,
+            event_source=str(d.get("eventSourceName") or ""),
+            event_name=str(d.get("eventName") or ""),
             filters=compile_filters(d.get("filters"), d.get("filtersLogicalOperator")),
             transform=d.get("transform") or None,
         )
-        for d in spec.get("dependencies") or []
-    ]
-    names = [d.name for d in dependencies]
     triggers = [_compile_trigger(t, names) for t in spec.get("triggers") or []]
     return CompiledSensor(
         name=str(metadata.get("name", "")),
         namespace=str(metadata.get("namespace") or "default"),
-        dependencies=dependencies,
+        dependencies=list(by_name.values()),
         triggers=triggers,
+        problems=problems,
+        rejected=validate_sensor(obj),
     )
 
 
 def _compile_trigger(spec: dict[str, Any], dependency_names: list[str]) -> Trigger:
     template = spec.get("template") or {}
-    name = str(template.get("name", ""))
+    name = str(template.get("name") or "")
     conditions, conditions_error = None, None
     try:
         if template.get("conditions"):

@@ -227,6 +227,15 @@ class TestConditions:
         assert r.route(cloudevent({}, subject="b")).triggered == []
         assert [t.dependencies for t in r.route(cloudevent({}, subject="c")).triggered] == [["dep-b", "dep-c"]]
 
+    def test_conditions_names_match_dependencies_up_to_dash_and_underscore(self) -> None:
+        """listener.go getDependencyExpression maps every `-` in `conditions` to `_` and each
+        dependency name likewise (listener_test.go: `dep-1a` names the dependency `dep_1a`)."""
+        deps = [{"name": n, "eventSourceName": SOURCE, "eventName": e}
+                for n, e in (("dep-1", EVENT), ("dep_1a", "b"), ("dep-3", "c"))]
+        r = router(sensor(dependencies=deps, conditions="dep-1a && dep_3"))
+        assert r.route(cloudevent({}, subject="b")).triggered == []
+        assert [t.dependencies for t in r.route(cloudevent({}, subject="c")).triggered] == [["dep-3", "dep_1a"]]
+
 
 class TestOtherTriggers:
     def test_k8s_create_trigger_labels_the_object_and_reports_the_operation(self) -> None:
