@@ -55,6 +55,8 @@ def parse_conditions(text: str, known: list[str]) -> Conditions:
     for name in known:  # a Go map filled in spec order: the last of names equal up to -/_ wins
         by_key[name.replace("-", "_")] = name
     pieces: list[str] = []
+    if text.strip() in ("true", "false"):  # expr-lang prints the constant; govaluate reads it back
+        return _from_expression(text, text.strip(), known)
     tokens = _expr_tokens(text.replace("-", "_"), text)
     _check_structure(tokens, text)
     for kind, value in tokens:
@@ -90,8 +92,6 @@ def _from_expression(text: str, expression: str, known: list[str]) -> Conditions
             f"dependency expression {expression!r} names {', '.join(unknown)}, which is not a dependency of this "
             f"Sensor (known: {', '.join(known)}); the sensor logs 'Dependency expression and dependency list do "
             f"not match' and never runs this trigger")
-    if not names:
-        raise ConditionsError(f"dependency expression {expression!r} names no dependency; the trigger never fires")
     return Conditions(text=text, expression=expression, tree=tree, names=names, requires_and="&" in expression)
 
 

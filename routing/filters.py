@@ -21,6 +21,7 @@ from typing import Any
 from routing.event import ArgoEvent
 from routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path
 from routing.goregexp import GoRegexpError, compile_go_regexp
+from routing.gostrconv import GoNumberError, go_quote, parse_float
 from routing.gotemplate import Template, TemplateError, parse_template
 from routing.gotime import GoTimeError, load_location, local_clock, local_date, parse_clock, wall_clock_nanos
 from routing.govaluate import Expression, ExpressionError
@@ -110,7 +111,7 @@ class DataFilter:
         actual = result.bool()
         for value in self.values:
             if value not in _GO_BOOLS:
-                raise _Failure(f'{self.label}: strconv.ParseBool: parsing {_quote(value)}: invalid syntax')
+                raise _Failure(f'{self.label}: strconv.ParseBool: parsing {go_quote(value)}: invalid syntax')
             if _GO_BOOLS[value] == actual:
                 return True, ""
         return False, f"{self.label}: value {_quote(shown)} (as bool: {str(actual).lower()}) is not {' or '.join(self.values)}"
@@ -120,9 +121,9 @@ class DataFilter:
         op = self.comparator or "="
         for value in self.values:
             try:
-                wanted = float(value)
-            except ValueError:
-                raise _Failure(f'{self.label}: strconv.ParseFloat: parsing {_quote(value)}: invalid syntax') from None
+                wanted = parse_float(value)
+            except GoNumberError as exc:
+                raise _Failure(f"{self.label}: {exc}") from None
             if _compare_number(actual, op, wanted):
                 return True, ""
         wanted_text = " or ".join(f"{op} {v}" for v in self.values)
@@ -316,8 +317,11 @@ class DependencyFilters:
             (self.context is not None, ctx_ok, ctx_why),
             (self.time is not None, time_ok, time_why),
         ]
+        if failed:  # Filter() turns any error into a failure, even when a group passed
+            return Verdict(False, "filter errors (filtersLogicalOperator: or): " + "; ".join(errors),
+                           errors=tuple(failed))
         if any(defined and ok for defined, ok, _ in parts):
-            return Verdict(True, "", errors=tuple(failed))
+            return Verdict(True, "")
         if script_set:
             return Verdict(False, _SCRIPT_REASON + " (no other filter passed under filtersLogicalOperator: or)",
                            evaluated=False, errors=tuple(failed))
@@ -462,12 +466,12 @@ def compile_filters(spec: dict[str, Any] | None, filters_logical_operator: str |
     time_spec = spec.get("time")
     return DependencyFilters(
         data=[_compile_data(i + 1, d) for i, d in enumerate(data)] if data else None,
-        data_or=str(spec.get("dataLogicalOperator") or "").lower() == "or",
+        data_or=str(spec.get("dataLogicalOperator") or "") == "or",
         exprs=[_compile_expr(i + 1, e) for i, e in enumerate(exprs)] if exprs is not None else None,
-        expr_or=str(spec.get("exprLogicalOperator") or "").lower() == "or",
+        expr_or=str(spec.get("exprLogicalOperator") or "") == "or",
         context={k: str(v) for k, v in context.items() if v} if isinstance(context, dict) else None,
         time=(str(time_spec.get("start") or ""), str(time_spec.get("stop") or ""), str(time_spec.get("timezone") or ""))
         if isinstance(time_spec, dict) else None,
         script=str(spec.get("script") or ""),
-        filters_or=str(filters_logical_operator or "").lower() == "or",
+        filters_or=str(filters_logical_operator or "") == "or",  # exact, as filter.go compares
     )

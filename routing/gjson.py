@@ -24,6 +24,8 @@ from typing import Any
 
 import pygjson
 
+from routing.gostrconv import lenient_float
+
 # Go gjson modifiers missing from gjson.rs (checked against pygjson 0.0.10).
 _UNSUPPORTED_MODIFIERS = ("keys", "values", "tostr", "fromstr", "group", "dig")
 _UNSUPPORTED_RE = re.compile(r"(?:^|[.|])@(" + "|".join(_UNSUPPORTED_MODIFIERS) + r")\b")
@@ -231,15 +233,6 @@ def go_format_float_f(value: float) -> str:
     return text
 
 
-_GO_FLOAT = re.compile(r"[+-]?(?:(?:[0-9](?:_?[0-9])*)?\.?[0-9]*(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
-                       re.IGNORECASE)
-
-
 def go_parse_float(text: str) -> float:
-    """strconv.ParseFloat with the error ignored (gjson does that): 0 when not a number."""
-    if not text or not _GO_FLOAT.fullmatch(text):
-        return 0.0
-    try:
-        return float(text.replace("_", ""))
-    except ValueError:
-        return 0.0
+    """strconv.ParseFloat with the error ignored (gjson does that): 0, or ±Inf out of range."""
+    return lenient_float(text)

@@ -362,9 +362,13 @@ def _truth(value: Any) -> bool:
 
 
 def _field(value: Any, name: str, chain_text: str) -> Any:
+    """text/template evalField: a missing key is the invalid value, and a field of the invalid value
+    is still the invalid value (printed `<no value>`); a field of a present JSON null is an error."""
     if isinstance(value, dict):
         return value.get(name, NO_VALUE)
-    if value is None or value is NO_VALUE:
+    if value is NO_VALUE:
+        return NO_VALUE
+    if value is None:
         raise TemplateError(f"template: executing at <{chain_text}>: nil pointer evaluating interface {{}}.{name}")
     raise TemplateError(
         f"template: executing at <{chain_text}>: can't evaluate field {name} in type {_go_type(value)}"

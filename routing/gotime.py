@@ -149,17 +149,28 @@ def _load_zone_file(name: str) -> tzinfo:
             return ZoneInfo(name)
         except (ValueError, OSError) as exc:
             raise GoTimeError(f"unknown time zone {name}") from exc
-    for folder in folders:
+    first_error: str | None = None
+    for folder in folders:  # zoneinfo_read.go loadLocation: the first error that is not "no such file" wins
         try:
             with open(folder + "/" + name, "rb") as handle:
                 data = handle.read(10 << 20)
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            first_error = first_error or _errno_text(exc)
             continue
         try:
             return ZoneInfo.from_file(io.BytesIO(data), key=name)
         except (ValueError, OSError):
-            continue
-    raise GoTimeError(f"unknown time zone {name}")
+            first_error = first_error or "malformed time zone information"
+    raise GoTimeError(first_error or f"unknown time zone {name}")
+
+
+def _errno_text(exc: Exception) -> str:
+    """The text of a syscall error as Go prints it (lower case, no file name)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    return "invalid argument"
 
 
 def unix_nanos(moment: datetime, extra_nanos: int = 0) -> int:

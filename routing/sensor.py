@@ -126,22 +126,22 @@ def _compile_trigger(spec: dict[str, Any], dependency_names: list[str]) -> Trigg
     )
 
 
+_SOURCE_ORDER = ("s3", "inline", "file", "url", "git", "configmap", "resource")  # artifacts.GetArtifactReader
+
+
 def fetch_resource(source: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """FetchKubernetesResource for the offline cases: `resource` (object) and `inline` (YAML)."""
+    """FetchKubernetesResource for the offline cases: `inline` (YAML) and `resource` (object). The
+    first location set, in the sensor's order (s3, inline, file, url, git, configmap, resource), wins."""
     if not isinstance(source, dict):
         return None, "trigger has no source (expected source.resource or source.inline)"
-    if isinstance(source.get("resource"), dict):
+    kind = next((k for k in _SOURCE_ORDER if source.get(k) is not None), None)
+    if kind == "resource" and isinstance(source["resource"], dict):
         return copy.deepcopy(source["resource"]), None
-    if isinstance(source.get("resource"), str):
+    if kind in ("resource", "inline") and isinstance(source[kind], str):
         try:
-            return _as_object(yaml.safe_load(source["resource"])), None
+            return _as_object(yaml.safe_load(source[kind])), None
         except (yaml.YAMLError, ValueError, TypeError) as exc:
-            return None, f"source.resource is not a YAML object: {exc}"
-    if isinstance(source.get("inline"), str):
-        try:
-            return _as_object(yaml.safe_load(source["inline"])), None
-        except (yaml.YAMLError, ValueError, TypeError) as exc:
-            return None, f"source.inline is not a YAML object: {exc}"
+            return None, f"source.{kind} is not a YAML object: {exc}"
     present = ", ".join(sorted(source)) or "nothing"
     return None, (f"source {present} is read from outside the Sensor at trigger time; gpuaas route only "
                   f"evaluates source.resource and source.inline")

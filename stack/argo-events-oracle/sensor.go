@@ -65,6 +65,7 @@ type FilterVerdict struct {
 // Firing is a trigger that fires, with the resource it would act on or the error that stops it.
 type Firing struct {
 	Trigger      string          `json:"trigger"`
+	Dependency   string          `json:"dependency"` // whose event completed the conditions
 	Dependencies []string        `json:"dependencies"`
 	Resource     json.RawMessage `json:"resource,omitempty"`
 	Stage        string          `json:"stage,omitempty"` // template-parameters | fetch | resource-parameters
@@ -224,7 +225,7 @@ func (conn *connection) receive(event *v1alpha1.Event) []Firing {
 			continue
 		}
 		if !conn.requiresAnd {
-			fired = append(fired, conn.fire(map[string]*v1alpha1.Event{dep.Name: event}))
+			fired = append(fired, conn.fire(dep.Name, map[string]*v1alpha1.Event{dep.Name: event}))
 			continue
 		}
 		parameters := make(map[string]interface{}, len(conn.dependencies))
@@ -246,7 +247,7 @@ func (conn *connection) receive(event *v1alpha1.Event) []Firing {
 					events[name] = saved
 				}
 			}
-			fired = append(fired, conn.fire(events))
+			fired = append(fired, conn.fire(dep.Name, events))
 			conn.saved = map[string]*v1alpha1.Event{}
 		} else {
 			conn.saved[dep.Name] = event
@@ -259,8 +260,9 @@ func (conn *connection) receive(event *v1alpha1.Event) []Firing {
 }
 
 // fire mirrors triggerOne up to Execute: template parameters, the resource, resource parameters.
-func (conn *connection) fire(events map[string]*v1alpha1.Event) Firing {
-	firing := Firing{Trigger: conn.trigger.Template.Name, Dependencies: make([]string, 0, len(events))}
+func (conn *connection) fire(dependency string, events map[string]*v1alpha1.Event) Firing {
+	firing := Firing{Trigger: conn.trigger.Template.Name, Dependency: dependency,
+		Dependencies: make([]string, 0, len(events))}
 	for name := range events {
 		firing.Dependencies = append(firing.Dependencies, name)
 	}

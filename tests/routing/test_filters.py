@@ -106,7 +106,7 @@ class TestStringDataFilters:
 
     def test_invalid_go_regexp_is_an_error(self) -> None:
         fired, reason = fires(sensor(data(string_filter("name", "(a)\\1"))), {"name": "aa"})
-        assert not fired and "back-references" in reason
+        assert not fired and "invalid escape sequence" in reason  # RE2 has no back-references
 
     def test_case_insensitive_flag(self) -> None:
         assert fires(sensor(data(string_filter("type", "(?i)^update$"))), {"type": "UPDATE"})[0]
