@@ -24,7 +24,7 @@ from routing.goregexp import GoRegexpError, compile_go_regexp
 from routing.gostrconv import GoNumberError, go_quote, parse_float
 from routing.gotemplate import Template, TemplateError, parse_template
 from routing.gotime import GoTimeError, load_location, local_clock, local_date, parse_clock, wall_clock_nanos
-from routing.govaluate import Expression, ExpressionError
+from routing.govaluate import Expression, ExpressionError, ExpressionPanic
 
 _COMPARATORS = (">=", ">", "=", "!=", "<", "<=", "")
 _GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
@@ -39,6 +39,10 @@ class Verdict:
     reason: str  # why it failed (or "" when it passed)
     evaluated: bool = True  # False when a filter (Lua script) could not be evaluated here
     errors: tuple[str, ...] = ()  # filter groups that returned an error (expr, data, time), as Filter() does
+
+
+class _Panic(Exception):
+    """govaluate panics inside Filter: the sensor process crashes (whatever the logical operators)."""
 
 
 class _Failure(Exception):
@@ -234,6 +238,7 @@ class ExprFilter:
     expression: Expression | None
     parse_error: str | None
     fields: list[tuple[str, str, GjsonPath | None, str | None]]  # (name, path text, path, error)
+    parse_panic: bool = False  # govaluate panics while parsing (a trailing backslash)
 
     @property
     def label(self) -> str:
@@ -254,10 +259,12 @@ class ExprFilter:
 def _compile_expr(index: int, spec: dict[str, Any]) -> ExprFilter:
     text = str(spec.get("expr", ""))
     expression, parse_error = None, None
+    parse_panic = False
     try:
         expression = Expression(text)
     except ExpressionError as exc:
         parse_error = str(exc)
+        parse_panic = isinstance(exc, ExpressionPanic)
     fields = []
     for f in spec.get("fields") or []:
         path_text = str(f.get("path", ""))
@@ -265,7 +272,8 @@ def _compile_expr(index: int, spec: dict[str, Any]) -> ExprFilter:
             fields.append((str(f.get("name", "")), path_text, compile_path(path_text), None))
         except UnsupportedPath as exc:
             fields.append((str(f.get("name", "")), path_text, None, str(exc)))
-    return ExprFilter(index=index, text=text, expression=expression, parse_error=parse_error, fields=fields)
+    return ExprFilter(index=index, text=text, expression=expression, parse_error=parse_error, fields=fields,
+                      parse_panic=parse_panic)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,6 +311,9 @@ class DependencyFilters:
             time_ok, time_why = stage("time", self._time(event))
         except _Failure as exc:
             return Verdict(False, str(exc), errors=(exc.stage,))
+        except _Panic as exc:
+            return Verdict(False, f"{exc} -- govaluate panics here: the sensor process crashes on this event and "
+                                  f"restarts, and nothing fires", errors=("panic",))
         script_set = bool(self.script)
         if not self.filters_or:
             for ok, why in ((expr_ok, expr_why), (data_ok, data_why), (ctx_ok, ctx_why), (time_ok, time_why)):
@@ -353,12 +364,16 @@ class DependencyFilters:
             if not params:
                 continue
             if f.expression is None:
+                if f.parse_panic:
+                    raise _Panic(f"{f.label}: {f.parse_error}")
                 if not self.expr_or:
                     return False, f"{f.label}: {f.parse_error}", ""
                 errors.append(f"{f.label}: {f.parse_error}")
                 continue
             try:
                 result = f.expression.evaluate(params)
+            except ExpressionPanic as exc:
+                raise _Panic(f"{f.label}: {exc}") from None
             except ExpressionError as exc:
                 if not self.expr_or:
                     return False, f"{f.label}: {exc}", ""

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	_ "unsafe" // go:linkname
@@ -60,6 +61,24 @@ type FilterVerdict struct {
 	Dependency string  `json:"dependency"`
 	Pass       bool    `json:"pass"`
 	Error      *string `json:"error"`
+	Panic      string  `json:"panic,omitempty"` // Filter panicked: the sensor process would crash
+}
+
+// filter calls dependencies.Filter, turning a panic (which would crash the sensor) into an answer.
+func filter(dep v1alpha1.EventDependency, event *v1alpha1.Event) (verdict FilterVerdict) {
+	verdict.Dependency = dep.Name
+	defer func() {
+		if recovered := recover(); recovered != nil {
+			verdict.Pass, verdict.Error, verdict.Panic = false, nil, fmt.Sprint(recovered)
+		}
+	}()
+	pass, err := dependencies.Filter(event, dep.Filters, dep.FiltersLogicalOperator)
+	verdict.Pass = pass
+	if err != nil {
+		message := err.Error()
+		verdict.Error = &message
+	}
+	return verdict
 }
 
 // Firing is a trigger that fires, with the resource it would act on or the error that stops it.
@@ -107,13 +126,7 @@ func simulate(c Case) Result {
 		outcome := EventResult{Filters: []FilterVerdict{}, Fired: []Firing{}}
 		for _, dep := range pod.Spec.Dependencies {
 			if subscribed(dep, event) {
-				pass, err := dependencies.Filter(event, dep.Filters, dep.FiltersLogicalOperator)
-				verdict := FilterVerdict{Dependency: dep.Name, Pass: pass}
-				if err != nil {
-					message := err.Error()
-					verdict.Error = &message
-				}
-				outcome.Filters = append(outcome.Filters, verdict)
+				outcome.Filters = append(outcome.Filters, filter(dep, event))
 			}
 		}
 		if result.Invalid == "" {
@@ -221,8 +234,8 @@ func (conn *connection) receive(event *v1alpha1.Event) []Firing {
 			continue
 		}
 		matched = true
-		if pass, _ := dependencies.Filter(event, dep.Filters, dep.FiltersLogicalOperator); !pass {
-			continue
+		if !filter(dep, event).Pass {
+			continue // a panic would crash and restart the sensor; the event is not delivered here
 		}
 		if !conn.requiresAnd {
 			fired = append(fired, conn.fire(dep.Name, map[string]*v1alpha1.Event{dep.Name: event}))

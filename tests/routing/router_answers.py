@@ -103,7 +103,7 @@ def disagreements(argo: dict[str, Any], ours: dict[str, Any]) -> list[str]:
                              f"(requiresAnd {mine['requiresAnd']})")
     for index, (theirs, mine) in enumerate(zip(argo["events"], ours["events"], strict=True)):
         for their_filter, my_filter in zip(theirs["filters"], mine["filters"], strict=True):
-            argo_stages = argo_error_stages(their_filter["error"])
+            argo_stages = ["panic"] if their_filter.get("panic") else argo_error_stages(their_filter["error"])
             if their_filter["pass"] != my_filter["pass"] or argo_stages != my_filter["errors"]:
                 found.append(
                     f"event {index} dependency {their_filter['dependency']}: argo pass={their_filter['pass']} "

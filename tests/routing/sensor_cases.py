@@ -197,15 +197,32 @@ class CaseGenerator:
                 if keys:
                     key = self.pick(keys)
                     value = self.pick([v[key] for v in document if key in v])
-                    literal = json.dumps(value) if not isinstance(value, (dict, list)) else '"x"'
-                    op = self.pick(("==", "!=", "==", "%", ">"))
-                    if op == "%":
-                        literal = json.dumps(str(value)[:2] + "*")
+                    literal = json.dumps(value, ensure_ascii=False) if not isinstance(value, (dict, list)) else '"x"'
+                    op = self.pick(("==", "!=", "==", "%", "!%", ">", "<", ">=", "<=", "=="))
+                    if op in ("%", "!%"):
+                        literal = json.dumps(str(value)[:2] + self.pick(("*", "?", "")), ensure_ascii=False)
+                    if self.chance(0.1):
+                        literal = self.pick(('""', "true", "false", "null", "4", "-1", '"True"', "1.5"))
                     all_ = self.pick(("", "#"))
-                    query = f"{prefix}.#({key}{op}{literal}){all_}" if prefix else f"#({key}{op}{literal}){all_}"
+                    query = f"#({key}{op}{literal}){all_}"
+                    if self.chance(0.1):
+                        query = f"#({key})" if self.chance(0.5) else f"#(!{key})"
+                    query = f"{prefix}.{query}" if prefix else query
                     found.append((query, None))
                     inner = self.pick(sorted({k for v in document for k in v}))
                     found.append((f"{query}.{gjson_escape(inner)}", None))
+                    if prefix:
+                        found.append((f"{prefix}.#.{gjson_escape(inner)}", None))
+            if prefix and document and self.chance(0.2):
+                found.append((f"{prefix}|{self.pick(('@reverse', '@flatten', '@this', '@ugly', '@valid'))}", None))
+                found.append((f"{prefix}.{self.pick(('-1', '#.#', '@reverse.0', '100'))}", None))
+        if isinstance(document, dict) and document and prefix and self.chance(0.2):
+            keys = list(document)
+            key = self.pick(keys)
+            found.append((f"{prefix}.{gjson_escape(key)[:2]}*", None))
+            found.append((f"{prefix}.{gjson_escape(key)[:-1]}?", None))
+            if len(keys) > 1:
+                found.append((f"[{prefix}.{gjson_escape(keys[0])},{prefix}.{gjson_escape(keys[1])}]", None))
         return found
 
     def path(self, documents: list[Any]) -> str:
@@ -269,20 +286,48 @@ class CaseGenerator:
             f["template"] = self.data_template()
         return f
 
+    def expr_operand(self, names: list[str], depth: int) -> str:
+        roll = self.rng.random()
+        if depth < 2 and roll < 0.25:
+            return self.expr_expression(names, depth + 1)
+        if roll < 0.6:
+            name = self.pick(names)
+            return f"[{name}]" if self.chance(0.05) else name
+        return self.pick(("1", "4", "0", "2.5", "3", "100", "0x10", ".5", "'x'", '"True"', '"UPDATE"', "'4'",
+                          "true", "false", "'2026-12-01'", '"2026-12-01T09:00:00Z"', "'a\\'b'", '""',
+                          "'^t'", "'(['", "'ñ'", "1e3"))
+
+    def expr_expression(self, names: list[str], depth: int = 0) -> str:
+        roll = self.rng.random()
+        if roll < 0.12:
+            prefix = self.pick(("!", "-", "~"))
+            return f"{prefix}({self.expr_operand(names, depth)})" if self.chance(0.5) else \
+                f"{prefix}{self.expr_operand(names, depth)}"
+        if roll < 0.18:
+            return (f"{self.expr_operand(names, depth)} ? {self.expr_operand(names, depth)} : "
+                    f"{self.expr_operand(names, depth)}")
+        if roll < 0.22:
+            return f"{self.expr_operand(names, depth)} in ({self.expr_operand(names, depth)}, 'x', 4)"
+        op = self.pick(("==", "!=", ">", ">=", "<", "<=", "=~", "!~", "&&", "||", "+", "-", "*", "/", "%", "**",
+                        "&", "|", "^", "<<", ">>", "??", "==", "==", "&&", "-"))
+        space = self.pick((" ", " ", ""))
+        left, right = self.expr_operand(names, depth), self.expr_operand(names, depth)
+        text = f"{left}{space}{op}{space}{right}"
+        if depth == 0 and self.chance(0.2):
+            text = f"({text}) {self.pick(('&&', '||', '-', '+'))} {self.expr_operand(names, depth)}"
+        return text
+
     def expr_filter(self, documents: list[Any]) -> dict[str, Any]:
         fields = []
         names = []
-        for name in ("a", "b")[: self.rng.randint(1, 2)]:
+        for name in self.pick((("a",), ("a", "b"), ("a", "b"), ("x_1", "ü"), ("a", "a.b"))):
             fields.append({"name": name, "path": self.path(documents)})
             names.append(name)
-        a = names[0]
-        b = names[-1]
-        expression = self.pick((
-            f'{a} == "True"', f"{a} > 3", f"{a} >= {b}", f'{a} != "x"', f"{a} + {b} > 5", f'{a} =~ "^t"',
-            f"!({a} == {b})", f"{a} && {b}", f"{a} || {b}", f'{a} in ("ADD", "UPDATE")', f"{a} == true",
-            f"{a} * 2 == 8", f"{a} - 1 < 0", f'{a} == "4"', f"{a} == 4", f"({a} > 1) && ({b} < 100)",
-            f"{a} ==", f"{a} ? 1 : 2", f"{a} == nope", f'{a} !~ "a"', f"-{a} < 0",
-        ))
+        if self.chance(0.15):
+            expression = self.pick((f"{names[0]} ==", f"({names[0]} > 1", f"{names[0]} == nope", "a === 1",
+                                    f"{names[0]} > 'x' 1", "", f"{names[0]}&&!{names[-1]}"))
+        else:
+            expression = self.expr_expression(names)
         if self.chance(0.03):
             return {"expr": expression, "fields": []}
         return {"expr": expression, "fields": fields}
@@ -359,14 +404,16 @@ class CaseGenerator:
 
         return expression(0)
 
-    def parameter(self, names: list[str], dests: list[str]) -> dict[str, Any]:
+    def parameter(self, names: list[str], dests: list[str], documents: list[Any] | None = None) -> dict[str, Any]:
         dependency = self.pick(names)
         if self.chance(0.1):
             dependency = dependency.replace("-", "_") if "-" in dependency else "nobody"
         src: dict[str, Any] = {"dependencyName": dependency}
         kind = self.rng.choices(("dataKey", "dataTemplate", "contextKey", "contextTemplate", "none", "both"),
                                 (5, 3, 2, 1, 1, 1))[0]
-        if kind == "dataKey":
+        if kind == "dataKey" and documents and self.chance(0.6):
+            src["dataKey"] = self.path(documents)
+        elif kind == "dataKey":
             src["dataKey"] = self.pick(("body.metadata.name", "body.spec.podSets.0.count", "body.status.conditions",
                                         "type", "oldBody", "body.spec.active", "nope", "body.metadata.labels",
                                         "body.alerts.#", "body.alerts.0.labels.pod", "@this", "body.priority",
@@ -408,11 +455,11 @@ class CaseGenerator:
                          "arguments": {"parameters": [{"name": f"p{i}", "value": "x" if i == 1 else ""}
                                                       for i in range(3)]}}}
 
-    def trigger(self, index: int, names: list[str]) -> dict[str, Any]:
+    def trigger(self, index: int, names: list[str], documents: list[Any]) -> dict[str, Any]:
         dests = ["spec.arguments.parameters.0.value", "spec.arguments.parameters.1.value", "metadata.labels.team",
                  "metadata.name", "spec.x.y", "metadata.annotations.a\\.b", "spec.arguments.parameters.5.value",
                  "spec.workflowTemplateRef.name", "spec.list.-1"]
-        parameters = [self.parameter(names, dests) for _ in range(self.rng.randint(0, 4))]
+        parameters = [self.parameter(names, dests, documents) for _ in range(self.rng.randint(0, 4))]
         resource = self.workflow()
         if self.chance(0.25):
             kind = "k8s"
@@ -464,7 +511,7 @@ class CaseGenerator:
             if operator is not None:
                 dep["filtersLogicalOperator"] = operator
             dependencies.append(dep)
-        triggers = [self.trigger(i, names) for i in range(self.rng.randint(1, 2))]
+        triggers = [self.trigger(i, names, documents) for i in range(self.rng.randint(1, 2))]
         sensor = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Sensor",
                   "metadata": {"name": "fuzz", "namespace": "gpuaas"},
                   "spec": {"dependencies": dependencies, "triggers": triggers}}
