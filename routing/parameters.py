@@ -120,9 +120,14 @@ def _data_document(event: ArgoEvent) -> tuple[Document | None, str]:
     if content_type in ("application/yaml", "text/yaml"):
         import yaml
 
+        # ghodss/yaml.YAMLToJSON: decode, then json.Marshal (map keys sorted, Go number spelling).
+        # PyYAML stands in for go-yaml v2 here: scalars they resolve differently (1e+21 without a dot,
+        # timestamps) are not guaranteed to match (docs/route.md).
+        from routing.gofmt import go_json_marshal
+
         try:
-            return Document(json.dumps(yaml.safe_load(event.data or ""), separators=(",", ":"))), ""
-        except yaml.YAMLError as exc:
+            return Document(go_json_marshal(yaml.safe_load(event.data or ""))), ""
+        except (yaml.YAMLError, TypeError) as exc:
             return None, f"failed converting yaml event data to JSON: {exc}"
     return None, f"unsupported event content type: {content_type}"
 
