@@ -22,7 +22,7 @@ from routing.event import ArgoEvent
 from routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path
 from routing.goregexp import GoRegexpError, compile_go_regexp
 from routing.gostrconv import GoNumberError, go_quote, parse_float
-from routing.gotemplate import Template, TemplateError, parse_template
+from routing.gotemplate import Template, TemplateError, TemplateUnsupported, parse_template
 from routing.gotime import GoTimeError, load_location, local_clock, local_date, parse_clock, wall_clock_nanos
 from routing.govaluate import Expression, ExpressionError, ExpressionPanic
 
@@ -39,6 +39,10 @@ class Verdict:
     reason: str  # why it failed (or "" when it passed)
     evaluated: bool = True  # False when a filter (Lua script) could not be evaluated here
     errors: tuple[str, ...] = ()  # filter groups that returned an error (expr, data, time), as Filter() does
+
+
+class _NotEvaluated(Exception):
+    """A filter uses something gpuaas route does not evaluate (like a Lua script)."""
 
 
 class _Panic(Exception):
@@ -97,6 +101,8 @@ class DataFilter:
                 raise _Failure(f"{self.label}: template does not parse: {self.template_error}")
             try:
                 out = self.template.execute({"Input": result.string()})
+            except TemplateUnsupported as exc:
+                raise _NotEvaluated(f"{self.label}: template: {exc}") from None
             except TemplateError as exc:
                 raise _Failure(f"{self.label}: template failed: {exc}") from None
             if out in ("", "<no value>"):
@@ -311,6 +317,8 @@ class DependencyFilters:
             time_ok, time_why = stage("time", self._time(event))
         except _Failure as exc:
             return Verdict(False, str(exc), errors=(exc.stage,))
+        except _NotEvaluated as exc:
+            return Verdict(False, f"{exc}; cannot tell whether it passes", evaluated=False)
         except _Panic as exc:
             return Verdict(False, f"{exc} -- govaluate panics here: the sensor process crashes on this event and "
                                   f"restarts, and nothing fires", errors=("panic",))

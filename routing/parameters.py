@@ -23,7 +23,7 @@ from typing import Any
 
 from routing.event import ArgoEvent
 from routing.gjson import Document, GjsonPath, UnsupportedPath, compile_path
-from routing.gotemplate import Template, TemplateError, parse_template
+from routing.gotemplate import Template, TemplateError, TemplateUnsupported, parse_template
 from routing.sjson import SjsonError, set_path
 
 STRING = "String"
@@ -31,6 +31,10 @@ STRING = "String"
 
 class ParameterError(ValueError):
     """A parameter could not be resolved or applied: the trigger fails."""
+
+
+class ParameterNotEvaluated(ParameterError):
+    """The parameter uses something gpuaas route does not evaluate: it cannot tell what is submitted."""
 
 
 @dataclass
@@ -90,6 +94,8 @@ class TriggerParameter:
                 if out in ("", "<no value>"):
                     raise TemplateError(f"template evaluated to empty string or no value: {template_text}")
                 return out, STRING
+            except TemplateUnsupported as exc:
+                raise ParameterNotEvaluated(f"{self.label}: template {template_text!r}: {exc}") from None
             except TemplateError as exc:
                 problems.append(f"template {template_text!r} failed: {exc}")
         if key_text:

@@ -24,7 +24,7 @@ from typing import Any
 
 from routing.event import ArgoEvent, from_cloudevent
 from routing.manifests import load_argo_events_objects
-from routing.parameters import ParameterError, apply_parameters, compile_parameters
+from routing.parameters import ParameterError, ParameterNotEvaluated, apply_parameters, compile_parameters
 from routing.sensor import (
     K8S_TRIGGER,
     WORKFLOW_TRIGGER,
@@ -331,6 +331,8 @@ class Router:
         if trigger.template_parameters:
             try:
                 template = apply_parameters(copy.deepcopy(trigger.template), trigger.template_parameters, events)
+            except ParameterNotEvaluated as exc:
+                raise TriggerFailure("not-evaluated", str(exc)) from None
             except ParameterError as exc:
                 raise TriggerFailure("template-parameters", f"failed to apply template parameters: {exc}") from None
             body = template.get(operation_type) if isinstance(template.get(operation_type), dict) else {}
@@ -343,6 +345,8 @@ class Router:
             raise TriggerFailure("fetch", f"cannot read the trigger resource: {resource_error}")
         try:
             obj = apply_parameters(json.loads(json.dumps(resource)), resource_parameters, events)
+        except ParameterNotEvaluated as exc:
+            raise TriggerFailure("not-evaluated", str(exc)) from None
         except ParameterError as exc:
             raise TriggerFailure("resource-parameters", str(exc)) from None
         if not isinstance(obj, dict):

@@ -47,6 +47,31 @@ KEYS = ("name", "count", "status", "type", "labels", "a.b", "x y", "ключ", "
         "kueue.x-k8s.io/queue-name", "value")
 
 
+# Templates over event data: Go text/template builtins and the sprig functions routing implements,
+# with arguments of every type the data can hold (type errors included).
+PARAMETER_TEMPLATES = (
+    "{{ .Input.body.metadata.name | upper }}", "{{ upper .Input.body.spec.podSets }}", "{{ trunc 3 .Input.type }}",
+    "{{ .Input.body.spec.podSets | len }}", '{{ index .Input.body.spec.podSets 0 "count" }}',
+    '{{ printf "%v-%s" .Input.type .Input.body.metadata.name }}', '{{ printf "%d" .Input.body.priority }}',
+    '{{ printf "%.2f" .Input.body.priority }}', '{{ printf "%q" .Input.type }}', '{{ printf "%5s|" .Input.type }}',
+    '{{ default "none" .Input.nope }}', "{{ .Input.body.spec.podSets | toJson }}", "{{ add 1 .Input.body.priority }}",
+    "{{ if gt .Input.body.priority 1.0 }}hi{{ else }}lo{{ end }}", '{{ eq .Input.type "ADD" }}',
+    "{{ range .Input.body.status.conditions }}{{ .type }},{{ end }}",
+    "{{ with .Input.body.metadata }}{{ .name }}{{ end }}", "{{ len .Input.type }}",
+    '{{ hasKey .Input.body "status" }}', '{{ get .Input.body.metadata "name" }}', "{{ quote .Input.type }}",
+    "{{ substr 0 3 .Input.type }}", '{{ replace "-" "_" .Input.body.metadata.name }}',
+    "{{ .Input.body.metadata.name | b64enc }}", "{{ toString .Input.body.priority }}", "{{ max 1 2 5 }}",
+    "{{ int .Input.body.priority }}", "{{ .Input.body.spec.active | not }}", "{{ and .Input.body .Input.type }}",
+    "{{ or .Input.nope .Input.type }}", '{{ ternary "y" "n" .Input.body.spec.active }}',
+    "{{ .Input.body.priority | float64 }}", "{{ toRawJson .Input.body.metadata.labels }}",
+    '{{ regexFind "[0-9]+" .Input.body.metadata.name }}', '{{ splitList "-" .Input.body.metadata.name | join "+" }}',
+    '{{ $n := .Input.body.metadata.name }}{{ $n }}/{{ .Input.type }}', "{{ .Input.body.metadata.labels }}",
+    "{{ .Input.body.status }}", "{{ .Input.body.spec.podSets }}", "{{ lower .Input.nope }}",
+    '{{ cat .Input.type .Input.body.priority }}', "{{ first .Input.body.spec.podSets }}",
+    '{{ dig "metadata" "name" "none" .Input.body }}', "{{ .Input.oldBody.metadata.name }}",
+)
+
+
 def gjson_escape(key: str) -> str:
     """A key as one gjson path component."""
     out = []
@@ -266,7 +291,10 @@ class CaseGenerator:
         return self.pick(("{{ .Input }}", "{{ .Input | upper }}", "{{ len .Input }}", "{{ .Input | trunc 3 }}",
                           '{{ if eq .Input "True" }}yes{{ end }}', '{{ printf "%s-x" .Input }}',
                           "{{ .Input | quote }}", "{{ .Input ", "{{ .Nope }}", '{{ .Input | replace "a" "b" }}',
-                          "{{ default \"d\" .Input }}", "x{{ .Input }}"))
+                          "{{ default \"d\" .Input }}", "x{{ .Input }}", "{{ .Input | int }}",
+                          '{{ printf "%v" .Input }}', "{{ .Input | b64enc }}", '{{ if hasPrefix "t" .Input }}t{{ end }}',
+                          "{{ .Input | lower | trunc 2 }}", "{{ add .Input 1 }}", '{{ regexMatch "^[0-9]+$" .Input }}',
+                          "{{ .Input | len | printf \"%d\" }}"))
 
     def data_filter(self, documents: list[Any]) -> dict[str, Any]:
         path, value = self.path_and_value(documents)
@@ -428,7 +456,7 @@ class CaseGenerator:
                 "{{ toJson .Input.body.metadata.labels }}", "{{ .Input }}", "{{ len .Input.body.alerts }}",
                 '{{ if .Input.oldBody }}update{{ else }}new{{ end }}', "{{ .Input.body.spec.active }}",
                 "{{ .Input.body.metadata.labels.app }}", "{{ .Input.body.spec.podSets.0.count }}",
-                "{{ (index .Input.body.spec.podSets 0).count }}"))
+                "{{ (index .Input.body.spec.podSets 0).count }}", *PARAMETER_TEMPLATES))
         elif kind == "contextKey":
             src["contextKey"] = self.pick(("id", "source", "subject", "type", "time", "datacontenttype",
                                            "specversion", "nope"))
