@@ -890,8 +890,34 @@ def _join(sep: str, values: Any) -> str:
     return sep.join(_to_string(v) for v in (values or []))
 
 
+def go_upper(text: str) -> str:
+    """strings.ToUpper: unicode.ToUpper rune by rune (simple mapping: ß stays ß, Python says SS)."""
+    return "".join(u if len(u := c.upper()) == 1 else c for c in text)
+
+
+def go_lower(text: str) -> str:
+    """strings.ToLower: unicode.ToLower rune by rune (simple mapping)."""
+    return "".join(u if len(u := c.lower()) == 1 else c for c in text)
+
+
+def _go_title_rune(c: str) -> str:
+    t = c.title()
+    return t if len(t) == 1 else c
+
+
 def _title(value: str) -> str:
-    return re.sub(r"(^|\s)(\S)", lambda m: m.group(1) + m.group(2).upper(), value)
+    """strings.Title: the first letter of each word to title case; words are separated by anything
+    but letters, digits and `_` (ASCII), or by Unicode spaces."""
+    out = []
+    previous = " "
+    for c in value:
+        if ord(previous) < 0x80:
+            separator = not (previous.isalnum() or previous == "_")
+        else:
+            separator = previous.isspace()
+        out.append(_go_title_rune(c) if separator else c)
+        previous = c
+    return "".join(out)
 
 
 def _kebab(value: str) -> str:
@@ -974,8 +1000,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "ternary": _ternary,
     # sprig: strings
     "toString": _to_string,
-    "upper": lambda s: str(s).upper(),
-    "lower": lambda s: str(s).lower(),
+    "upper": lambda s: go_upper(s),
+    "lower": lambda s: go_lower(s),
     "title": _title,
     "trim": lambda s: str(s).strip(),
     "trimAll": lambda chars, s: str(s).strip(chars),
