@@ -17,6 +17,7 @@ Workflow from the rendered templates, started by the rendered Sensors from real 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import tempfile
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from engine import demo_cluster as cluster
 from engine.rendered import DEFAULT_MANIFESTS
@@ -62,6 +63,20 @@ quota:
 """
 
 
+class AlertRules(Protocol):
+    """The product's idle alert rules and Alertmanager route, built with the demo's short windows.
+
+    WHY a parameter and not an import: the rules belong to the product (`gpuaas.manifests.observability`
+    renders them into manifests/), and the engine must not import the admin CLI package that imports
+    the engine (ARCHITECTURE: gpuaas -> engine -> routing, steps). `gpuaas demo` hands that module in.
+    """
+
+    def rule_groups(self, window: str, for_: str) -> dict[str, Any]: ...
+
+    def alertmanager_config(self, webhook_url: str, credentials_file: str, *, group_wait: str,
+                            group_interval: str, repeat_interval: str) -> dict[str, Any]: ...
+
+
 class DemoStalled(RuntimeError):
     """The scenario waited for something that did not happen; says what, and what was seen."""
 
@@ -76,6 +91,7 @@ class DemoOptions:
     progress: Progress | None = print
     wait_timeout: float = 60.0
     short: bool = False  # admissions, backlog and a finish only (no idle release): the tests' reduced form
+    alert_rules: AlertRules | None = None  # needed for real Prometheus/Alertmanager (metrics auto|prometheus)
 
 
 class DemoClock:
@@ -227,12 +243,15 @@ class Scenario:
         assert self.engine is not None and self.engine.webhook is not None
         webhook_url = self.engine.webhook.url_for()
         found = monitoring_module.availability()
+        rules = self.options.alert_rules
+        if rules is None and found.ok:
+            found = dataclasses.replace(found, ok=False, reason="no alert rules were given (DemoOptions.alert_rules; "
+                                                                "`gpuaas demo` passes the product's)")
         use_prometheus = self.options.metrics == "prometheus" or (self.options.metrics == "auto" and found.ok)
         if use_prometheus:
-            if not found.ok:
+            if not found.ok or rules is None:
                 raise monitoring_module.MonitoringUnavailable(found.reason)
-            from gpuaas.manifests import observability
-
+            observability = rules
             monitor = monitoring_module.Monitoring(
                 # as a ServiceMonitor scrapes dcgm-exporter: the target's own pod/namespace labels make
                 # Prometheus rename the GPU's to exported_pod/exported_namespace (both spellings matter)

@@ -40,6 +40,7 @@ def _print_table(rows: list[dict[str, str]], out) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
+    from gpuaas.manifests import observability
 
     as_json = args.output == "json"
     progress_stream = sys.stderr if as_json else sys.stdout
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         print(text, file=progress_stream, flush=True)
 
     options = DemoOptions(output_dir=args.output_dir, manifests=args.manifests or DEFAULT_MANIFESTS,
-                          step_mode=args.steps, speed=args.speed, metrics=args.metrics, progress=progress)
+                          step_mode=args.steps, speed=args.speed, metrics=args.metrics, progress=progress,
+                          alert_rules=observability)
     try:
         result = run_demo(options)
     except DemoStalled as error:
