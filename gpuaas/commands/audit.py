@@ -130,7 +130,15 @@ def _filter(args: argparse.Namespace) -> Any:
 
 def _selected_runs(args: argparse.Namespace, history: Any) -> list[Any]:
     wanted = _filter(args)
-    return [run for run in history.runs(wanted.label_selector()) if wanted.matches(run)]
+    runs = [run for run in history.runs(wanted.label_selector()) if wanted.matches(run)]
+    reaction = getattr(args, "reaction", None)
+    if reaction and not runs:
+        from gpuaas.audit.run import KNOWN_REACTIONS
+
+        if reaction not in KNOWN_REACTIONS:  # a typo, not an empty history (a newer version's name still matches)
+            raise _UsageError(f"--reaction: expected one of {', '.join(sorted(KNOWN_REACTIONS))}, found {reaction!r} "
+                              f"and no run with that reaction in {history.where}")
+    return runs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -188,7 +196,16 @@ def _report(args: argparse.Namespace, history: Any) -> int:
     from gpuaas.audit.report import write_report
 
     runs = _selected_runs(args, history)
-    written = write_report(runs, args.html, source=history.where)
+    folder: Path = args.html
+    if folder.exists() and not folder.is_dir():
+        raise _UsageError(f"--html {folder}: expected a folder for index.html and its charts, found a file; "
+                          "pass a folder path (it is created if missing)")
+    try:
+        written = write_report(runs, folder, source=history.where)
+    except OSError as error:
+        raise _UsageError(f"--html {folder}: expected a folder this user can write, found "
+                          f"{(error.strerror or str(error)).lower()} ({error.filename or folder}); "
+                          "pass another folder") from None
     print(f"wrote {written} ({len(runs)} runs) and its charts")
     return 0
 

@@ -8,8 +8,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+
+REQUIRED_KINDS = ("WorkflowTemplate", "Sensor", "EventSource")
+
+
+def _speed(text: str) -> float:
+    """--speed: demo seconds per wall second, a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of demo seconds per wall second (e.g. 300), "
+                                         f"found {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0 (300 runs the story in about a minute), "
+                                         f"found {text}")
+    return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="run each step in-process (fast) or as `python -m steps ...` like a pod")
     parser.add_argument("--metrics", choices=("auto", "prometheus", "in-process"), default="auto",
                         help="auto: real Prometheus/Alertmanager when installed, else the in-process idle rule")
-    parser.add_argument("--speed", type=float, default=300.0,
+    parser.add_argument("--speed", type=_speed, default=300.0,
                         help="demo seconds per wall second (default: 300)")
     parser.add_argument("--output", choices=("table", "json"), default="table",
                         help="table: progress, timeline and summary; json: summary.json on stdout")
@@ -37,6 +53,39 @@ def _print_table(rows: list[dict[str, str]], out) -> None:
         print("  ".join(str(row.get(h, ""))[: widths[h]].ljust(widths[h]) for h in headers), file=out)
 
 
+class _Unusable(ValueError):
+    pass
+
+
+def _check_output_dir(folder: Path) -> None:
+    """Fail before a minute of demo when the report could not be written at the end."""
+    if folder.exists() and not folder.is_dir():
+        raise _Unusable(f"--output-dir {folder}: expected a folder for the report, found a file; "
+                        "pass another path (default: demo-report)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".gpuaas-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise _Unusable(f"--output-dir {folder}: expected a folder this user can write, found "
+                        f"{error.strerror.lower() if error.strerror else error}; pass another path") from None
+
+
+def _check_manifests(folder: Path) -> None:
+    """The engine runs the rendered YAML: say which kinds are missing instead of failing mid-way."""
+    from engine.rendered import RenderedManifests
+
+    try:
+        rendered = RenderedManifests.load(folder)
+    except (FileNotFoundError, ValueError) as error:
+        raise _Unusable(f"--manifests: {error}") from None
+    missing = [kind for kind in REQUIRED_KINDS if not rendered.of_kind(kind)]
+    if missing:
+        raise _Unusable(f"--manifests {folder}: expected the rendered {', '.join(REQUIRED_KINDS)} objects, found no "
+                        f"{', '.join(missing)}; pass the folder `gpuaas render` writes (manifests/)")
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
@@ -48,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
     def progress(text: str) -> None:
         print(text, file=progress_stream, flush=True)
 
+    try:
+        _check_output_dir(args.output_dir)
+        _check_manifests(args.manifests or DEFAULT_MANIFESTS)
+    except _Unusable as error:
+        print(f"gpuaas demo: {error}", file=sys.stderr)
+        return 2
     options = DemoOptions(output_dir=args.output_dir, manifests=args.manifests or DEFAULT_MANIFESTS,
                           step_mode=args.steps, speed=args.speed, metrics=args.metrics, progress=progress,
                           alert_rules=observability)

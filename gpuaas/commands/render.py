@@ -8,7 +8,7 @@ Exit codes (each means one thing, so CI can tell "stale" from "could not check")
 
     0  written, or (--check) up to date
     1  (--check) a render would change or remove files: run `gpuaas render` and commit
-    2  bad command line (argparse)
+    2  bad command line: unknown option, or --out is not a folder this user can write
     3  the upstream schemas could not be had (no Go toolchain, module proxy unreachable)
     4  the rendered objects are not valid against the upstream schemas (nothing written)
 """
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 EXIT_STALE = 1
+EXIT_USAGE = 2
 EXIT_NO_SCHEMAS = 3
 EXIT_INVALID = 4
 
@@ -42,8 +43,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpuaas.upstream import UpstreamUnavailable
 
+    if args.out.exists() and not args.out.is_dir():
+        print(f"gpuaas render: --out {args.out}: expected a folder for the manifests, found a file; "
+              "pass a folder (default: the repository's manifests/)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return _render(args)
+    except OSError as error:
+        print(f"gpuaas render: --out {args.out}: expected a folder this user can write, found "
+              f"{(error.strerror or str(error)).lower()} ({error.filename}); pass another folder", file=sys.stderr)
+        return EXIT_USAGE
     except UpstreamUnavailable as error:
         print(f"gpuaas render: cannot validate against the upstream schemas: {error}; "
               "or pass --no-validate to render without validating", file=sys.stderr)
