@@ -148,6 +148,7 @@ class Scenario:
         self._stop_sampling = threading.Event()
         self.engine: LocalEngine | None = None
         self.pods: WorkloadPods | None = None
+        self.marks: list[dict[str, Any]] = []
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -203,6 +204,13 @@ class Scenario:
         assert self.engine is not None
         self.engine.timeline.note(f"{tenant.name}: {what}")
         self.engine.apply(objects)
+
+    def mark(self, tenant: cluster.Tenant, what: str, *, at: str | None = None) -> None:
+        """A moment of the story the report's chart points at (demo clock; `at` = a timeline HH:MM:SS)."""
+        hours = self.clock.hours() if at is None else _hours_since_start(at, self.clock.start)
+        moment = self.clock.start + timedelta(hours=hours)
+        self.marks.append({"time": moment.strftime("%H:%M:%S"), "hours": round(hours, 4), "tenant": tenant.name,
+                           "what": what})
 
     def pause(self, demo_minutes: float) -> None:
         time.sleep(demo_minutes * 60.0 / self.options.speed)
@@ -333,7 +341,8 @@ class Scenario:
                 exporter.stop()
         summary = build_summary(runs, self.samples, rows, speed=options.speed,
                                 wall_seconds=time.monotonic() - wall_started, metrics_mode=self.metrics_mode,
-                                step_mode=options.step_mode, events_routed=events_seen)
+                                step_mode=options.step_mode, events_routed=events_seen, marks=self.marks,
+                                started=self.clock.start)
         return DemoResult(summary=summary, samples=self.samples, output_dir=output)
 
     def _print_row(self, row: Any) -> None:
@@ -376,6 +385,7 @@ class Scenario:
                     cluster.pytorch_job(research, "train-llm", 2, 2))
         self.wait_for("train-llm queued", lambda: self.pending(research.namespace, "train-llm"))
         self.engine.timeline.note("research: train-llm queued, no quota left in the cohort", "backlog")
+        self.mark(research, "train-llm queued")
         self.submit(vision, "runs batch Job eval-batch (2 GPUs, borrowed)", cluster.batch_job(vision, "eval-batch", 2))
         self.wait_for("eval-batch admitted", lambda: self.admitted(vision.namespace, "eval-batch"))
         self.settle()
@@ -390,6 +400,7 @@ class Scenario:
 
         self.engine.timeline.note("vision: ray-vision's GPUs go idle (utilization 0%)")
         pods.set_activity(vision.namespace, "ray-vision", 0)
+        self.mark(vision, "GPUs idle")
         idle_runs_before = len(self.runs_of("gpuaas-on-idle"))
         self.wait_for("ray-vision released by gpuaas-on-idle",
                       lambda: self.released(vision.namespace, "ray-vision") or (
@@ -400,14 +411,20 @@ class Scenario:
             self.engine.timeline.note("ray-vision NOT released: without Prometheus the on-idle step cannot confirm "
                                       "idleness (in-process fallback); the story stops here", "stopped")
             return
+        alerts = [row for row in self.engine.timeline.rows if row.template == "gpuaas-on-idle"]
+        if alerts:
+            self.mark(vision, "idle alert", at=alerts[-1].time)
+        self.mark(vision, "released (on-idle)")
         self.wait_for("train-llm admitted into the freed quota",
                       lambda: self.admitted(research.namespace, "train-llm"))
+        self.mark(research, "train-llm admitted")
         self.settle()
 
         self.pause(60)
         workload = self.workload_of(vision.namespace, "ray-vision")
         assert workload is not None
         self.engine.timeline.note("vision admin: hand-submits gpuaas-resume-workers for ray-vision")
+        self.mark(vision, "resumed (by hand)")
         resumed = self.engine.submit(resume_submission(vision.namespace, workload["metadata"]["name"]))
         if resumed["status"]["phase"] != "Succeeded":
             records = reaction_records(resumed)
@@ -437,34 +454,36 @@ def resume_submission(namespace: str, workload: str) -> dict[str, Any]:
                                                   {"name": "dry-run", "value": "false"}]}}}
 
 
-def gpu_hours_reclaimed(samples: list[Sample], released: set[str]) -> dict[str, float]:
-    """Per released workload: GPUs it held before release x demo hours until it held quota again."""
+def _hours_since_start(clock_time: str, start: datetime) -> float:
+    """A timeline HH:MM:SS on the demo clock, as hours since the clock's start (08:00)."""
+    hours, minutes, seconds = (int(part) for part in clock_time.split(":"))
+    moment = start.replace(hour=hours, minute=minutes, second=seconds)
+    return (moment - start).total_seconds() / 3600.0
+
+
+def gpu_hours_reclaimed(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Per workload, the records' `gpuHoursReclaimed`: GPUs x the hours between release and resume,
+    measured by the steps on the wall clock, the same figure `gpuaas audit` and the Argo metric show."""
     reclaimed: dict[str, float] = {}
-    for key in released:
-        held_before = 0
-        released_at: float | None = None
-        total = 0.0
-        for sample in samples:
-            state = sample.workloads.get(key)
-            if state is None:
-                continue
-            if state["holds"]:
-                if released_at is not None:
-                    total += held_before * (sample.hours - released_at)
-                    released_at = None
-                held_before = state["gpus"]
-            elif not state["active"] and released_at is None and held_before:
-                released_at = sample.hours
-        if released_at is not None and samples:
-            total += held_before * (samples[-1].hours - released_at)
-        reclaimed[key] = round(total, 3)
+    for run in runs:
+        for record in reaction_records(run):
+            data = record.get("data") or {}
+            hours = float((data.get("metrics") or {}).get("gpuHoursReclaimed") or 0.0)
+            if hours and data.get("workload"):
+                key = f"{data['workload']['namespace']}/{data['workload']['name']}"
+                reclaimed[key] = reclaimed.get(key, 0.0) + hours
     return reclaimed
 
 
 def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: list[dict[str, str]], *,
                   speed: float, wall_seconds: float, metrics_mode: str, step_mode: str,
-                  events_routed: int) -> dict[str, Any]:
-    """summary.json: runs, GPU-hours reclaimed, reactions by WorkflowTemplate, tenants, timeline."""
+                  events_routed: int, marks: list[dict[str, Any]] | None = None,
+                  started: datetime | None = None) -> dict[str, Any]:
+    """summary.json: runs, GPU-hours reclaimed, reactions by WorkflowTemplate, tenants, timeline.
+
+    One time base: the demo clock (08:00 at the start, `speed` demo seconds per wall second) for
+    the timeline, the marks, the samples and `gpu_hours_reclaimed`; the steps measure wall time, so
+    the records' figure is also given as `gpu_hours_reclaimed_wall` (= demo figure / speed)."""
     reactions: dict[str, dict[str, Any]] = {}
     released: set[str] = set()
     gpus_released = 0
@@ -485,20 +504,24 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
                     data.get("workload"):
                 released.add(f"{data['workload']['namespace']}/{data['workload']['name']}")
                 gpus_released += int(metrics.get("gpusReleased") or 0)
-    reclaimed = gpu_hours_reclaimed(samples, released)
+    reclaimed_wall = gpu_hours_reclaimed(runs)
     final = samples[-1] if samples else None
     return {
         "runs": len(runs),
-        "gpu_hours_reclaimed": round(sum(reclaimed.values()), 3),
-        "gpu_hours_reclaimed_by_workload": reclaimed,
+        "gpu_hours_reclaimed": round(sum(reclaimed_wall.values()) * speed, 3),
+        "gpu_hours_reclaimed_wall": round(sum(reclaimed_wall.values()), 6),
+        "gpu_hours_reclaimed_by_workload": {key: round(hours * speed, 3) for key, hours in reclaimed_wall.items()},
         "gpus_released": gpus_released,
+        "released_workloads": sorted(released),
         "reactions": dict(sorted(reactions.items())),
         "tenants": {t.name: {"namespace": t.namespace, "nominal_gpus": cluster.NOMINAL_GPUS,
                              "reserved_gpus_at_end": final.reserved.get(t.name, 0) if final else 0}
                     for t in cluster.TENANTS},
         "events_routed": events_routed,
         "demo_time": {"speed": speed, "wall_seconds": round(wall_seconds, 1),
-                      "demo_hours": round(samples[-1].hours, 2) if samples else 0.0},
+                      "demo_hours": round(samples[-1].hours, 2) if samples else 0.0,
+                      "clock_start": (started or datetime.now(UTC)).strftime("%H:%M")},
+        "marks": list(marks or []),
         "metrics": metrics_mode,
         "step_mode": step_mode,
         "timeline": timeline,

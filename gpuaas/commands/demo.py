@@ -47,10 +47,10 @@ def _print_table(rows: list[dict[str, str]], out) -> None:
     headers = ["time", "event", "sensor", "workflow", "outcome"]
     widths = {h: max([len(h)] + [len(str(r.get(h, ""))) for r in rows]) for h in headers}
     widths["event"] = min(widths["event"], 58)
-    line = "  ".join(h.upper().ljust(widths[h]) for h in headers)
+    line = "  ".join(h.upper().ljust(widths[h]) for h in headers).rstrip()
     print(line, file=out)
     for row in rows:
-        print("  ".join(str(row.get(h, ""))[: widths[h]].ljust(widths[h]) for h in headers), file=out)
+        print("  ".join(str(row.get(h, ""))[: widths[h]].ljust(widths[h]) for h in headers).rstrip(), file=out)
 
 
 class _Unusable(ValueError):
@@ -89,6 +89,7 @@ def _check_manifests(folder: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
+    from engine.report import outcome_words
     from gpuaas.manifests import observability
 
     as_json = args.output == "json"
@@ -121,16 +122,12 @@ def run(args: argparse.Namespace) -> int:
     print()
     _print_table(summary["timeline"], sys.stdout)
     print()
-    print(f"runs: {summary['runs']}   GPU-hours reclaimed: {summary['gpu_hours_reclaimed']:.2f} (demo time)   "
-          f"events routed: {summary['events_routed']}")
+    speed = summary["demo_time"]["speed"]
+    print(f"runs: {summary['runs']}   events routed: {summary['events_routed']}   GPU-hours reclaimed: "
+          f"{summary['gpu_hours_reclaimed']:.2f} on the demo clock ({summary['gpu_hours_reclaimed_wall']:.4g} as the "
+          f"steps measured them in wall time; the demo clock runs {speed:g}x)")
     for name, reaction in summary["reactions"].items():
-        steps = reaction.get("steps") or {}
-        if len(steps) > 1:  # a fan-out template: say which step did what
-            outcomes = "; ".join(f"{step}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-                                 for step, counts in steps.items())
-        else:
-            outcomes = ", ".join(f"{k} {v}" for k, v in reaction["outcomes"].items()) or "-"
-        print(f"  {name:<26} {reaction['runs']:>3} runs   outcomes: {outcomes}")
+        print(f"  {name:<26} {reaction['runs']:>3} runs   outcomes: {outcome_words(reaction)}")
     print(f"metrics: {summary['metrics']}")
     print(f"report: {result.output_dir / 'index.html'}   archive: {result.output_dir / 'runs.db'}   "
           f"(try: gpuaas audit --archive {result.output_dir / 'runs.db'})")
