@@ -440,6 +440,7 @@ class Scenario:
                             "status": cluster.finished_status("PyTorchJob")}])
         self.wait_for("train-llm finished", lambda: self.finished(research.namespace, "train-llm"))
         self.wait_for("ray-vision admitted again", lambda: self.admitted(vision.namespace, "ray-vision"))
+        self.mark(vision, "ray-vision admitted again")
         self.settle()
 
 

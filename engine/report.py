@@ -109,10 +109,10 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
     for row in axes[:, 0]:
         for handle, label in zip(*row.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
-    figure.legend(handles.values(), handles.keys(), loc="upper center", ncol=3, fontsize=8, frameon=False,
-                  bbox_to_anchor=(0.5, 0.965))
     figure.suptitle("GPUs per tenant: reserved by Kueue, busy on the GPUs, and what gpuaas did", fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 0.90))
+    figure.tight_layout(rect=(0, 0, 1, 0.935))
+    figure.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize=8, frameon=False,
+                  bbox_to_anchor=(0.5, axes[0, 0].get_position().y1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
+import textwrap
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -77,14 +78,16 @@ def _outcomes_in_order(outcomes: set[str]) -> list[str]:
 
 
 def _legend_on_top(figure: Any, axes: list[Any], ncol: int = 6) -> None:
-    """One legend for all panels, above them: it never covers a bar."""
+    """One legend for all panels, in outcome order, just above the top panel: it never covers a bar.
+    Call after tight_layout (it reads where the top panel ended up)."""
     handles: dict[str, Any] = {}
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
-    if handles:
-        figure.legend(handles.values(), handles.keys(), loc="upper center", ncol=min(ncol, len(handles)),
-                      fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.93))
+    labels = _outcomes_in_order(set(handles))
+    if labels:
+        figure.legend([handles[label] for label in labels], labels, loc="lower center", ncol=min(ncol, len(labels)),
+                      fontsize=8, frameon=False, bbox_to_anchor=(0.5, axes[0].get_position().y1))
 
 
 def _runs_over_time(runs: list[Run], path: Path) -> str:
@@ -116,13 +119,13 @@ def _runs_over_time(runs: list[Run], path: Path) -> str:
     axis = axes[-1, 0]
     if bins:
         axis.set_xlim(bins[0] - size / 2, bins[-1] + size * 1.5)
-        axis.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M" if size < timedelta(days=1) else "%Y-%m-%d",
-                                                            tz=UTC))
-        same_day = size < timedelta(days=1) and bins[-1].date() == bins[0].date()
-        axis.set_xlabel(f"start time, UTC{f' ({bins[0]:%Y-%m-%d})' if same_day else ''}; one bar per {name}")
-    _legend_on_top(figure, list(axes[:, 0]))
+        locator = mdates.AutoDateLocator(tz=UTC, minticks=4, maxticks=10)
+        axis.xaxis.set_major_locator(locator)
+        axis.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
+    axis.set_xlabel(f"start time, UTC; one bar per {name}")
     figure.suptitle(f"Reaction runs per {name}, by tenant and outcome", fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 0.88))
+    figure.tight_layout(rect=(0, 0, 1, 0.92))
+    _legend_on_top(figure, list(axes[:, 0]))
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return name
@@ -170,9 +173,9 @@ def _failures(runs: list[Run], path: Path) -> Counter[tuple[str, str]]:
     reactions = sorted({r.reaction for r in runs}, reverse=True)
     outcomes = _outcomes_in_order({r.outcome for r in runs})
     top = reasons.most_common(10)
-    heights = [max(1, len(reactions))] + ([len(top)] if top else [])
+    heights = [max(1, len(reactions))] + ([2 * len(top)] if top else [])  # a reason takes two lines
     figure, axes = plt.subplots(len(heights), 1, squeeze=False, gridspec_kw={"height_ratios": heights},
-                                figsize=(10, 1.5 + 0.32 * len(reactions) + (0.35 * len(top) + 0.8 if top else 0)))
+                                figsize=(10, 1.6 + 0.32 * len(reactions) + (0.6 * len(top) + 0.8 if top else 0)))
     axis = axes[0, 0]
     if reactions:
         left = [0] * len(reactions)
@@ -194,11 +197,11 @@ def _failures(runs: list[Run], path: Path) -> Counter[tuple[str, str]]:
         reason_axis = axes[1, 0]
         reason_axis.barh(range(len(top)), [count for _, count in top][::-1], height=0.6,
                          color=[OUTCOME_COLOURS.get(outcome, "#CCB974") for (outcome, _), _ in top][::-1])
-        reason_axis.set_yticks(range(len(top)), [reason for (_, reason), _ in top][::-1], fontsize=7)
+        reason_axis.set_yticks(range(len(top)), [textwrap.fill(reason, 45) for (_, reason), _ in top][::-1], fontsize=8)
         reason_axis.set_xlabel("runs with this reason (colour: outcome)", fontsize=9)
         reason_axis.xaxis.get_major_locator().set_params(integer=True)
+    figure.tight_layout(rect=(0, 0, 1, 0.9))
     _legend_on_top(figure, [axis])
-    figure.tight_layout(rect=(0, 0, 1, 0.86))
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return reasons
