@@ -273,7 +273,7 @@ class Scenario:
             monitor.wait_for_targets_up(timeout_s=20)
             self.engine.executor.settings.env["GPUAAS_PROMETHEUS_URL"] = monitor.prometheus_url  # type: ignore[union-attr]
             self.metrics_mode = (f"Prometheus {monitor.prometheus_url} + Alertmanager {monitor.alertmanager_url} "
-                                 "with the rendered rules (short windows); DCGM series carry exported_pod/"
+                                 "with the product's alert rules (short windows); DCGM series carry exported_pod/"
                                  "exported_namespace as behind a ServiceMonitor")
             return monitor
         from engine.idle_rule import InProcessIdleRule

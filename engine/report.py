@@ -117,12 +117,14 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
     plt.close(figure)
 
 
-def outcome_words(reaction: dict[str, Any]) -> str:
-    """`applied 2` for one step; per step for a fan-out (`idle-alerts: applied 1; on-idle: applied 1`)."""
+def outcome_words(template: str, reaction: dict[str, Any]) -> str:
+    """`applied 2` for one step; per step for a fan-out, the template's own reaction last as it runs last
+    (`idle-alerts: applied 1; on-idle: applied 1`)."""
     steps = reaction.get("steps") or {}
     if len(steps) > 1:
-        return "; ".join(f"{step}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-                         for step, counts in steps.items())
+        own = template.removeprefix("gpuaas-")
+        ordered = sorted(steps, key=lambda step: (step == own, step))
+        return "; ".join(f"{step}: " + ", ".join(f"{k} {v}" for k, v in steps[step].items()) for step in ordered)
     return ", ".join(f"{k} {v}" for k, v in (reaction.get("outcomes") or {}).items()) or "-"
 
 
@@ -136,7 +138,7 @@ def write(output: Path, summary: dict[str, Any], samples: list[Any]) -> Path:
     output.mkdir(parents=True, exist_ok=True)
     allocation_chart(output / CHART, samples, summary)
     chart = base64.b64encode((output / CHART).read_bytes()).decode("ascii")
-    reactions = [[name, r["runs"], ", ".join(f"{k} {v}" for k, v in r["phases"].items()), outcome_words(r)]
+    reactions = [[name, r["runs"], ", ".join(f"{k} {v}" for k, v in r["phases"].items()), outcome_words(name, r)]
                  for name, r in (summary.get("reactions") or {}).items()]
     timeline = [[r["time"], r["event"], r["sensor"], r["workflow"], r["outcome"]]
                 for r in summary.get("timeline") or []]

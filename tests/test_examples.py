@@ -92,3 +92,11 @@ def test_local_step_recipe_plans_a_release_without_writing(tmp_path: Path) -> No
     assert live["status"]["admission"]["clusterQueue"] == "team-a"  # status applied through /status
     assert live["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]  # owner uid follows the server
     assert by_step in ({}, {"POST": len(events)}), by_step  # dry-run: no patch; at most the Kubernetes Event
+
+
+def test_the_documented_recipe_is_the_one_tested() -> None:
+    recipe = (REPO / "docs" / "reactions.md").read_text()
+    for line in (".venv/bin/python -m engine.apiserver 8080 &",
+                 ".venv/bin/python -m engine.cluster_state examples/cluster/team-a.json",
+                 ".venv/bin/python -m steps release-workers examples/steps/release-workers.json"):
+        assert line in recipe, line

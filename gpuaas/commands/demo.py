@@ -127,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
           f"{summary['gpu_hours_reclaimed']:.2f} on the demo clock ({summary['gpu_hours_reclaimed_wall']:.4g} as the "
           f"steps measured them in wall time; the demo clock runs {speed:g}x)")
     for name, reaction in summary["reactions"].items():
-        print(f"  {name:<26} {reaction['runs']:>3} runs   outcomes: {outcome_words(reaction)}")
+        runs = f"{reaction['runs']} run" + ("" if reaction["runs"] == 1 else "s")
+        print(f"  {name:<26} {runs:>8}   outcomes: {outcome_words(name, reaction)}")
     print(f"metrics: {summary['metrics']}")
     print(f"report: {result.output_dir / 'index.html'}   archive: {result.output_dir / 'runs.db'}   "
           f"(try: gpuaas audit --archive {result.output_dir / 'runs.db'})")

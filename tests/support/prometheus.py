@@ -27,15 +27,16 @@ from engine.monitoring import Monitoring, availability
 
 
 def require_monitoring() -> None:
-    """Skip the current test when prometheus / prometheus-alertmanager / promtool are absent."""
+    """Fail the current test, saying what to install, when prometheus / prometheus-alertmanager / promtool
+    are absent: `make setup` installs them, and CI never skips a tier silently."""
     found = availability()
     if not found.ok:
-        pytest.skip(f"real Prometheus/Alertmanager needed: {found.reason}")
+        pytest.fail(f"real Prometheus/Alertmanager needed: {found.reason}; run `make setup`")
 
 
 @contextmanager
 def running_monitoring(**kwargs: Any) -> Iterator[Monitoring]:
-    """Start engine.monitoring.Monitoring (skipping if absent), wait for its targets, stop it after."""
+    """Start engine.monitoring.Monitoring (failing if absent), wait for its targets, stop it after."""
     require_monitoring()
     monitoring = Monitoring(**kwargs)
     monitoring.start()
