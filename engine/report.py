@@ -93,12 +93,14 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
         panel = mark["tenant"] if mark["tenant"] in tenants else tenants[0]
         text = f"{index}  {mark['time'][:5]} {mark['what']}"
         width = len(text) * LABEL_CHAR_FRACTION * span_hours  # about how far the label reaches to the right
+        leftward = mark["hours"] + width > span_hours  # near the right edge: the label goes left of its line
+        begin, end = (mark["hours"] - width, mark["hours"]) if leftward else (mark["hours"], mark["hours"] + width)
         rows = placed.setdefault(panel, [])
-        level = sum(1 for begin, end in rows if begin < mark["hours"] + width and mark["hours"] < end)
-        rows.append((mark["hours"], mark["hours"] + width))
+        level = sum(1 for b, e in rows if b < end and begin < e)
+        rows.append((begin, end))
         axes[tenants.index(panel), 0].annotate(
-            text, xy=(moment, 1), xycoords=("data", "axes fraction"), xytext=(3, -4 - 12 * level),
-            textcoords="offset points", va="top", fontsize=7.5,
+            text, xy=(moment, 1), xycoords=("data", "axes fraction"), xytext=(-3 if leftward else 3, -4 - 12 * level),
+            textcoords="offset points", va="top", ha="right" if leftward else "left", fontsize=7.5,
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#bbbbbb", "alpha": 0.9})
     axis = axes[-1, 0]
     axis.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))

@@ -46,14 +46,16 @@ def tenant_outcomes(run: Run) -> list[tuple[str, str]]:
     return [(tenant, min(outcomes, key=lambda o: rank.get(o, 1))) for tenant, outcomes in sorted(by_tenant.items())]
 
 
-BINS = ((timedelta(minutes=1), "minute"), (timedelta(minutes=5), "5 minutes"), (timedelta(minutes=15), "15 minutes"),
+BINS = ((timedelta(seconds=5), "5 seconds"), (timedelta(seconds=15), "15 seconds"), (timedelta(seconds=30), "30 seconds"),
+        (timedelta(minutes=1), "minute"), (timedelta(minutes=5), "5 minutes"), (timedelta(minutes=15), "15 minutes"),
         (timedelta(hours=1), "hour"), (timedelta(hours=6), "6 hours"), (timedelta(days=1), "day"),
         (timedelta(days=7), "week"))
 MAX_BINS = 40
 
 
 def time_bin(runs: list[Run]) -> tuple[timedelta, str]:
-    """The smallest bin that splits the runs' span into at most MAX_BINS bars (a demo: minutes; a month: days)."""
+    """The smallest bin that splits the runs' span into at most MAX_BINS bars (the demo's minute: 5 seconds;
+    a day: hours; a month: days)."""
     starts = [r.started_at for r in runs if r.started_at]
     span = (max(starts) - min(starts)) if starts else timedelta(0)
     for size, name in BINS:
@@ -92,7 +94,6 @@ def _legend_on_top(figure: Any, axes: list[Any], ncol: int = 6) -> None:
 
 def _runs_over_time(runs: list[Run], path: Path) -> str:
     """Stacked bars of runs per time bin, one panel per tenant, coloured by outcome; returns the bin name."""
-    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
     size, name = time_bin(runs)
@@ -119,10 +120,16 @@ def _runs_over_time(runs: list[Run], path: Path) -> str:
     axis = axes[-1, 0]
     if bins:
         axis.set_xlim(bins[0] - size / 2, bins[-1] + size * 1.5)
-        locator = mdates.AutoDateLocator(tz=UTC, minticks=4, maxticks=10)
-        axis.xaxis.set_major_locator(locator)
-        axis.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
-    axis.set_xlabel(f"start time, UTC; one bar per {name}")
+        ticks = bins[::max(1, len(bins) // 10)]  # a label under a bar names the start of its bin
+        axis.set_xticks([b + size / 2 for b in ticks])
+        same_day = bins[-1].date() == bins[0].date()
+        shape = ("%Y-%m-%d" if size >= timedelta(days=1) else "%H:%M:%S" if size < timedelta(minutes=1)
+                 else "%H:%M" if same_day else "%m-%d %H:%M")
+        axis.set_xticklabels([b.strftime(shape) for b in ticks], fontsize=8)
+        axis.set_xlabel(f"start time, UTC{f' on {bins[0]:%Y-%m-%d}' if same_day and size < timedelta(days=1) else ''}"
+                        f"; one bar per {name}, labelled with its start")
+    else:
+        axis.set_xlabel(f"start time, UTC; one bar per {name}")
     figure.suptitle(f"Reaction runs per {name}, by tenant and outcome", fontsize=11)
     figure.tight_layout(rect=(0, 0, 1, 0.92))
     _legend_on_top(figure, list(axes[:, 0]))

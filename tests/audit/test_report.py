@@ -69,6 +69,7 @@ def test_time_bins_follow_the_span_of_the_history():
         def __init__(self, minutes: float) -> None:
             self.started_at = datetime(2026, 12, 1, tzinfo=UTC) + timedelta(minutes=minutes)
 
-    assert time_bin([Started(0), Started(3)])[1] == "minute"  # a demo: minutes
+    assert time_bin([Started(0), Started(1.2)])[1] == "5 seconds"  # the demo's archive: about a minute
+    assert time_bin([Started(0), Started(30)])[1] == "minute"
     assert time_bin([Started(0), Started(60 * 20)])[1] == "hour"
     assert time_bin([Started(0), Started(60 * 24 * 30)])[1] == "day"
