@@ -76,6 +76,9 @@ class HealthSettings:
     remap_failure_for: str = "5m"
 
 
+DEFAULT_SETTINGS = HealthSettings()
+
+
 def per_gpu(metric: str, aggregation: str = "max") -> str:
     """`metric` as one series per GPU: pod labels (either spelling) dropped, `node` from Hostname/hostname."""
     node = (f'label_replace(label_replace({metric}, "node", "$1", "Hostname", "(.+)"), '
@@ -129,7 +132,7 @@ def xid_expr(window: str) -> str:
             f"({XID_LAST} == on ({GPU_KEY}) ({XID_LAST} offset {window}))")
 
 
-def alerts(settings: HealthSettings = HealthSettings()) -> list[dict[str, Any]]:
+def alerts(settings: HealthSettings = DEFAULT_SETTINGS) -> list[dict[str, Any]]:
     s = settings
     uncorrectable = "|".join(UNCORRECTABLE_KINDS)
     return [
@@ -196,7 +199,7 @@ def alerts(settings: HealthSettings = HealthSettings()) -> list[dict[str, Any]]:
     ]
 
 
-def rule_group(settings: HealthSettings = HealthSettings(), interval: str | None = None) -> dict[str, Any]:
+def rule_group(settings: HealthSettings = DEFAULT_SETTINGS, interval: str | None = None) -> dict[str, Any]:
     group: dict[str, Any] = {"name": GROUP}
     if interval:
         group["interval"] = interval

@@ -173,7 +173,7 @@ def idle_alert(window: str = "30m", for_: str = "5m", threshold: float = 0.05,
 def rule_groups(window: str = "30m", for_: str = "5m", threshold: float = 0.05, *,
                 interval: str | None = None,
                 exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES,
-                health: gpu_health.HealthSettings = gpu_health.HealthSettings()) -> dict[str, Any]:
+                health: gpu_health.HealthSettings = gpu_health.DEFAULT_SETTINGS) -> dict[str, Any]:
     """A plain Prometheus rule file (`promtool`, the local engine): `{"groups": [...]}`.
 
     Two groups: utilisation, allocation and the idle alert; and GPU health (per-GPU series and the

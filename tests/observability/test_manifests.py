@@ -14,11 +14,11 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.support.prometheus import require_monitoring
 from gpuaas.manifests import dashboard, gpu_health
 from gpuaas.manifests import observability as obs
 from gpuaas.manifests.validation import PROMETHEUS_OPERATOR
 from gpuaas.upstream import upstream_file
+from tests.support.prometheus import require_monitoring
 
 REPO = Path(__file__).resolve().parents[2]
 
