@@ -182,7 +182,7 @@ class BackfilledPrometheus:
         with Monitoring(workdir=self.workdir) as loader:
             result = subprocess.run(
                 [_promtool(), "tsdb", "create-blocks-from", "rules", f"--url={loader.prometheus_url}",
-                 f"--start={int(self.start_time)}", f"--end={int(math.ceil(self.end_time))}",
+                 f"--start={int(self.start_time)}", f"--end={math.ceil(self.end_time)}",
                  f"--eval-interval={self.eval_interval}", f"--output-dir={output}", str(rules_file)],
                 capture_output=True, text=True, check=False, timeout=600, cwd=self.workdir)
         if result.returncode != 0:

@@ -100,7 +100,8 @@ def idle_alert_expr(window: str, threshold: float) -> str:
             f"max by (namespace, pod) ({GPU_ACTIVITY} offset {window})")
 
 
-def _tenant_of_namespace() -> str:
+def tenant_of_namespace() -> str:
+    """`{namespace, tenant}` = 1 for every namespace labelled gpuaas.io/tenant (kube-state-metrics)."""
     label = "label_" + TENANT_NAMESPACE_LABEL.replace(".", "_").replace("/", "_")
     return (f'max by (namespace, tenant) (label_replace(kube_namespace_labels{{{label}!=""}}, '
             f'"tenant", "$1", "{label}", "(.+)"))')
@@ -132,7 +133,7 @@ def recording_rules(exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAME
         {"record": GPU_ACTIVITY, "expr": gpu_activity_expr(exporter_namespaces)},
         {"record": NAMESPACE_UTILIZATION, "expr": f"avg by (namespace) ({GPU_ACTIVITY})"},
         {"record": TENANT_UTILIZATION,
-         "expr": f"avg by (tenant) ({GPU_ACTIVITY} * on (namespace) group_left (tenant) {_tenant_of_namespace()})"},
+         "expr": f"avg by (tenant) ({GPU_ACTIVITY} * on (namespace) group_left (tenant) {tenant_of_namespace()})"},
         {"record": TENANT_ALLOCATED, "expr": _by_cluster_queue("kueue_cluster_queue_resource_usage")},
         {"record": TENANT_QUOTA, "expr": _by_cluster_queue("kueue_cluster_queue_nominal_quota")},
         {"record": TENANT_BORROWED, "expr": tenant_borrowed_expr()},

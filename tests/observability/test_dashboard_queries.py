@@ -16,6 +16,7 @@ would show "No data" or an empty legend fails here.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 import urllib.parse
@@ -236,7 +237,7 @@ def test_panel_query_returns_its_series_with_legend_labels(backfilled: Backfille
             for group in _placeholder_groups(target["legendFormat"]):
                 assert any(labels.get(name) for name in group), (
                     f"{title!r}: legend {target['legendFormat']!r} prints {group} but the series has {labels}")
-            assert not all(v != v for v in _values(series)), f"{title!r}: only NaN for {labels}"
+            assert not all(math.isnan(v) for v in _values(series)), f"{title!r}: only NaN for {labels}"
         for wanted in expected:
             assert any(wanted.items() <= s["metric"].items() for s in result), (
                 f"{title!r}: no series with {wanted}; got {[s['metric'] for s in result]}")

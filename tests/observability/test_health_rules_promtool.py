@@ -154,8 +154,9 @@ def test_row_remap_failure_pages(spelling: str) -> None:
 
 
 def _node(name: str, values: str) -> tuple[str, str]:
-    return (f'kube_node_info{{node="{name}",kernel_version="6.1.0",kubelet_version="v1.36.3",'
-            f'job="kube-state-metrics"}}', values)
+    series = (f'kube_node_info{{node="{name}",kernel_version="6.1.0",kubelet_version="v1.36.3",'
+              f'job="kube-state-metrics"}}')
+    return (series, values)
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)

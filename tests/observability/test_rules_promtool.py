@@ -211,8 +211,8 @@ def test_borrowed_and_waiting_per_tenant_count_each_queue_once() -> None:
                    (cq("kueue_cluster_queue_nominal_quota", "tenant-a", "h100", role, instance), "2x10"),
                    (cq("kueue_cluster_queue_resource_usage", "tenant-b", "a100", role, instance), "1x10"),
                    (cq("kueue_cluster_queue_nominal_quota", "tenant-b", "a100", role, instance), "4x10"),
-                   (f'kueue_cluster_queue_resource_pending{{cluster_queue="tenant-b",resource="nvidia.com/gpu",'
-                    f'replica_role="{role}",instance="{instance}"}}', "3x10")]
+                   ((f'kueue_cluster_queue_resource_pending{{cluster_queue="tenant-b",resource="nvidia.com/gpu",'
+                     f'replica_role="{role}",instance="{instance}"}}'), "3x10")]
     _run(series, promql=[
         # a100: 6 used of 4 -> 2 borrowed; h100: 1 of 2 -> none (unused quota on one flavor does not offset).
         {"eval_time": "5m", "expr": obs.TENANT_BORROWED, "exp_samples": [
