@@ -14,10 +14,11 @@ module only decides. The rules, per cohort:
    taker would take real GPUs out of every queue). Idle quota with no taker stays and is reported
    (it is lent through the cohort anyway); a shortfall with no idle quota anywhere is reported as
    "the cohort needs N more GPUs".
-5. Limits: a tenant that borrowed while another tenant of the cohort queued gets a
-   `borrowingLimit` (Kueue lets a borrower keep the GPUs until its workloads end unless preemption
-   is configured); a tenant that queued while part of its own quota was lent out gets a
-   `lendingLimit` that keeps its demand at home.
+5. Limits: a tenant that borrowed while another tenant of the cohort queued (and did not queue
+   itself) gets a `borrowingLimit` (Kueue lets a borrower keep the GPUs until its workloads end
+   unless preemption is configured); a tenant that queued while part of its own quota was lent out
+   (and borrowed nothing) gets a `lendingLimit` that keeps its demand at home. When tenants that
+   borrow also queue, the cohort is simply too small: that is a note, not a limit.
 
 "No change" is an answer too: every tenant gets a verdict and the reasons for it.
 """
@@ -214,7 +215,9 @@ def _advise_cohort(cohort: str, members: list[TenantAdvice], settings: AdviceSet
     for advice in members:
         u = advice.usage
         others_queued = [t.usage.tenant for t in queued if t is not advice]
-        if others_queued and u.borrowed_p95 >= 1 and (u.borrowing_limit is None or u.borrowing_limit > 0):
+        # A borrower that waits itself is as short as the others: the cohort is too small (noted above).
+        if others_queued and not _queues(u, settings) and u.borrowed_p95 >= 1 \
+                and (u.borrowing_limit is None or u.borrowing_limit > 0):
             limit = max(0, math.floor(u.borrowed_p95) - waiting) if waiting else 0
             if u.borrowing_limit is None or limit < u.borrowing_limit:
                 advice.borrowing_limit = limit
@@ -223,7 +226,7 @@ def _advise_cohort(cohort: str, members: list[TenantAdvice], settings: AdviceSet
                     f"borrowed up to {_f(u.borrowed_p95)} GPUs (p95) while {', '.join(others_queued)} queued: "
                     f"borrowingLimit {limit} keeps their quota free (without preemption Kueue lets a borrower "
                     "keep GPUs until its workloads end)")
-        if _queues(u, settings) and u.lent_mean >= 1:
+        if _queues(u, settings) and u.lent_mean >= 1 and u.borrowed_p95 < 1:
             keep = math.ceil(u.demand_p95 - 1e-9)
             new_nominal = advice.new_nominal if advice.new_nominal is not None else u.nominal
             limit = max(0, new_nominal - keep)
