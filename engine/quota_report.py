@@ -51,7 +51,7 @@ def _chart(output: Path, advice: dict[str, Any], demo_hours: float) -> str:
     for tenant, colour in zip(tenants, COLOURS, strict=False):
         series = advice["series"].get(tenant, {})
         allocated = series.get("allocated", [])
-        pending = dict((t, v) for t, v in series.get("pending", []))
+        pending = {t: v for t, v in series.get("pending", [])}
         if allocated:
             xs = [t * scale for t, _ in allocated]
             left.step(xs, [v for _, v in allocated], where="post", color=colour, label=f"{tenant} allocated")

@@ -34,7 +34,7 @@ ROLE = "standalone"
 def _time(text: str | None) -> float | None:
     if not text:
         return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(text).timestamp()
 
 
 def _number(value: object) -> float:
