@@ -47,7 +47,7 @@ def _chart(output: Path, advice: dict[str, Any], demo_hours: float) -> str:
 
     tenants = [t["tenant"] for t in advice["tenants"]]
     scale = demo_hours / max(1, advice.get("wall_seconds", 1))  # wall seconds -> demo hours
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={"width_ratios": [2.2, 1]})
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
     for tenant, colour in zip(tenants, COLOURS, strict=False):
         series = advice["series"].get(tenant, {})
         allocated = series.get("allocated", [])
@@ -65,7 +65,7 @@ def _chart(output: Path, advice: dict[str, Any], demo_hours: float) -> str:
     left.set_title("Kueue: GPUs allocated and waiting per tenant (dotted: nominal quota)", fontsize=10)
     left.set_ylim(bottom=0)
     left.grid(alpha=0.3)
-    left.legend(fontsize=7, ncol=2, loc="upper left")
+    left.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     now = [t["usage"]["nominal"] for t in advice["tenants"]]
     advised = [t["newNominal"] if t["newNominal"] is not None else t["usage"]["nominal"] for t in advice["tenants"]]
     positions = range(len(tenants))
@@ -73,13 +73,14 @@ def _chart(output: Path, advice: dict[str, Any], demo_hours: float) -> str:
     right.bar([p + 0.2 for p in positions], advised, width=0.4,
               color=[COLOURS[i % len(COLOURS)] for i in positions], label="advised")
     for p, t in zip(positions, advice["tenants"], strict=True):
-        right.plot([p - 0.4, p + 0.4], [t["usage"]["demand_p95"]] * 2, color="black", linewidth=1)
+        right.plot([p - 0.4, p + 0.4], [t["usage"]["demand_p95"]] * 2, color="black", linewidth=1.5)
         right.text(p + 0.2, advised[p], f" {t['verdict']}", rotation=90, va="bottom", ha="center", fontsize=8)
     right.set_xticks(list(positions), tenants)
     right.set_ylabel("GPUs")
-    right.set_title("Quota now vs advised (line: demand p95)", fontsize=10)
+    right.set_title("Quota now vs advised (black line: demand p95)", fontsize=10)
     right.legend(fontsize=7, loc="upper right")
-    right.set_ylim(0, max([*now, *advised, 1]) * 1.6)
+    demand = [t["usage"]["demand_p95"] for t in advice["tenants"]]
+    right.set_ylim(0, max([*now, *advised, *demand, 1]) * 1.45)
     figure.tight_layout()
     name = "quota-advice.png"
     figure.savefig(output / name, dpi=110)
