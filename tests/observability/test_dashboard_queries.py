@@ -265,3 +265,18 @@ def test_panels_show_the_story(backfilled: Backfilled, firing_alerts: set[tuple[
     assert unassigned == []
     assert list(last("GPU health alerts firing").values()) == [4]
     assert list(last("Workloads idle now (GPUWorkloadIdle firing)").values()) == [1]
+
+
+def test_quota_advice_reads_busy_gpus_per_tenant(backfilled: Backfilled) -> None:
+    """`gpuaas quota advise`'s busy figure: DCGM activity of both spellings joined to tenants by kube-state-metrics."""
+    from prometheus_api_client import PrometheusConnect
+
+    from gpuaas.quota.usage import Window, read_history
+
+    history = read_history(PrometheusConnect(url=backfilled.prometheus.url, disable_ssl=True),
+                           Window(end=backfilled.end, seconds=3600))
+    busy = {tenant: sum(points.values()) / len(points) for tenant, points in history.series["busy"].items()}
+    # tenant-a: nb-0 holds two GPUs at 55-75 % and 40 %, nb-idle one at 0 %; tenant-b: train-0 at 80 % and 90 %
+    assert busy["tenant-a"] == pytest.approx(0.65 + 0.40, abs=0.05)
+    assert busy["tenant-b"] == pytest.approx(0.80 + 0.90, abs=0.01)
+    assert history.series["allocated"]["tenant-a"] and history.wait_p90["tenant-b"] > 300
