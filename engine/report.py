@@ -140,6 +140,9 @@ def write(output: Path, summary: dict[str, Any], samples: list[Any]) -> Path:
     output.mkdir(parents=True, exist_ok=True)
     allocation_chart(output / CHART, samples, summary)
     chart = base64.b64encode((output / CHART).read_bytes()).decode("ascii")
+    from engine import quota_report  # its own section: gpuaas quota advise on this run
+
+    quota_section = quota_report.section(output, summary)
     reactions = [[name, r["runs"], ", ".join(f"{k} {v}" for k, v in r["phases"].items()), outcome_words(name, r)]
                  for name, r in (summary.get("reactions") or {}).items()]
     timeline = [[r["time"], r["event"], r["sensor"], r["workflow"], r["outcome"]]
@@ -174,6 +177,7 @@ with the idle alert, the release, the queued job's admission and the resume mark
 {_table(["#", "demo clock", "tenant", "what happened"], story)}
 <p class="note">Metrics: {html.escape(str(summary.get('metrics', '')))}. Steps ran
 {html.escape(str(summary.get('step_mode')))}.</p>
+{quota_section}
 <h2>Reactions by WorkflowTemplate</h2>
 {_table(["WorkflowTemplate", "runs", "phases", "outcomes (per step for a fan-out)"], reactions)}
 <h2>Timeline</h2>

@@ -11,6 +11,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 REQUIRED_KINDS = ("WorkflowTemplate", "Sensor", "EventSource")
 
@@ -51,6 +52,28 @@ def _print_table(rows: list[dict[str, str]], out) -> None:
     print(line, file=out)
     for row in rows:
         print("  ".join(str(row.get(h, ""))[: widths[h]].ljust(widths[h]) for h in headers).rstrip(), file=out)
+
+
+def quota_advice_for_demo(prometheus_url: str, cluster_queues: list[dict[str, Any]], wall_seconds: float,
+                    end: float) -> dict[str, Any]:
+    """`gpuaas quota advise` over the whole demo run (its window is the run's wall time: demo time is
+    compressed): the advice as `--output json` prints it, plus each tenant's sampled series for the
+    report's chart. DemoOptions.quota_advisor: the engine calls it, gpuaas owns it."""
+    from prometheus_api_client import PrometheusConnect
+
+    from gpuaas.quota.advice import advise
+    from gpuaas.quota.usage import Window, read_history, tenant_usage
+
+    window = Window(end=end, seconds=max(10, math.ceil(wall_seconds)))
+    history = read_history(PrometheusConnect(url=prometheus_url, disable_ssl=True), window)
+    result = advise(tenant_usage(history, cluster_queues), window=f"{window.seconds}s of wall time (the whole demo)")
+    out = result.to_dict()
+    out["series"] = {t.usage.tenant: {name: [[round(ts - window.start, 2), value] for ts, value in points]
+                                      for name, points in history.timeline(t.usage.tenant).items()
+                                      if name in ("allocated", "pending", "nominal")}
+                     for t in result.tenants}
+    out["wall_seconds"] = window.seconds
+    return out
 
 
 class _Unusable(ValueError):
@@ -106,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     options = DemoOptions(output_dir=args.output_dir, manifests=args.manifests or DEFAULT_MANIFESTS,
                           step_mode=args.steps, speed=args.speed, metrics=args.metrics, progress=progress,
-                          alert_rules=observability)
+                          alert_rules=observability, quota_advisor=quota_advice_for_demo)
     try:
         result = run_demo(options)
     except DemoStalled as error:

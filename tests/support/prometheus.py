@@ -5,8 +5,8 @@ Reusable by any area's tests:
 
     from tests.support.prometheus import require_monitoring, running_monitoring, AlertWebhookReceiver
 
-`require_monitoring()` skips the calling test with the reason (missing binaries and how to install
-them). CI installs the Debian packages, so the skip is for laptops only.
+`require_monitoring()` FAILS the calling test with the reason (missing binaries and how to install
+them): a tier that cannot run must never pass silently. `make setup` installs the Debian packages.
 """
 
 from __future__ import annotations
@@ -23,15 +23,16 @@ from typing import Any
 
 import pytest
 
-from engine.monitoring import Monitoring, availability
+from engine.monitoring import Availability, Monitoring, availability
 
 
-def require_monitoring() -> None:
-    """Fail the current test, saying what to install, when prometheus / prometheus-alertmanager / promtool
-    are absent: `make setup` installs them, and CI never skips a tier silently."""
+def require_monitoring() -> Availability:
+    """Fail the current test, saying how to fix it (`make setup`), when prometheus / alertmanager / promtool
+    are absent: CI never skips a tier silently."""
     found = availability()
     if not found.ok:
-        pytest.fail(f"real Prometheus/Alertmanager needed: {found.reason}; run `make setup`")
+        pytest.fail(f"real Prometheus/Alertmanager needed: {found.reason}; run `make setup`", pytrace=False)
+    return found
 
 
 @contextmanager
