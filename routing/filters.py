@@ -20,7 +20,7 @@ from typing import Any
 
 from routing.event import ArgoEvent
 from routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path
-from routing.goregexp import GoRegexpError, compile_go_regexp
+from routing.goregexp import GoRegexpError, GoRegexpUnsupported, compile_go_regexp
 from routing.gostrconv import GoNumberError, go_quote, parse_float
 from routing.gotemplate import Template, TemplateError, TemplateUnsupported, parse_template
 from routing.gotime import GoTimeError, load_location, local_clock, local_date, parse_clock, wall_clock_nanos
@@ -39,6 +39,9 @@ class Verdict:
     reason: str  # why it failed (or "" when it passed)
     evaluated: bool = True  # False when a filter (Lua script) could not be evaluated here
     errors: tuple[str, ...] = ()  # filter groups that returned an error (expr, data, time), as Filter() does
+
+
+_UNSUPPORTED = "\x00not-evaluated\x00"
 
 
 class _NotEvaluated(Exception):
@@ -77,6 +80,7 @@ class DataFilter:
     comparator: str
     template: Template | None
     template_error: str | None
+    template_unsupported: bool
     patterns: list[tuple[str, re.Pattern[str] | None, str | None]]
 
     @property
@@ -86,7 +90,7 @@ class DataFilter:
     def check(self, event: ArgoEvent) -> tuple[bool, str]:
         """(matched, explanation). Raises _Failure for what Go treats as an error."""
         if self.path is None:
-            raise _Failure(f"{self.label}: {self.path_error}")
+            raise _NotEvaluated(f"{self.label}: {self.path_error}")
         result = self.path.get(event.document)
         if not result.exists():
             raise _Failure(
@@ -98,6 +102,8 @@ class DataFilter:
         shown_input = result.string()
         if self.template is not None or self.template_error is not None:
             if self.template is None:
+                if self.template_unsupported:
+                    raise _NotEvaluated(f"{self.label}: {self.template_error}")
                 raise _Failure(f"{self.label}: template does not parse: {self.template_error}")
             try:
                 out = self.template.execute({"Input": result.string()})
@@ -143,6 +149,8 @@ class DataFilter:
         op = self.comparator or "="
         for text, pattern, error in self.patterns:
             if pattern is None:
+                if error and error.startswith(_UNSUPPORTED):
+                    raise _NotEvaluated(f"{self.label}: {error[len(_UNSUPPORTED):]}")
                 raise _Failure(f"{self.label}: {error}")
             matched = pattern.search(actual) is not None
             if (op == "=" and matched) or (op == "!=" and not matched):
@@ -206,17 +214,20 @@ def _compile_data(index: int, spec: dict[str, Any]) -> DataFilter:
     except UnsupportedPath as exc:
         path_error = str(exc)
     values = [str(v) for v in (spec.get("value") or [])]
-    template, template_error = None, None
+    template, template_error, template_unsupported = None, None, False
     if spec.get("template"):
         try:
             template = parse_template(str(spec["template"]))
         except TemplateError as exc:
             template_error = str(exc)
+            template_unsupported = isinstance(exc, TemplateUnsupported)
     patterns: list[tuple[str, re.Pattern[str] | None, str | None]] = []
     if spec.get("type") == "string":
         for value in values:
             try:
                 patterns.append((value, compile_go_regexp(value), None))
+            except GoRegexpUnsupported as exc:
+                patterns.append((value, None, _UNSUPPORTED + str(exc)))
             except GoRegexpError as exc:
                 patterns.append((value, None, str(exc)))
     return DataFilter(
@@ -229,6 +240,7 @@ def _compile_data(index: int, spec: dict[str, Any]) -> DataFilter:
         comparator=str(spec.get("comparator") or ""),
         template=template,
         template_error=template_error,
+        template_unsupported=template_unsupported,
         patterns=patterns,
     )
 
@@ -254,7 +266,7 @@ class ExprFilter:
         params: dict[str, Any] = {}
         for name, path_text, path, error in self.fields:
             if path is None:
-                raise _Failure(f"{self.label}: field {name}: {error}")
+                raise _NotEvaluated(f"{self.label}: field {name}: {error}")
             result: Result = path.get(event.document)
             if not result.exists():
                 raise _Failure(f"{self.label}: path '{path_text}' (field {name}) does not exist")
@@ -268,6 +280,8 @@ def _compile_expr(index: int, spec: dict[str, Any]) -> ExprFilter:
     parse_panic = False
     try:
         expression = Expression(text)
+    except GoRegexpUnsupported as exc:
+        parse_error = _UNSUPPORTED + str(exc)
     except ExpressionError as exc:
         parse_error = str(exc)
         parse_panic = isinstance(exc, ExpressionPanic)
@@ -372,6 +386,8 @@ class DependencyFilters:
             if not params:
                 continue
             if f.expression is None:
+                if f.parse_error and f.parse_error.startswith(_UNSUPPORTED):
+                    raise _NotEvaluated(f"{f.label}: {f.parse_error[len(_UNSUPPORTED):]}")
                 if f.parse_panic:
                     raise _Panic(f"{f.label}: {f.parse_error}")
                 if not self.expr_or:
@@ -380,6 +396,8 @@ class DependencyFilters:
                 continue
             try:
                 result = f.expression.evaluate(params)
+            except GoRegexpUnsupported as exc:
+                raise _NotEvaluated(f"{f.label}: {exc}") from None
             except ExpressionPanic as exc:
                 raise _Panic(f"{f.label}: {exc}") from None
             except ExpressionError as exc:

@@ -49,10 +49,14 @@ class GoRegexpError(ValueError):
     """The pattern is not a valid Go regexp (Go's regexp.Compile would fail too)."""
 
 
+class GoRegexpUnsupported(GoRegexpError):
+    """A valid Go regexp this translator does not reproduce (Unicode script classes): not evaluated."""
+
+
 @lru_cache(maxsize=4096)
 def compile_go_regexp(pattern: str) -> re.Pattern[str]:
     """Compile a Go regexp into an equivalent Python pattern (use `.search` for Go's `Match`)."""
-    translated = _Translator(pattern).translate()
+    translated = _Translator(pattern).translate()  # GoRegexpUnsupported propagates as is
     try:
         return re.compile(translated)
     except re.error as exc:  # a translation the Python engine refuses: say so rather than guess
@@ -448,8 +452,8 @@ def _unicode_class(name: str, text: str) -> list[tuple[int, int]]:
     if name in _CATEGORIES:
         return _category_ranges(name)
     if re.fullmatch(r"[A-Z][A-Za-z_]+", name):
-        raise GoRegexpError(f"error parsing regexp: Unicode script class `{text}` is not evaluated by gpuaas route "
-                            f"(Python's re has no script data)")
+        raise GoRegexpUnsupported(f"the Unicode script class `{text}` is not evaluated by gpuaas route (Python's re "
+                                  f"has no script data)")
     raise GoRegexpError(f"error parsing regexp: invalid character class range: `{text}`")
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from routing.gofmt import go_json_marshal, go_sprint
-from routing.goregexp import compile_go_regexp
+from routing.goregexp import GoRegexpUnsupported, compile_go_regexp
 from routing.gostrconv import go_quote
 
 
@@ -296,6 +296,8 @@ class _Parser:
                     current.append(("nil", None))
                 elif value in self.functions:
                     current.append(("func", value))
+                elif value in GO_BUILTINS or value in SPRIG_FUNCTIONS:
+                    raise TemplateUnsupported(f"the template function {value!r} is not evaluated by gpuaas route")
                 else:
                     raise TemplateError(f'template: function "{value}" not defined')
             elif kind in ("declare", "assign", "comma"):
@@ -490,6 +492,8 @@ class Template:
                 return fn(*args)
             except TemplateError:
                 raise
+            except GoRegexpUnsupported as exc:
+                raise TemplateUnsupported(str(exc)) from None
             except TypeError as exc:
                 raise TemplateError(f"template: error calling {head[1]}: wrong number of args ({exc})") from None
             except (ValueError, KeyError, IndexError, ZeroDivisionError) as exc:
@@ -1063,6 +1067,40 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "pluck": lambda key, *maps: [m[key] for m in maps if isinstance(m, dict) and key in m],
     "dig": _dig,
 }
+
+
+# Every function argo-events' templates can call (text/template's builtins and sprig v3.3.0's
+# FuncMap): a template using one that FUNCTIONS does not implement is "not evaluated", never a
+# parse error (which would make a parameter fall back to its default: a guess).
+GO_BUILTINS = frozenset({"and", "call", "html", "index", "js", "len", "not", "or", "print", "printf", "println",
+                         "slice", "urlquery", "eq", "ge", "gt", "le", "lt", "ne"})
+SPRIG_FUNCTIONS = frozenset({
+    "abbrev", "abbrevboth", "add", "add1", "add1f", "addf", "adler32sum", "ago", "all", "any", "append",
+    "atoi", "b32dec", "b32enc", "b64dec", "b64enc", "base", "bcrypt", "biggest", "buildCustomCert",
+    "camelcase", "cat", "ceil", "chunk", "clean", "coalesce", "compact", "concat", "contains", "date",
+    "dateInZone", "dateModify", "date_in_zone", "date_modify", "decryptAES", "deepCopy", "deepEqual",
+    "default", "derivePassword", "dict", "dig", "dir", "div", "divf", "duration", "durationRound", "empty",
+    "encryptAES", "env", "expandenv", "ext", "fail", "first", "float64", "floor", "fromJson", "genCA",
+    "genCAWithKey", "genPrivateKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert",
+    "genSignedCertWithKey", "get", "getHostByName", "has", "hasKey", "hasPrefix", "hasSuffix", "hello",
+    "htmlDate", "htmlDateInZone", "htpasswd", "indent", "initial", "initials", "int", "int64", "isAbs", "join",
+    "kebabcase", "keys", "kindIs", "kindOf", "last", "list", "lower", "max", "maxf", "merge", "mergeOverwrite",
+    "min", "minf", "mod", "mul", "mulf", "mustAppend", "mustChunk", "mustCompact", "mustDateModify",
+    "mustDeepCopy", "mustFirst", "mustFromJson", "mustHas", "mustInitial", "mustLast", "mustMerge",
+    "mustMergeOverwrite", "mustPrepend", "mustRegexFind", "mustRegexFindAll", "mustRegexMatch",
+    "mustRegexReplaceAll", "mustRegexReplaceAllLiteral", "mustRegexSplit", "mustRest", "mustReverse",
+    "mustSlice", "mustToDate", "mustToJson", "mustToPrettyJson", "mustToRawJson", "mustUniq", "mustWithout",
+    "must_date_modify", "nindent", "nospace", "now", "omit", "osBase", "osClean", "osDir", "osExt", "osIsAbs",
+    "pick", "pluck", "plural", "prepend", "quote", "randAlpha", "randAlphaNum", "randAscii", "randBytes",
+    "randInt", "randNumeric", "regexFind", "regexFindAll", "regexMatch", "regexQuoteMeta", "regexReplaceAll",
+    "regexReplaceAllLiteral", "regexSplit", "repeat", "replace", "rest", "reverse", "round", "semver",
+    "semverCompare", "seq", "set", "sha1sum", "sha256sum", "sha512sum", "shuffle", "slice", "snakecase",
+    "sortAlpha", "split", "splitList", "splitn", "squote", "sub", "subf", "substr", "swapcase", "ternary",
+    "title", "toDate", "toDecimal", "toJson", "toPrettyJson", "toRawJson", "toString", "toStrings", "trim",
+    "trimAll", "trimPrefix", "trimSuffix", "trimall", "trunc", "tuple", "typeIs", "typeIsLike", "typeOf",
+    "uniq", "unixEpoch", "unset", "until", "untilStep", "untitle", "upper", "urlJoin", "urlParse", "uuidv4",
+    "values", "without", "wrap", "wrapWith",
+})
 
 
 _CACHE: dict[str, Template] = {}

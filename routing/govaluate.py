@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from routing.gofmt import go_sprint
-from routing.goregexp import GoRegexpError, compile_go_regexp
+from routing.goregexp import GoRegexpError, GoRegexpUnsupported, compile_go_regexp
 
 
 class ExpressionError(ValueError):
@@ -750,6 +750,8 @@ def _operate(symbol: str, left: Any, right: Any) -> Any:
         else:
             try:
                 pattern = compile_go_regexp(right)
+            except GoRegexpUnsupported:
+                raise
             except GoRegexpError as exc:
                 raise ExpressionError(f"Unable to compile regexp pattern '{right}': {exc}") from None
         matched = pattern.search(left) is not None
@@ -825,6 +827,8 @@ class Expression:
                     and tokens[i + 1].kind == STRING:
                 try:
                     tokens[i + 1] = _Token(PATTERN, _Pattern(compile_go_regexp(tokens[i + 1].value)))
+                except GoRegexpUnsupported:
+                    raise
                 except GoRegexpError as exc:
                     raise ExpressionError(str(exc)) from None
         self.variables = [t.value for t in tokens if t.kind == VARIABLE]

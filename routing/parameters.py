@@ -53,6 +53,7 @@ class TriggerParameter:
     _context_key_path: GjsonPath | None = None
     _template: Template | None = None
     _compile_error: str | None = None
+    _compile_unsupported: bool = False  # the key or template uses something gpuaas route does not evaluate
 
     @property
     def label(self) -> str:
@@ -89,6 +90,8 @@ class TriggerParameter:
         if template_text:
             try:
                 if self._template is None:
+                    if self._compile_unsupported:
+                        raise TemplateUnsupported(self._compile_error or "not evaluated")
                     raise TemplateError(self._compile_error or "template does not parse")
                 out = self._template.execute({"Input": document.value})
                 if out in ("", "<no value>"):
@@ -100,6 +103,8 @@ class TriggerParameter:
                 problems.append(f"template {template_text!r} failed: {exc}")
         if key_text:
             if key_path is None:
+                if self._compile_unsupported:
+                    raise ParameterNotEvaluated(f"{self.label}: {self._compile_error}")
                 problems.append(self._compile_error or f"key {key_text!r} cannot be compiled")
             else:
                 result = key_path.get(document)
@@ -166,6 +171,7 @@ def compile_parameters(specs: list[dict[str, Any]] | None) -> list[TriggerParame
                 param._template = parse_template(template_text)
         except (UnsupportedPath, TemplateError) as exc:
             param._compile_error = str(exc)
+            param._compile_unsupported = isinstance(exc, (UnsupportedPath, TemplateUnsupported))
         params.append(param)
     return params
 

@@ -274,3 +274,20 @@ def test_resource_event_bytes_are_laid_out_as_the_event_source_marshals_them() -
     raw = base64.b64decode(json.loads(params_of(result)[0])["data"]).decode()
     assert raw == ('{"type":"ADD","body":{"kind":"Workload","status":{"a":2,"b":1}},"oldBody":null,'
                    '"group":"kueue.x-k8s.io","version":"v1beta2","resource":"workloads"}')
+
+
+class TestNotEvaluated:
+    """What gpuaas route does not reproduce is reported as such, never replaced by a default."""
+
+    def test_sprig_function_outside_the_evaluator_is_not_guessed(self) -> None:
+        s = sensor(parameters=[param("spec.arguments.parameters.0.value", dataTemplate="{{ .Input.type | sortAlpha }}",
+                                     value="fallback")])
+        result = router(s).route(cloudevent(DATA))
+        assert result.triggered == []
+        (skip,) = [s for s in result.skipped if s.trigger]
+        assert "'sortAlpha' is not evaluated by gpuaas route" in skip.reason
+
+    def test_pretty_modifier_in_a_data_key_is_not_guessed(self) -> None:
+        s = sensor(parameters=[param("spec.arguments.parameters.0.value", dataKey="body|@pretty", value="fallback")])
+        result = router(s).route(cloudevent(DATA))
+        assert result.triggered == [] and any("@pretty" in s.reason for s in result.skipped)
