@@ -341,6 +341,7 @@ class Router:
                 raise TriggerFailure("not-evaluated", str(exc)) from None
             except ParameterError as exc:
                 raise TriggerFailure("template-parameters", f"failed to apply template parameters: {exc}") from None
+            _check_template_types(template, operation_type)
             body = template.get(operation_type) if isinstance(template.get(operation_type), dict) else {}
             if operation_type in (WORKFLOW_TRIGGER, K8S_TRIGGER):
                 resource, resource_error = fetch_resource(body.get("source"))
@@ -395,6 +396,38 @@ class TriggerFailure(ParameterError):
     def __init__(self, stage: str, message: str) -> None:
         super().__init__(message)
         self.stage = stage
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", dict: "object", list: "array"}.get(type(value), "value")
+
+
+def _check_template_types(template: dict[str, Any], kind: str) -> None:
+    """ApplyTemplateParameters decodes the rewritten template into Go's TriggerTemplate: a value of the
+    wrong JSON type in a field the sensor reads is an error there, as here."""
+    expected = {"name": str, "conditions": str}
+    checks: list[tuple[str, Any, type]] = [(f"TriggerTemplate.{k}", template.get(k), t) for k, t in expected.items()]
+    body = template.get(kind)
+    if body is not None and not isinstance(body, dict):
+        checks.append((f"TriggerTemplate.{kind}", body, dict))
+    elif isinstance(body, dict):
+        checks += [(f"{kind}.operation", body.get("operation"), str), (f"{kind}.source", body.get("source"), dict),
+                   (f"{kind}.parameters", body.get("parameters"), list)]
+        for parameter in body.get("parameters") or [] if isinstance(body.get("parameters"), list) else []:
+            checks.append((f"{kind}.parameters", parameter, dict))
+            if isinstance(parameter, dict):
+                checks += [(f"{kind}.parameters.dest", parameter.get("dest"), str),
+                           (f"{kind}.parameters.operation", parameter.get("operation"), str),
+                           (f"{kind}.parameters.src", parameter.get("src"), dict)]
+    for field_name, value, wanted in checks:
+        if value is not None and not isinstance(value, wanted):
+            go_type = {str: "string", dict: "struct", list: "slice"}[wanted]
+            raise TriggerFailure("template-parameters", f"failed to apply template parameters: json: cannot "
+                                 f"unmarshal {_json_kind(value)} into Go struct field {field_name} of type {go_type}")
 
 
 def _rejected_reason(error: str) -> str:
