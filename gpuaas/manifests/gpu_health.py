@@ -6,7 +6,7 @@ with the workloads (and come in two spellings, `pod`/`namespace` or `exported_po
 `exported_namespace`), while a GPU's temperature or error counters must stay ONE continuous series,
 otherwise `increase()` misses the jump of an error counter the moment a new pod takes the GPU.
 
-`node` is dcgm-exporter's `Hostname` (renamed `hostname` in dcgm-exporter 4.5.3+), which the
+`node` is dcgm-exporter's `Hostname` (renamed `hostname` on its main branch after 4.5.3-4.8.2), which the
 exporter takes from `NODE_NAME` (set by the GPU Operator) and otherwise from the host name.
 
 Field names are dcgm-exporter's (etc/default-counters.csv): `DCGM_FI_DEV_GPU_TEMP`,

@@ -196,7 +196,7 @@ def test_a_node_removed_on_purpose_is_not_a_vanished_gpu(spelling: str) -> None:
 
 
 def test_hostname_of_newer_exporters_is_the_node_too() -> None:
-    """dcgm-exporter 4.5.3+ spells the label `hostname`."""
+    """dcgm-exporter after 4.5.3-4.8.2 (main, commit d5e5f51) spells the label `hostname`."""
     series = dcgm(TEMP).replace('Hostname="node-a"', 'hostname="node-a"')
     _run([(series, "95x30")], [("20m", health.ALERT_TEMPERATURE, [firing(health.ALERT_TEMPERATURE, "95")])])
 
