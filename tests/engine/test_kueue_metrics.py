@@ -28,8 +28,8 @@ def _objects(workload: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def _observed(text: str) -> tuple[int, float]:
-    count = re.search(r'^kueue_admission_wait_time_seconds_count\{cluster_queue="vision".*\} (\S+)$', text, re.M)
-    total = re.search(r'^kueue_admission_wait_time_seconds_sum\{cluster_queue="vision".*\} (\S+)$', text, re.M)
+    count = re.search(r'^kueue_admission_wait_time_seconds_count\{cluster_queue="vision".*\} (\S+)$', text, re.MULTILINE)
+    total = re.search(r'^kueue_admission_wait_time_seconds_sum\{cluster_queue="vision".*\} (\S+)$', text, re.MULTILINE)
     assert count and total, text
     return int(count.group(1)), float(total.group(1))
 
