@@ -16,6 +16,7 @@ the results are the same.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json as _json
 import math
@@ -451,6 +452,12 @@ class _ArrayPath:
 
 
 def _parse_array_path(path: str) -> _ArrayPath:
+    """parseArrayPath; parsed once per path, copied per use (the array scanner mutates it)."""
+    return dataclasses.replace(_parse_array_path_cached(path))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_array_path_cached(path: str) -> _ArrayPath:
     r = _ArrayPath()
     i = 0
     while i < len(path):
@@ -637,6 +644,10 @@ def _parse_object_path(path: str) -> _ObjectPath:
 # the scanner: parseObject, parseArray
 
 
+_KEY_OR_END = re.compile(r'["}]')
+_SEPARATORS = re.compile(r'[^"{\[ntf+\-0-9iIN]*')
+
+
 def _parse_object(c: _Context, i: int, path: str) -> tuple[int, bool]:
     rp = _parse_object_path(path)
     if not rp.more and rp.piped:
@@ -647,23 +658,25 @@ def _parse_object(c: _Context, i: int, path: str) -> tuple[int, bool]:
         key = ""
         kesc = False
         ok = False
-        while i < n:
-            ch = json[i]
-            if ch == '"':
-                start = i + 1
-                end, kesc, ok = _string_end(json, start)
-                key = json[start:end - 1] if ok else json[start:]
-                i = end
-                break
-            if ch == "}":
-                return i + 1, False
-            i += 1
+        found = _KEY_OR_END.search(json, i)  # the next key's quote, or the object's end
+        if found is None:
+            i = n
+        elif found.group() == "}":
+            return found.end(), False
+        else:
+            start = found.end()
+            end, kesc, ok = _string_end(json, start)
+            key = json[start:end - 1] if ok else json[start:]
+            i = end
         if not ok:
             return i, False
         key_text = unescape(key) if kesc else key
         pmatch = match_limit(key_text, rp.part) if rp.wild else rp.part == key_text
         hit = pmatch and not rp.more
         while i < n:
+            i = _SEPARATORS.match(json, i).end()  # type: ignore[union-attr]  # ':' and blanks before the value
+            if i >= n:
+                break
             ch = json[i]
             num = False
             if ch == '"':
@@ -1037,7 +1050,14 @@ def _parse_any(json: str, i: int, hit: bool) -> tuple[int, Result, bool]:
 # Get
 
 
-def _parse_sub_selectors(path: str) -> tuple[list[tuple[str, str]], str, bool]:
+@functools.lru_cache(maxsize=4096)
+def _parse_sub_selectors(path: str) -> tuple[tuple[tuple[str, str], ...], str, bool]:
+    """parseSubSelectors (cached: a pure function of the path)."""
+    sels, rest, ok = _parse_sub_selectors_uncached(path)
+    return tuple(sels), rest, ok
+
+
+def _parse_sub_selectors_uncached(path: str) -> tuple[list[tuple[str, str]], str, bool]:
     sels: list[tuple[str, str]] = []
     modifier = 0
     depth = 1
