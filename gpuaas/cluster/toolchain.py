@@ -48,6 +48,11 @@ class GoProgram:
 
 
 KUBELET = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kubelet", "kubelet")
+KUBE_APISERVER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver")
+KUBE_CONTROLLER_MANAGER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager",
+                                    "kube-controller-manager")
+ETCD = GoProgram("etcd", "go.etcd.io/etcd/server/v3", "server")
+"""etcd's module builds its server as `server` (the module's last path element), as the stack build names it."""
 ARGOEXEC = GoProgram("argo-workflows", "github.com/argoproj/argo-workflows/v4/cmd/argoexec", "argoexec",
                      "-s -w -X github.com/argoproj/argo-workflows/v4.version=v4.0.5", static=True)
 """The version stamp matches `stack/argo-workflows/go.mod`; `argoexec version` prints it."""
