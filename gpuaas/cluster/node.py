@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import yaml
 
@@ -511,7 +512,7 @@ class Node:
 
     # lifecycle ----------------------------------------------------------------------------------------
 
-    def __enter__(self) -> Node:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

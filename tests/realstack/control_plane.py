@@ -10,6 +10,7 @@ the CA is throwaway, made with openssl; every server binds 127.0.0.1 on a free p
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import secrets
 import shutil
@@ -147,11 +148,9 @@ class ControlPlane:
             for name, process, log in self.processes:
                 if process.poll() is not None:
                     raise RuntimeError(f"{name} exited with {process.returncode}: {log.read_text()[-1500:]}")
-            try:
+            with contextlib.suppress(Exception):  # not up yet: connection refused while starting
                 if api.call_api("GET", f"{self.server}/readyz", _request_timeout=2).status == 200:
                     return
-            except Exception:  # noqa: BLE001 - not up yet: connection refused while starting
-                pass
             time.sleep(0.3)
         raise RuntimeError(f"kube-apiserver not ready within {timeout:.0f}s")
 

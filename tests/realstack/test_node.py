@@ -83,8 +83,8 @@ def test_exit_codes_reach_the_pod_status(real_node: RunningNode) -> None:
 
 def test_step_image_runs_as_the_containerfile_user_with_its_environment(real_node: RunningNode) -> None:
     pod, log = _run_to_completion(real_node, _pod("step-identity", [
-        "python", "-c", "import os, sys; print(os.getuid(), os.getgid(), os.getcwd(), "
-                        "os.environ['GPUAAS_OUTPUTS_DIR'], sys.version_info[:2] == (3, 11))"]))
+        "python", "-c", ("import os, sys; print(os.getuid(), os.getgid(), os.getcwd(), "
+                         "os.environ['GPUAAS_OUTPUTS_DIR'], sys.version_info[:2] == (3, 11))")]))
 
     assert pod.status.phase == "Succeeded"
     assert log.split() == ["1001", "0", "/opt/app-root/src", "/tmp/gpuaas/outputs", "True"]
