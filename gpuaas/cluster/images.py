@@ -306,7 +306,7 @@ def parse_containerfile(text: str) -> list[Instruction]:
         if not pending:
             start = number
         if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
+            pending += stripped[:-1].rstrip() + " "
             continue
         full = (pending + stripped).strip()
         pending = ""
@@ -490,3 +490,29 @@ def build_step_image(*, reference: str = STEP_IMAGE, context: Path = REPOSITORY,
 def build_all() -> list[BuiltImage]:
     """Every image a gpuaas node needs: pause, argoexec, the step image."""
     return [build_pause_image(), build_argoexec_image(), build_step_image()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m gpuaas.cluster.images [--output json]`: build (or find cached) every node image."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.images", description=build_all.__doc__)
+    parser.add_argument("--output", choices=["table", "json"], default="table")
+    args = parser.parse_args(argv)
+    try:
+        built = build_all()
+    except (ImageBuildError, OSError) as error:
+        print(f"gpuaas images: {error}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps([{"reference": image.reference, "archive": str(image.archive), "digest": image.digest,
+                           "seconds": round(image.seconds, 2)} for image in built]))
+        return 0
+    print(f"{'image':32s} {'seconds':>8s} {'MB':>7s}  archive")
+    for image in built:
+        print(f"{image.reference:32s} {image.seconds:8.2f} {image.archive.stat().st_size / 1e6:7.1f}  {image.archive}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client, config
 
-from gpuaas.cluster.images import BuiltImage, build_pause_image, build_step_image
+from gpuaas.cluster.images import BuiltImage, build_argoexec_image, build_pause_image, build_step_image
 from gpuaas.cluster.node import Node, NodeCredentials, NodeNetwork
 from tests.realstack.control_plane import ControlPlane
 
@@ -45,7 +45,7 @@ class RunningNode:
 
 @pytest.fixture(scope="session")
 def real_node(control_plane: ControlPlane, step_image: BuiltImage) -> Iterator[RunningNode]:
-    pause = build_pause_image()
+    pause, argoexec = build_pause_image(), build_argoexec_image()
     network = NodeNetwork.choose()
     credentials = NodeCredentials.issue(control_plane.pki / "ca.crt", control_plane.pki / "ca.key",
                                         control_plane.server, NODE_NAME, control_plane.workdir / "node-pki",
@@ -53,8 +53,8 @@ def real_node(control_plane: ControlPlane, step_image: BuiltImage) -> Iterator[R
     node = Node(credentials, network=network)
     try:
         node.start()
-        imported = node.import_images([pause.archive, step_image.archive])
         ready = node.wait_ready()
+        imported = node.import_images([pause.archive, argoexec.archive, step_image.archive])
         api = client.CoreV1Api(config.new_client_from_config(str(control_plane.admin_kubeconfig)))
         _wait_for_default_service_account(api)
         yield RunningNode(node, api, ready, imported)
