@@ -96,7 +96,15 @@ def main() -> int:
             begin = time.monotonic()
             subprocess.run([sys.executable, "-m", "steps", "--help"], capture_output=True, check=False, cwd=REPO)
             baseline.append(time.monotonic() - begin)
+        idle_memory = node.memory_kib()
+        sleeper = _pod("bench-sleeper", "bench-node")
+        sleeper["spec"]["containers"][0]["command"] = ["python", "-c", "import steps.entrypoint, time; time.sleep(60)"]
+        api.create_namespaced_pod("default", sleeper)
+        while api.read_namespaced_pod("bench-sleeper", "default").status.phase != "Running":
+            time.sleep(0.1)
+        time.sleep(1)
         memory = node.memory_kib()
+        api.delete_namespaced_pod("bench-sleeper", "default", grace_period_seconds=0)
     finally:
         node.stop()
         plane.stop()
@@ -114,7 +122,8 @@ def main() -> int:
     print(f"  pod create -> container started     : median {median(to_start):.2f} s (API timestamps, 1 s resolution)")
     print(f"  same command as a plain process     : median {median(baseline):.2f} s")
     print(f"  pod / plain process                 : {median(latencies) / median(baseline):.1f}x")
-    print("  memory (RSS, MiB)                   : " + ", ".join(f"{k} {v / 1024:.0f}" for k, v in memory.items()))
+    print("  node memory, no pod (RSS, MiB)      : " + ", ".join(f"{k} {v / 1024:.0f}" for k, v in idle_memory.items()))
+    print("  node memory, one step pod (RSS, MiB): " + ", ".join(f"{k} {v / 1024:.0f}" for k, v in memory.items()))
     print(json.dumps({
         "image_build_s": {name: round(image.seconds, 2) for name, image in built.items()},
         "cold": args.cold, "control_plane_start_s": round(plane_seconds, 2),
@@ -122,7 +131,8 @@ def main() -> int:
         "pod_succeeded_median_s": round(median(latencies), 3), "pod_succeeded_max_s": round(max(latencies), 3),
         "plain_process_median_s": round(median(baseline), 3),
         "pod_over_process": round(median(latencies) / median(baseline), 2),
-        "node_rss_mib": {k: round(v / 1024, 1) for k, v in memory.items()}, "pods": args.pods}))
+        "node_rss_mib_idle": {k: round(v / 1024, 1) for k, v in idle_memory.items()},
+        "node_rss_mib_one_pod": {k: round(v / 1024, 1) for k, v in memory.items()}, "pods": args.pods}))
     return 0
 
 

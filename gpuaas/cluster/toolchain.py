@@ -10,6 +10,7 @@ error names that target.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuaas.upstream import STACK_DIR
+from gpuaas.upstream import STACK_DIR, module_dir
 
 CACHE_DIR = Path(os.environ.get("GPUAAS_STACK_CACHE", STACK_DIR.parent / ".stack-cache"))
 """Built binaries and images: `.stack-cache/` beside `stack/` (gitignored), or $GPUAAS_STACK_CACHE."""
@@ -38,6 +39,11 @@ class GoProgram:
     ldflags: str = "-s -w"
     static: bool = False
     """Built with CGO_ENABLED=0: for programs that run in an image with no C library (argoexec)."""
+    module: str = ""
+    symlinks: tuple[tuple[str, str], ...] = ()
+    """Files of `module` that are symbolic links upstream: (path, target beside it). Module zips drop
+    symlinks, so such a program is built from a copy of the pinned module with the links put back
+    (`_restored_module`), through a `replace` in a copy of its stack/ go.mod (see ARGOEXEC)."""
 
     @property
     def path(self) -> Path:
@@ -54,8 +60,15 @@ KUBE_CONTROLLER_MANAGER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-co
 ETCD = GoProgram("etcd", "go.etcd.io/etcd/server/v3", "server")
 """etcd's module builds its server as `server` (the module's last path element), as the stack build names it."""
 ARGOEXEC = GoProgram("argo-workflows", "github.com/argoproj/argo-workflows/v4/cmd/argoexec", "argoexec",
-                     "-s -w -X github.com/argoproj/argo-workflows/v4.version=v4.0.5", static=True)
-"""The version stamp matches `stack/argo-workflows/go.mod`; `argoexec version` prints it."""
+                     "-s -w -X github.com/argoproj/argo-workflows/v4.version=v4.0.5", static=True,
+                     module="github.com/argoproj/argo-workflows/v4",
+                     symlinks=(("workflow/executor/osspecific/signal_linux.go", "signal_darwin.go"),))
+"""The version stamp matches `stack/argo-workflows/go.mod`; `argoexec version` prints it.
+
+Upstream's `workflow/executor/osspecific/signal_linux.go` is a symlink to `signal_darwin.go` (in
+every v4 release). The module zip the proxy serves omits symlinks, so a plain `go install` of
+argoexec fails on Linux with `undefined: Setpgid`; the overlay maps the link to its target, as a
+git checkout would."""
 
 DEBIAN_TOOLS = {
     "containerd": "containerd", "ctr": "containerd", "runc": "runc", "debootstrap": "debootstrap",
@@ -81,13 +94,41 @@ def go_binary(program: GoProgram, *, build: bool = True) -> Path:
     env = dict(os.environ, GOBIN=str(program.path.parent))
     if program.static:
         env["CGO_ENABLED"] = "0"
-    done = subprocess.run(["go", "install", "-trimpath", f"-ldflags={program.ldflags}", program.package],
-                          check=False, cwd=STACK_DIR / program.stack_module, env=env, capture_output=True,
-                          text=True)
+    command = ["go", "install", "-trimpath", f"-ldflags={program.ldflags}", program.package]
+    workdir = STACK_DIR / program.stack_module
+    if program.symlinks:
+        workdir = _restored_module(program)
+    done = subprocess.run(command, check=False, cwd=workdir, env=env, capture_output=True, text=True)
     if done.returncode != 0 or not program.path.exists():
         raise ToolMissing(f"building {program.binary} from stack/{program.stack_module} failed "
                           f"(exit {done.returncode}): {done.stderr.strip()[-800:]}")
     return program.path
+
+
+def _restored_module(program: GoProgram) -> Path:
+    """A build folder whose go.mod is stack/<module>'s plus `replace MODULE => copy with symlinks restored`.
+
+    The copy lives in `.stack-cache/src/` (never in the repository); the go.mod and go.sum are
+    the committed ones, so every other dependency is the pinned, checksummed version.
+    """
+    source = module_dir(program.module)
+    copy = CACHE_DIR / "src" / source.name.replace("@", "-")
+    if not (copy / ".restored").exists():
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(source, copy, copy_function=shutil.copy)
+        for directory, _, _ in os.walk(copy):  # the module cache is read-only
+            os.chmod(directory, 0o755)
+        for path, target in program.symlinks:
+            (copy / path).unlink(missing_ok=True)
+            (copy / path).symlink_to(target)
+        (copy / ".restored").write_text(json.dumps(program.symlinks))
+    build = CACHE_DIR / "src" / f"build-{program.stack_module}"
+    build.mkdir(parents=True, exist_ok=True)
+    gomod = (STACK_DIR / program.stack_module / "go.mod").read_text()
+    (build / "go.mod").write_text(gomod + f"\nreplace {program.module} => {copy}\n")
+    shutil.copy(STACK_DIR / program.stack_module / "go.sum", build / "go.sum")
+    return build
 
 
 def debian_tool(name: str) -> str:
