@@ -126,11 +126,24 @@ def _cached(archive: Path, reference: str, started: float) -> BuiltImage | None:
     return None
 
 
+KEEP_BUILDS = 2
+"""Archives kept per image (the newest): a rebuild after every source change must not fill the disk."""
+
+
+def _prune(kind: str, keep: Path) -> None:
+    archives = sorted(IMAGES_DIR.glob(f"{kind}-*.oci.tar"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for stale in [a for a in archives if a != keep][KEEP_BUILDS - 1:]:
+        stem = stale.name.removesuffix(".oci.tar")
+        for leftover in (stale, stale.with_suffix(".json"), IMAGES_DIR / f"{stem}.layer.tar"):
+            leftover.unlink(missing_ok=True)
+
+
 def _finish(archive: Path, reference: str, layers: list[Blob], config: ImageConfig, started: float) -> BuiltImage:
     partial = archive.with_name(archive.name + ".partial")
     digest = write_image_archive(partial, reference, layers, config)
     partial.replace(archive)
     archive.with_suffix(".json").write_text(json.dumps({"reference": reference, "digest": digest}))
+    _prune(archive.name.split("-", 1)[0], archive)
     return BuiltImage(reference, archive, digest, time.monotonic() - started)
 
 
@@ -267,6 +280,10 @@ def build_base_rootfs(*, mirror: str | None = None) -> Path:
     (rootfs / "etc/resolv.conf").write_text("")  # the runtime mounts the pod's; the build mounts the host's
     (rootfs / "etc/hostname").write_text("localhost\n")
     (base / "complete").write_text(mirror + "\n")
+    for stale in IMAGES_DIR.glob("base-*"):  # an older base (other packages or mirror) is not used again
+        if stale != base:
+            _unmount_under(stale)
+            shutil.rmtree(stale, ignore_errors=True)
     return rootfs
 
 

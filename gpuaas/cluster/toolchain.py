@@ -57,6 +57,7 @@ KUBELET = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kubelet", "kubelet")
 KUBE_APISERVER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver")
 KUBE_CONTROLLER_MANAGER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager",
                                     "kube-controller-manager")
+KUBE_SCHEDULER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler")
 ETCD = GoProgram("etcd", "go.etcd.io/etcd/server/v3", "server")
 """etcd's module builds its server as `server` (the module's last path element), as the stack build names it."""
 ARGOEXEC = GoProgram("argo-workflows", "github.com/argoproj/argo-workflows/v4/cmd/argoexec", "argoexec",

@@ -74,7 +74,15 @@ class WorkflowController:
     log: Path
     process: subprocess.Popen | None = field(default=None, repr=False)
 
-    def start(self) -> None:
+    def start(self, api_client: client.ApiClient) -> None:
+        """Create the controller's ConfigMap (it exits without one), then start it."""
+        core = client.CoreV1Api(api_client)
+        try:
+            core.create_namespaced_config_map(self.namespace, {
+                "metadata": {"name": "workflow-controller-configmap"}, "data": {}})
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), LEADER_ELECTION_DISABLE="true")
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""A minimal real control plane for the node tests: etcd, kube-apiserver, kube-controller-manager.
+"""A minimal real control plane for the node tests: etcd, kube-apiserver, controller-manager, scheduler.
 
 Why here and this small: the node (gpuaas.cluster.node) needs an API server to register with and a
 controller-manager for what every namespace gets (the `default` ServiceAccount, the
@@ -23,7 +23,14 @@ from pathlib import Path
 
 import yaml
 
-from gpuaas.cluster.toolchain import ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, debian_tool, go_binary
+from gpuaas.cluster.toolchain import (
+    ETCD,
+    KUBE_APISERVER,
+    KUBE_CONTROLLER_MANAGER,
+    KUBE_SCHEDULER,
+    debian_tool,
+    go_binary,
+)
 
 
 def free_port() -> int:
@@ -40,7 +47,7 @@ def _openssl(*arguments: str) -> None:
 
 @dataclass
 class ControlPlane:
-    """etcd + kube-apiserver (Node,RBAC; NodeRestriction) + kube-controller-manager on loopback."""
+    """etcd + kube-apiserver (Node,RBAC; NodeRestriction) + kube-controller-manager + kube-scheduler on loopback."""
 
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpuaas-cp-")))
     service_cidr: str = ""
@@ -136,8 +143,19 @@ class ControlPlane:
             "--bind-address", "127.0.0.1", "--secure-port", "0",
             "--service-account-private-key-file", str(pki / "sa.key"), "--root-ca-file", str(pki / "ca.crt"),
             "--use-service-account-credentials=false", "--leader-elect=false",
-            "--controllers", "*,-nodeipam,-nodelifecycle,-service-lb-controller,-route",
+            # nodelifecycle stays: it lifts the not-ready taint the kubelet registers with.
+            "--controllers", "*,-nodeipam,-service-lb-controller,-route",
         ])
+        # Argo's pods name no node: the scheduler places them.
+        self._spawn("kube-scheduler", [str(go_binary(KUBE_SCHEDULER)), "--kubeconfig", str(self.admin_kubeconfig),
+                                       "--bind-address", "127.0.0.1", "--secure-port", "0", "--leader-elect=false"])
+
+    def _listening(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.api_port), timeout=1).close()
+        except OSError:
+            return False
+        return True
 
     def _wait_ready(self, timeout: float) -> None:
         from kubernetes import config
@@ -148,9 +166,10 @@ class ControlPlane:
             for name, process, log in self.processes:
                 if process.poll() is not None:
                     raise RuntimeError(f"{name} exited with {process.returncode}: {log.read_text()[-1500:]}")
-            with contextlib.suppress(Exception):  # not up yet: connection refused while starting
-                if api.call_api("GET", f"{self.server}/readyz", _request_timeout=2).status == 200:
-                    return
+            if self._listening():  # then ask for readiness (no urllib3 retries on a closed port)
+                with contextlib.suppress(Exception):
+                    if api.call_api("GET", f"{self.server}/readyz", _request_timeout=5).status == 200:
+                        return
             time.sleep(0.3)
         raise RuntimeError(f"kube-apiserver not ready within {timeout:.0f}s")
 

@@ -45,6 +45,12 @@ def _script(name: str, source: str, **extra: object) -> dict:
     return {"name": name, **extra, "script": script}
 
 
+def _writes(name: str, value: str) -> str:
+    """Python that writes one output file, as the steps do (Argo reads it with valueFrom.path)."""
+    return (f"import os\nos.makedirs('{OUTPUTS}', exist_ok=True)\n"
+            f"open('{OUTPUTS}/{name}', 'w').write('{value}')\nprint('{value}')")
+
+
 WORKFLOW = {
     "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
     "metadata": {"generateName": "pod-runtime-", "namespace": NAMESPACE},
@@ -69,9 +75,11 @@ WORKFLOW = {
             ]), retryStrategy={"limit": "2", "retryPolicy": "Always",
                                "expression": "asInt(lastRetry.exitCode) == 75"},
                 outputs={"parameters": [{"name": "outcome", "valueFrom": {"path": f"{OUTPUTS}/outcome"}}]}),
-            _script("consume", "print('{{inputs.parameters.outcome}}')",
-                    inputs={"parameters": [{"name": "outcome"}]}),
-            _script("record-outcome", "print('workflow {{workflow.status}}')"),
+            _script("consume", _writes("seen", "{{inputs.parameters.outcome}}"),
+                    inputs={"parameters": [{"name": "outcome"}]},
+                    outputs={"parameters": [{"name": "seen", "valueFrom": {"path": f"{OUTPUTS}/seen"}}]}),
+            _script("record-outcome", _writes("status", "workflow {{workflow.status}}"),
+                    outputs={"parameters": [{"name": "status", "valueFrom": {"path": f"{OUTPUTS}/status"}}]}),
         ],
     },
 }
@@ -84,15 +92,15 @@ def workflow_controller(real_node: RunningNode, control_plane: ControlPlane) -> 
     grant_executor(api_client, NAMESPACE)
     controller = WorkflowController(control_plane.admin_kubeconfig, NAMESPACE,
                                     control_plane.workdir / "workflow-controller.log")
-    controller.start()
+    controller.start(api_client)
     try:
         yield controller
     finally:
         controller.stop()
 
 
-def _wait_finished(custom: client.CustomObjectsApi, name: str, controller: WorkflowController,
-                   timeout: float = 240.0) -> dict:
+def _wait_finished(custom: client.CustomObjectsApi, core: client.CoreV1Api, name: str,
+                   controller: WorkflowController, timeout: float = 240.0) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         controller.require_alive()
@@ -100,7 +108,10 @@ def _wait_finished(custom: client.CustomObjectsApi, name: str, controller: Workf
         if workflow.get("status", {}).get("phase") in ("Succeeded", "Failed", "Error"):
             return workflow
         time.sleep(0.5)
-    raise AssertionError(f"workflow {name} not finished after {timeout:.0f}s: {workflow.get('status')}")
+    pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"workflows.argoproj.io/workflow={name}").items
+    states = {p.metadata.name: (p.status.phase, p.status.conditions, p.status.container_statuses) for p in pods}
+    raise AssertionError(f"workflow {name} not finished after {timeout:.0f}s: {workflow.get('status')}; "
+                         f"pods: {states}")
 
 
 def _node(workflow: dict, display_name: str) -> dict:
@@ -112,7 +123,7 @@ def test_argo_pods_run_with_outputs_retries_and_exit_handler(workflow_controller
                                                              real_node: RunningNode) -> None:
     custom = client.CustomObjectsApi(config.new_client_from_config(str(control_plane.admin_kubeconfig)))
     created = custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", NAMESPACE, "workflows", WORKFLOW)
-    workflow = _wait_finished(custom, created["metadata"]["name"], workflow_controller)
+    workflow = _wait_finished(custom, real_node.api, created["metadata"]["name"], workflow_controller)
     nodes = workflow["status"]["nodes"].values()
 
     assert workflow["status"]["phase"] == "Succeeded", workflow["status"].get("message")
@@ -120,10 +131,11 @@ def test_argo_pods_run_with_outputs_retries_and_exit_handler(workflow_controller
     assert [(a["phase"], a.get("outputs", {}).get("exitCode")) for a in attempts] == [("Failed", "75"),
                                                                                     ("Succeeded", "0")]
     assert _node(workflow, "flaky")["outputs"]["parameters"][0]["value"] == "applied"
-    assert _node(workflow, "consume")["outputs"]["result"] == "applied"
+    assert _node(workflow, "consume")["outputs"]["parameters"] == [
+        {"name": "seen", "value": "applied", "valueFrom": {"path": f"{OUTPUTS}/seen"}}]
     exit_handler = _node(workflow, workflow["metadata"]["name"] + ".onExit")
     assert exit_handler["phase"] == "Succeeded"
-    assert exit_handler["outputs"]["result"] == "workflow Succeeded"
+    assert exit_handler["outputs"]["parameters"][0]["value"] == "workflow Succeeded"
     # Every pod ran on the real node, with Argo's containers around the step image.
     pods = real_node.api.list_namespaced_pod(NAMESPACE, label_selector="workflows.argoproj.io/workflow="
                                                                        + created["metadata"]["name"]).items
