@@ -42,7 +42,7 @@ from typing import Self
 
 import yaml
 
-from gpuaas.cluster.toolchain import KUBELET, cni_plugin_dir, debian_tool, go_binary
+from gpuaas.cluster.toolchain import KUBELET, ToolMissing, cni_plugin_dir, debian_tool, go_binary
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 NODE_LOCK = Path("/run/lock/gpuaas-kubelet.lock")
@@ -647,3 +647,70 @@ class Node:
             if self._lock is not None:
                 os.close(self._lock)
                 self._lock = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m gpuaas.cluster.node`: run one node in the foreground until SIGTERM or Ctrl-C.
+
+    Signs the node's credentials with the cluster CA, starts the node, imports the image archives,
+    waits for Ready, prints one JSON line (node IP, timings, daemon pids, containerd socket) on
+    stdout, then keeps the node up; on SIGTERM/SIGINT it stops the node and removes every trace.
+    A long-running parent (`gpuaas cluster up`, a benchmark) runs it as a child process.
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.node", description=main.__doc__.splitlines()[0])
+    parser.add_argument("--server", required=True, help="API server URL, https://127.0.0.1:PORT")
+    parser.add_argument("--ca-cert", type=Path, required=True, help="the cluster CA certificate (PEM)")
+    parser.add_argument("--ca-key", type=Path, required=True, help="the cluster CA key, to sign the kubelet's certificates")
+    parser.add_argument("--name", default="gpuaas-node", help="node name (default gpuaas-node)")
+    parser.add_argument("--image", type=Path, action="append", default=[], metavar="ARCHIVE",
+                        help="OCI archive to import (repeat; see python -m gpuaas.cluster.images)")
+    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="node label (repeat)")
+    args = parser.parse_args(argv)
+
+    stopping = {"signal": None}
+
+    def request_stop(number: int, _frame: object) -> None:
+        stopping["signal"] = number
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    credentials_dir = Path(tempfile.mkdtemp(prefix="gpuaas-node-pki-"))
+    network = NodeNetwork.choose()
+    labels = dict(label.split("=", 1) for label in args.label)
+    try:
+        credentials = NodeCredentials.issue(args.ca_cert, args.ca_key, args.server, args.name, credentials_dir,
+                                            [network.node_ip])
+        node = Node(credentials, network=network, labels=labels)
+        print(f"starting node {args.name} ({network.bridge}, {network.subnet})...", file=sys.stderr, flush=True)
+        node.start()
+        try:
+            ready = node.wait_ready()
+            imported = node.import_images(args.image)
+            assert node.kubelet and node.containerd and node.kubelet.daemon and node.containerd.daemon
+            pids = {"kubelet": node.kubelet.daemon.process.pid, "containerd": node.containerd.daemon.process.pid}
+            if node.forwarder and node.forwarder.daemon and node.forwarder.daemon.process:
+                pids["api-service-forwarder"] = node.forwarder.daemon.process.pid
+            print(json.dumps({"node": args.name, "node_ip": network.node_ip, "bridge": network.bridge,
+                              "ready_s": round(ready, 3), "import_s": {k: round(v, 3) for k, v in imported.items()},
+                              "pids": pids, "containerd_socket": str(node.containerd.socket),
+                              "workdir": str(node.workdir)}), flush=True)
+            while stopping["signal"] is None:
+                for part in (node.kubelet, node.containerd):
+                    if part and part.daemon:
+                        part.daemon.require_alive()
+                time.sleep(0.5)
+        finally:
+            node.stop()
+    except (NodeError, ToolMissing, OSError) as error:
+        print(f"gpuaas node: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(credentials_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

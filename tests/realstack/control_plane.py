@@ -184,3 +184,30 @@ class ControlPlane:
                     process.wait(5)
         self.processes.clear()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def main() -> int:
+    """`python -m tests.realstack.control_plane`: run one in the foreground (prints JSON; SIGTERM stops it)."""
+    import json
+    import signal
+
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda number, _frame: stopping.append(number))
+    signal.signal(signal.SIGINT, lambda number, _frame: stopping.append(number))
+    plane = ControlPlane()
+    started = time.monotonic()
+    try:
+        plane.start()
+        print(json.dumps({"server": plane.server, "ca_cert": str(plane.pki / "ca.crt"),
+                          "ca_key": str(plane.pki / "ca.key"), "admin_kubeconfig": str(plane.admin_kubeconfig),
+                          "service_cidr": plane.service_cidr, "start_s": round(time.monotonic() - started, 3)}),
+              flush=True)
+        while not stopping:
+            time.sleep(0.3)
+    finally:
+        plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -125,6 +125,8 @@ def test_argo_pods_run_with_outputs_retries_and_exit_handler(workflow_controller
     created = custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", NAMESPACE, "workflows", WORKFLOW)
     workflow = _wait_finished(custom, real_node.api, created["metadata"]["name"], workflow_controller)
     nodes = workflow["status"]["nodes"].values()
+    print(f"workflow {created['metadata']['name']}: created {created['metadata']['creationTimestamp']}, "
+          f"finished {workflow['status']['finishedAt']}")  # docs/real-stack-pods.md quotes this span
 
     assert workflow["status"]["phase"] == "Succeeded", workflow["status"].get("message")
     attempts = sorted((n for n in nodes if n["displayName"].startswith("flaky(")), key=lambda n: n["displayName"])
