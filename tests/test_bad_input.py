@@ -89,8 +89,8 @@ GPUAAS_CASES = [
      ("no Sensor found",)),
     ("route-output", ["route", "--output", "yaml", "object.json"], 2, ("invalid choice: 'yaml'",)),
     # demo (each fails before the engine starts)
-    ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number above 0", "found 0")),
-    ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number above 0", "found -5")),
+    ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number of 1 or more", "found 0")),
+    ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number of 1 or more", "found -5")),
     ("demo-speed-nan", ["demo", "--speed", "nan"], 2, ("found nan",)),
     ("demo-speed-word", ["demo", "--speed", "fast"], 2, ("found 'fast'",)),
     ("demo-speed-below-real-time", ["demo", "--speed", "1e-300"], 2, ("expected a number of 1 or more", "found 1e-300")),
