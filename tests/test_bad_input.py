@@ -295,7 +295,7 @@ def _http_server(status: int, content_type: str, body: bytes) -> Iterator[str]:
     (404, "application/json", b'{"kind": "Status", "code": 404, "message": "the server could not find the requested '
                               b'resource"}', ("404", "expected the Argo Server's API", "check --argo-server")),
     (200, "text/html", b"<html><body>Log in with OpenShift</body></html>",
-     ("expected JSON from the Argo Server's API", "found text/html", "check --argo-server")),
+     ("expected JSON from the Argo Server's API", "found an HTML page", "check --argo-server")),
 ], ids=["answers-404", "answers-a-login-page"])
 @pytest.mark.parametrize("action", [[], ["show", "gpuaas-on-admitted-a1b2c"],
                                     ["report", "--html", "report"]], ids=["list", "show", "report"])
