@@ -270,7 +270,7 @@ def _http_server(status: int, content_type: str, body: bytes) -> Iterator[str]:
     """A real HTTP server on loopback that answers every GET the same way (not an Argo Server)."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -292,8 +292,8 @@ def _http_server(status: int, content_type: str, body: bytes) -> Iterator[str]:
 
 
 @pytest.mark.parametrize(("status", "content_type", "body", "words"), [
-    (404, "application/json", b'{"kind": "Status", "code": 404, "message": "the server could not find the requested '
-                              b'resource"}', ("404", "expected the Argo Server's API", "check --argo-server")),
+    (404, "application/json", (b'{"kind": "Status", "code": 404, "message": "the server could not find the '
+                               b'requested resource"}'), ("404", "expected the Argo Server's API", "check --argo-server")),
     (200, "text/html", b"<html><body>Log in with OpenShift</body></html>",
      ("expected JSON from the Argo Server's API", "found an HTML page", "check --argo-server")),
 ], ids=["answers-404", "answers-a-login-page"])
@@ -312,3 +312,41 @@ def test_audit_against_a_server_that_is_not_argo_is_one_line(workdir: Path, caps
     captured = capsys.readouterr()
     check_one_line_error(exit_code, captured.out, captured.err, expected_code=2, prefix="gpuaas audit",
                          words=words)
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port something already listens on (what `python -m engine.apiserver 8080` meets when
+    8080 is taken)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield taken.getsockname()[1]
+
+
+ENGINE_CASES = [
+    # (id, argv after `python -m`, words); {busy} is a port in use
+    ("apiserver-port-word", ["engine.apiserver", "abc"], ("expected a TCP port", "found 'abc'")),
+    ("apiserver-port-range", ["engine.apiserver", "99999"], ("expected a TCP port", "found '99999'")),
+    ("apiserver-port-busy", ["engine.apiserver", "{busy}"], ("already in use", "another port")),
+    ("apiserver-two-ports", ["engine.apiserver", "1", "2"], ("expected one PORT", "found 2")),
+    ("cluster-state-no-file", ["engine.cluster_state"], ("usage: python -m engine.cluster_state FILE",)),
+    ("cluster-state-missing", ["engine.cluster_state", "nope.json"], ("nope.json", "cannot read it")),
+    ("cluster-state-not-json", ["engine.cluster_state", "broken.json"], ("broken.json", "cannot read it")),
+    ("cluster-state-shape", ["engine.cluster_state", "list.json"], ("expected {\"objects\": [...]}", "found list")),
+    ("cluster-state-not-utf8", ["engine.cluster_state", "latin1.json"], ("latin1.json", "cannot read it")),
+    ("cluster-state-no-api", ["engine.cluster_state", "cluster-snapshot.json"], ("expected a Kubernetes API",)),
+]
+
+
+@pytest.mark.parametrize(("argv", "words"), [c[1:] for c in ENGINE_CASES], ids=[c[0] for c in ENGINE_CASES])
+def test_the_engine_commands_the_docs_show_answer_bad_input_with_one_line(workdir: Path, busy_port: int,
+                                                                          argv: list[str],
+                                                                          words: tuple[str, ...]) -> None:
+    """docs/reactions.md and docs/local-engine.md tell users to run these two by hand."""
+    argv = [word.replace("{busy}", str(busy_port)) for word in argv]
+    code, out, err = _process([sys.executable, "-m", *argv], workdir, HOME=str(workdir),
+                              PYTHONPATH=str(REPO))
+    check_one_line_error(code, out, err, expected_code=2, prefix=f"python -m {argv[0]}", words=words)
