@@ -150,6 +150,11 @@ class IdleState:
         }
 
 
+JUDGE_GATES = ("not-found", "finished", "released", "not-admitted", "exempt", "too-young", "no-pods",
+               "metrics-error", "not-observed", "not-idle", "hourly-budget", "release")
+"""The rules of `judge`, in the order it applies them."""
+
+
 @dataclass(frozen=True)
 class IdleDecision:
     """What to do and why. `verdict`: release | no-op | skipped-by-policy | retry."""
@@ -159,6 +164,8 @@ class IdleDecision:
     dry_run: bool = False
     gpus: int = 0
     details: Mapping[str, Any] = field(default_factory=dict)
+    gate: str = ""
+    """Which rule of `judge` decided (JUDGE_GATES), so a replay can count outcomes by rule."""
 
     @property
     def releases(self) -> bool:
@@ -205,40 +212,45 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
     else release (dry-run when asked or when the tenant's mode is dry-run)."""
     target = facts.target
     if not facts.found:
-        return IdleDecision("no-op", (facts.not_found or f"workload {target} not found; nothing to release",))
+        return IdleDecision("no-op", (facts.not_found or f"workload {target} not found; nothing to release",),
+                            gate="not-found")
     if facts.finished:
-        return IdleDecision("no-op", (f"workload {target} has finished; on-finished releases what is left",))
+        return IdleDecision("no-op", (f"workload {target} has finished; on-finished releases what is left",),
+                            gate="finished")
     if facts.released:
         when = facts.released_at
         return IdleDecision("no-op", (f"workload {target} is already released" + (f" (at {when})" if when else "")
-                                      + "; repeated alerts are expected",))
+                                      + "; repeated alerts are expected",), gate="released")
     if not facts.admitted:
-        return IdleDecision("no-op", (f"workload {target} is not admitted; it holds no GPUs to release",))
+        return IdleDecision("no-op", (f"workload {target} is not admitted; it holds no GPUs to release",),
+                            gate="not-admitted")
     if facts.exempt_by:
-        return IdleDecision("skipped-by-policy", (f"{facts.exempt_by} is annotated {EXEMPT_KEY}: {EXEMPT_VALUE}",))
+        return IdleDecision("skipped-by-policy", (f"{facts.exempt_by} is annotated {EXEMPT_KEY}: {EXEMPT_VALUE}",),
+                            gate="exempt")
     runtime = facts.runtime_seconds
     if runtime < policy.min_runtime_seconds:
         return IdleDecision("skipped-by-policy", (
             (f"workload {target} has run {runtime:.0f}s since admission, less than the minimum runtime "
-            f"{policy.min_runtime_seconds:g}s"),))
+            f"{policy.min_runtime_seconds:g}s"),), gate="too-young")
     if not facts.pods:
-        return IdleDecision("no-op", (f"workload {target} has no running pods; idleness cannot be confirmed",))
+        return IdleDecision("no-op", (f"workload {target} has no running pods; idleness cannot be confirmed",),
+                            gate="no-pods")
     if facts.metrics_error:
-        return IdleDecision("retry", (f"idleness cannot be confirmed now: {facts.metrics_error}",))
+        return IdleDecision("retry", (f"idleness cannot be confirmed now: {facts.metrics_error}",), gate="metrics-error")
     if not facts.activity_observed:
-        return IdleDecision("no-op", ("GPU activity was not observed",))
+        return IdleDecision("no-op", ("GPU activity was not observed",), gate="not-observed")
     if facts.not_idle:
-        return IdleDecision("no-op", (facts.not_idle,))
+        return IdleDecision("no-op", (facts.not_idle,), gate="not-idle")
     if policy.max_releases_per_hour <= 0 or facts.releases_last_hour >= policy.max_releases_per_hour:
         return IdleDecision("skipped-by-policy", (
             (f"tenant {facts.tenant} already had {facts.releases_last_hour} release(s) in the last hour "
-            f"(maximum {policy.max_releases_per_hour})"),))
+            f"(maximum {policy.max_releases_per_hour})"),), gate="hourly-budget")
     dry_run = dry_run_requested or policy.mode == "dry-run"
     reasons = [facts.idle_summary]
     if dry_run:
         reasons.append("dry-run: " + ("requested by the dry-run parameter" if dry_run_requested
                                       else f"tenant {facts.tenant} policy mode is dry-run"))
-    return IdleDecision("release", tuple(reasons), dry_run=dry_run, gpus=facts.gpus)
+    return IdleDecision("release", tuple(reasons), dry_run=dry_run, gpus=facts.gpus, gate="release")
 
 
 def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDecision:

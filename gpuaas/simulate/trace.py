@@ -1,0 +1,422 @@
+"""The trace directory format (`gpuaas simulate --trace DIR`), documented in docs/simulate.md.
+
+`workloads.csv` (header required; one line per workload):
+
+| column | meaning |
+|---|---|
+| `workload` | name, unique in the trace (activity.csv refers to it) |
+| `namespace`, `tenant` | where it runs; tenant = ClusterQueue, which selects the policy's overrides |
+| `kind` | owner kind (`Notebook`, `RayCluster`, `PyTorchJob`, `Deployment`, ...); the culler baseline reads it |
+| `gpus` | GPUs it holds (whole number >= 1) |
+| `start`, `end` | admission and finish: RFC 3339 (`2026-03-01T08:00:00Z`) or Unix seconds; end > start |
+| `exempt` | optional: `true` when annotated `gpuaas.io/idle-policy: exempt` |
+
+`activity.csv` or `activity.csv.gz` (header required; one line per GPU sample):
+
+| column | meaning |
+|---|---|
+| `time` | RFC 3339 or Unix seconds, within the workload's `[start, end)` |
+| `workload` | a name from workloads.csv |
+| `gpu` | GPU index 0 .. gpus-1 |
+| `activity` | 0..1 (DCGM engine-active, or GPU utilisation / 100); empty = no sample |
+| `pod` | optional: the pod holding the GPU (the alert is per pod); default one pod named after the workload |
+
+A missing sample is "no data", never idle. Samples are binned to the replay's step (`--step`); a
+bin holding several samples keeps the highest. Every reader error names the file, line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from gpuaas.simulate.history import History, Pods, Workloads, allocate, grid_origin
+
+WORKLOAD_COLUMNS = ("workload", "namespace", "tenant", "kind", "gpus", "start", "end")
+ACTIVITY_COLUMNS = ("time", "workload", "gpu", "activity")
+_NUMBER = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
+
+
+class TraceError(ValueError):
+    """A trace file is wrong. The message names the file, line and column and says what to do."""
+
+    def __init__(self, path: Path | str, line: int | None, column: str | None, problem: str) -> None:
+        where = str(path) + (f" line {line}" if line else "") + (f", column {column!r}" if column else "")
+        super().__init__(f"{where}: {problem}")
+        self.path, self.line, self.column = str(path), line, column
+
+
+def parse_time(text: str) -> float:
+    """Unix seconds from RFC 3339 or a number; ValueError otherwise."""
+    value = text.strip()
+    if _NUMBER.match(value):
+        return float(value)
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone")
+    return moment.timestamp()
+
+
+def activity_path(directory: Path) -> Path:
+    for name in ("activity.csv", "activity.csv.gz"):
+        if (directory / name).is_file():
+            return directory / name
+    raise TraceError(directory, None, None, "expected activity.csv or activity.csv.gz in the trace directory, "
+                     "found neither (see docs/simulate.md for the format)")
+
+
+def read_workloads(path: Path) -> Workloads:
+    """workloads.csv, validated line by line (it is small)."""
+    if not path.is_file():
+        raise TraceError(path, None, None, "expected workloads.csv in the trace directory, found no such file")
+    names: list[str] = []
+    columns: dict[str, list] = {c: [] for c in (*WORKLOAD_COLUMNS, "exempt")}
+    with path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        header = [h.strip() for h in next(reader, [])]
+        missing = [c for c in WORKLOAD_COLUMNS if c not in header]
+        if missing:
+            raise TraceError(path, 1, missing[0], f"expected a header with {', '.join(WORKLOAD_COLUMNS)} "
+                             f"(exempt optional), found {', '.join(header) or 'nothing'}")
+        at = {c: header.index(c) for c in header}
+        seen: dict[str, int] = {}
+        for line, row in enumerate(reader, start=2):
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            if len(row) < len(header):
+                raise TraceError(path, line, header[len(row)], f"expected {len(header)} columns, found {len(row)}")
+
+            def cell(name: str, row: list[str] = row) -> str:
+                return row[at[name]].strip()
+
+            name = cell("workload")
+            if not name:
+                raise TraceError(path, line, "workload", "expected a name, found an empty cell")
+            if name in seen:
+                raise TraceError(path, line, "workload", f"expected unique names, found {name!r} again "
+                                 f"(first on line {seen[name]})")
+            seen[name] = line
+            for column in ("namespace", "tenant", "kind"):
+                if not cell(column):
+                    raise TraceError(path, line, column, "expected a value, found an empty cell")
+            gpus_text = cell("gpus")
+            if not gpus_text.isdigit() or int(gpus_text) < 1:
+                raise TraceError(path, line, "gpus", f"expected a whole number >= 1, found {gpus_text!r}")
+            times = {}
+            for column in ("start", "end"):
+                try:
+                    times[column] = parse_time(cell(column))
+                except ValueError:
+                    raise TraceError(path, line, column, "expected RFC 3339 (2026-03-01T08:00:00Z) or Unix seconds, "
+                                     f"found {cell(column)!r}") from None
+            if times["end"] <= times["start"]:
+                raise TraceError(path, line, "end", f"expected a time after start ({cell('start')}), "
+                                 f"found {cell('end')!r}")
+            exempt_text = cell("exempt").lower() if "exempt" in at and len(row) > at["exempt"] else ""
+            if exempt_text not in ("", "true", "false", "yes", "no", "1", "0"):
+                raise TraceError(path, line, "exempt", f"expected true or false, found {exempt_text!r}")
+            names.append(name)
+            for column in ("namespace", "tenant", "kind"):
+                columns[column].append(cell(column))
+            columns["gpus"].append(int(gpus_text))
+            columns["start"].append(times["start"])
+            columns["end"].append(times["end"])
+            columns["exempt"].append(exempt_text in ("true", "yes", "1"))
+    if not names:
+        raise TraceError(path, None, None, "expected at least one workload, found none")
+    return Workloads.build(name=names, namespace=columns["namespace"], tenant=columns["tenant"], kind=columns["kind"],
+                           gpus=columns["gpus"], start=columns["start"], end=columns["end"], exempt=columns["exempt"])
+
+
+def _first_bad_line(path: Path, column: str, check: callable) -> tuple[int, str]:  # type: ignore[valid-type]
+    """Scan the file with the csv module for the first cell of `column` that `check` rejects."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as handle:  # type: ignore[operator]
+        reader = csv.reader(handle)
+        header = [h.strip() for h in next(reader, [])]
+        index = header.index(column)
+        for line, row in enumerate(reader, start=2):
+            if len(row) <= index:
+                return line, f"expected {len(header)} columns, found {len(row)}"
+            problem = check(row[index])
+            if problem:
+                return line, problem
+    return 0, ""
+
+
+def _time_problem(text: str) -> str:
+    try:
+        parse_time(text)
+        return ""
+    except ValueError:
+        return f"expected RFC 3339 or Unix seconds, found {text!r}"
+
+
+def _number_problem(kind: str) -> callable:  # type: ignore[valid-type]
+    def check(text: str) -> str:
+        value = text.strip()
+        if kind == "activity" and value == "":
+            return ""
+        if kind == "gpu":
+            return "" if value.isdigit() else f"expected a GPU index (0, 1, ...), found {text!r}"
+        return "" if _NUMBER.match(value) else f"expected a number between 0 and 1 (or an empty cell), found {text!r}"
+    return check
+
+
+def read_activity_columns(path: Path) -> dict[str, np.ndarray]:
+    """activity.csv[.gz] as arrays: time (float64), workload (names and codes), gpu, activity, pod."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as handle:  # type: ignore[operator]
+            header_bytes = handle.readline()
+    except (OSError, EOFError) as error:
+        raise TraceError(path, None, None, f"cannot read it ({error})") from None
+    header = [h.strip() for h in header_bytes.decode("utf-8", "replace").strip().split(",")]
+    missing = [c for c in ACTIVITY_COLUMNS if c not in header]
+    if missing:
+        raise TraceError(path, 1, missing[0], f"expected a header with {', '.join(ACTIVITY_COLUMNS)} (pod optional), "
+                         f"found {', '.join(header) or 'nothing'}")
+    types = {"time": pa.string(), "workload": pa.dictionary(pa.int32(), pa.string()), "gpu": pa.int64(),
+             "activity": pa.float64()}
+    if "pod" in header:
+        types["pod"] = pa.dictionary(pa.int32(), pa.string())
+    convert = pacsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False,
+                                   include_columns=[c for c in header if c in types])
+    try:
+        table = pacsv.read_csv(path, convert_options=convert,
+                               read_options=pacsv.ReadOptions(block_size=1 << 24))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        for column in ("gpu", "activity"):
+            line, problem = _first_bad_line(path, column, _number_problem(column))
+            if line:
+                raise TraceError(path, line, column, problem) from None
+        raise TraceError(path, None, None, f"not a valid CSV file ({error})") from None
+    times = table.column("time").combine_chunks()
+    numeric = pc.match_substring_regex(times, _NUMBER.pattern)
+    time = np.empty(len(times), dtype=np.float64)
+    numeric_np = numeric.to_numpy(zero_copy_only=False)
+    if numeric_np.all():
+        time[:] = pc.cast(times, pa.float64()).to_numpy()
+    else:
+        time[numeric_np] = pc.cast(times.filter(numeric), pa.float64()).to_numpy()
+        others = times.filter(pc.invert(numeric))
+        try:
+            stamps = pc.cast(others, pa.timestamp("ns", tz="UTC"))
+            time[~numeric_np] = stamps.cast(pa.int64()).to_numpy() / 1e9
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            line, problem = _first_bad_line(path, "time", _time_problem)
+            raise TraceError(path, line or None, "time", problem or "expected RFC 3339 or Unix seconds") from None
+    workload = table.column("workload").combine_chunks()
+    activity = table.column("activity").to_numpy(zero_copy_only=False)
+    out = {"time": time, "workload_names": np.asarray(workload.dictionary.to_pylist(), dtype=object),
+           "workload_codes": workload.indices.to_numpy(zero_copy_only=False),
+           "gpu": table.column("gpu").to_numpy(), "activity": np.asarray(activity, dtype=np.float64)}
+    if "pod" in types:
+        pod = table.column("pod").combine_chunks()
+        out["pod_names"] = np.asarray(pod.dictionary.to_pylist(), dtype=object)
+        out["pod_codes"] = pod.indices.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _first_row(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def read_trace(directory: Path | str, step: float = 60.0) -> History:
+    """A trace directory as a History on a grid of `step` seconds."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise TraceError(directory, None, None, "expected a trace directory with workloads.csv and activity.csv[.gz]")
+    workloads = read_workloads(directory / "workloads.csv")
+    path = activity_path(directory)
+    data = read_activity_columns(path)
+    lookup = {name: index for index, name in enumerate(workloads.name.tolist())}
+    code_to_workload = np.asarray([lookup.get(name, -1) for name in data["workload_names"].tolist()], dtype=np.int64)
+    workload = code_to_workload[data["workload_codes"]] if len(data["workload_codes"]) else np.zeros(0, np.int64)
+    if np.any(workload < 0):
+        row = _first_row(workload < 0)
+        raise TraceError(path, row + 2, "workload", f"expected a workload of workloads.csv, found "
+                         f"{data['workload_names'][data['workload_codes'][row]]!r}")
+    gpu, activity, time = data["gpu"], data["activity"], data["time"]
+    if len(gpu) and (np.any(gpu < 0) or np.any(gpu >= workloads.gpus[workload])):
+        row = _first_row((gpu < 0) | (gpu >= workloads.gpus[workload]))
+        raise TraceError(path, row + 2, "gpu", f"expected 0 .. {workloads.gpus[workload[row]] - 1} (the workload "
+                         f"holds {workloads.gpus[workload[row]]} GPU(s)), found {gpu[row]}")
+    sampled = ~np.isnan(activity)
+    if np.any(sampled & ((activity < 0) | (activity > 1))):
+        row = _first_row(sampled & ((activity < 0) | (activity > 1)))
+        raise TraceError(path, row + 2, "activity", f"expected a number between 0 and 1, found {activity[row]:g}")
+    outside = (time < workloads.start[workload]) | (time >= workloads.end[workload])
+    if np.any(outside):
+        row = _first_row(outside)
+        w = workload[row]
+        raise TraceError(path, row + 2, "time", f"expected a time within {workloads.name[w]}'s lifetime "
+                         f"[{_iso(workloads.start[w])}, {_iso(workloads.end[w])}), found {_iso(time[row])}")
+    pods, column_of = _pods(workloads, workload, gpu, data, path)
+    history = allocate(grid_origin(workloads.start, step), step, workloads, workloads.gpus, pods,
+                       source=f"trace {directory}")
+    keep = sampled
+    w, g, t, a = workload[keep], column_of[workload[keep], gpu[keep]] if len(gpu) else gpu, time[keep], activity[keep]
+    _scatter(history, w, g, t, a.astype(np.float32))
+    return history
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(float(seconds), UTC).isoformat().replace("+00:00", "Z")
+
+
+def _pods(workloads: Workloads, workload: np.ndarray, gpu: np.ndarray, data: dict[str, np.ndarray],
+          path: Path) -> tuple[Pods, np.ndarray]:
+    """Pods and the column of each (workload, gpu): GPUs grouped by pod, in order of the pods' names."""
+    count, widest = len(workloads), int(workloads.gpus.max())
+    column_of = np.tile(np.arange(widest, dtype=np.int64), (count, 1))
+    if "pod_codes" not in data:
+        pods = Pods(name=workloads.name.copy(), workload=np.arange(count, dtype=np.int64),
+                    first_column=np.zeros(count, dtype=np.int64), columns=workloads.gpus.copy())
+        return pods, column_of
+    pod_codes = data["pod_codes"]
+    key = workload * widest + gpu
+    unique_keys, first_index = np.unique(key, return_index=True)
+    pod_of_key = pod_codes[first_index]
+    inverse = np.searchsorted(unique_keys, key)
+    mismatch = pod_codes != pod_of_key[inverse]
+    if np.any(mismatch):
+        row = _first_row(mismatch)
+        raise TraceError(path, row + 2, "pod", f"expected GPU {gpu[row]} of {workloads.name[workload[row]]} to stay in "
+                         f"pod {data['pod_names'][pod_of_key[inverse[row]]]!r}, found "
+                         f"{data['pod_names'][pod_codes[row]]!r}")
+    assigned: dict[int, dict[int, str]] = {}
+    for k, code in zip(unique_keys.tolist(), pod_of_key.tolist(), strict=True):
+        assigned.setdefault(k // widest, {})[k % widest] = str(data["pod_names"][code])
+    names: list[str] = []
+    owners: list[int] = []
+    firsts: list[int] = []
+    widths: list[int] = []
+    for w in range(count):
+        by_gpu = assigned.get(w, {})
+        default = next(iter(sorted(set(by_gpu.values()))), str(workloads.name[w]))
+        order = sorted(range(int(workloads.gpus[w])), key=lambda g, by_gpu=by_gpu, default=default:
+                       (by_gpu.get(g, default), g))
+        column = 0
+        for pod_name in sorted({by_gpu.get(g, default) for g in order}):
+            members = [g for g in order if by_gpu.get(g, default) == pod_name]
+            names.append(pod_name)
+            owners.append(w)
+            firsts.append(column)
+            widths.append(len(members))
+            for g in members:
+                column_of[w, g] = column
+                column += 1
+    pods = Pods(name=np.asarray(names, dtype=object), workload=np.asarray(owners, dtype=np.int64),
+                first_column=np.asarray(firsts, dtype=np.int64), columns=np.asarray(widths, dtype=np.int64))
+    return pods, column_of
+
+
+def _scatter(history: History, workload: np.ndarray, column: np.ndarray, time: np.ndarray,
+             values: np.ndarray) -> None:
+    """Put samples into the history's blocks; a slot with several samples keeps the highest."""
+    if len(workload) == 0:
+        return
+    slot = np.floor((time - history.t0) / history.step + 1e-9).astype(np.int64)
+    local = slot - history.first[workload]
+    index = history.offset[workload] + local * history.columns[workload] + column
+    history.activity[index] = values
+    written = history.activity[index]
+    lost = written != values
+    if np.any(lost):
+        np.fmax.at(history.activity, index[lost], values[lost])
+
+
+def write_trace(history: History, directory: Path | str, *, compress: bool = True,
+                progress: callable | None = None) -> Path:  # type: ignore[valid-type]
+    """Write `history` in the trace format (times as Unix seconds; one sample per slot)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    workloads = history.workloads
+    with (directory / "workloads.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*WORKLOAD_COLUMNS, "exempt"])
+        for w in range(len(workloads)):
+            writer.writerow([workloads.name[w], workloads.namespace[w], workloads.tenant[w], workloads.kind[w],
+                             int(workloads.gpus[w]), _seconds_text(workloads.start[w]),
+                             _seconds_text(workloads.end[w]), "true" if workloads.exempt[w] else "false"])
+    multi_pod = len(history.pods) != len(workloads) or np.any(history.pods.name != workloads.name[history.pods.workload])
+    pod_of_column = _pod_of_columns(history)
+    target = directory / ("activity.csv.gz" if compress else "activity.csv")
+    sink = pa.CompressedOutputStream(str(target), "gzip") if compress else pa.OSFile(str(target), "wb")
+    names = pa.array(workloads.name.tolist(), type=pa.string())
+    pod_names = pa.array(history.pods.name.tolist(), type=pa.string())
+    batch = max(1, 2_000_000 // max(int(history.columns.mean()) * max(int(history.slots.mean()), 1), 1))
+    with sink:
+        writer = None
+        for begin in range(0, len(workloads), batch):
+            chunk = range(begin, min(begin + batch, len(workloads)))
+            table = _activity_table(history, chunk, names, pod_names, pod_of_column, multi_pod)
+            if writer is None:
+                writer = pacsv.CSVWriter(sink, table.schema, write_options=pacsv.WriteOptions(quoting_style="none"))
+            writer.write_table(table)
+            if progress is not None:
+                progress(chunk.stop / len(workloads))
+        if writer is not None:
+            writer.close()
+    return directory
+
+
+def _seconds_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _pod_of_columns(history: History) -> list[np.ndarray]:
+    pods = history.pods
+    out = [np.zeros(int(c), dtype=np.int64) for c in history.columns]
+    for pod in range(len(pods)):
+        w = int(pods.workload[pod])
+        first = int(pods.first_column[pod])
+        out[w][first:first + int(pods.columns[pod])] = pod
+    return out
+
+
+def _activity_table(history: History, chunk: range, names, pod_names, pod_of_column: list[np.ndarray],
+                    multi_pod: bool):
+    import pyarrow as pa
+
+    times, workload_idx, gpus, values, pods = [], [], [], [], []
+    for w in chunk:
+        block = history.block(w)
+        rows_, cols = np.nonzero(block >= 0)
+        if len(rows_) == 0:
+            continue
+        slot_time = history.t0 + (history.first[w] + rows_) * history.step
+        times.append(np.maximum(slot_time, history.workloads.start[w]))
+        workload_idx.append(np.full(len(rows_), w, dtype=np.int32))
+        gpus.append(cols.astype(np.int64))
+        values.append(block[rows_, cols])
+        pods.append(pod_of_column[w][cols].astype(np.int32))
+    if not times:
+        empty = {"time": pa.array([], pa.float64()), "workload": pa.array([], pa.string()),
+                 "gpu": pa.array([], pa.int64()), "activity": pa.array([], pa.float32())}
+        if multi_pod:
+            empty["pod"] = pa.array([], pa.string())
+        return pa.table(empty)
+    time = np.concatenate(times)
+    time_array = pa.array(time.astype(np.int64)) if np.all(np.mod(time, 1) == 0) else pa.array(time)
+    columns = {"time": time_array,
+               "workload": pa.DictionaryArray.from_arrays(pa.array(np.concatenate(workload_idx)), names),
+               "gpu": pa.array(np.concatenate(gpus)),
+               "activity": pa.array(np.round(np.concatenate(values).astype(np.float64), 4))}
+    if multi_pod:
+        columns["pod"] = pa.DictionaryArray.from_arrays(pa.array(np.concatenate(pods)), pod_names)
+    return pa.table(columns)
+
