@@ -49,7 +49,9 @@ def judge_releases(samples: IdleSamples, workload: np.ndarray, when: np.ndarray)
     seconds = samples.idle_before[back] - samples.idle_before[row] - before_release
     gpus = history.workloads.gpus[workload]
     stretch = samples.stretch_of_row[row]
-    latency = np.where(stretch >= 0, when - samples.row_begin[samples.stretch_first[np.maximum(stretch, 0)]], np.nan)
+    latency = np.full(len(when), np.nan)
+    inside = stretch >= 0
+    latency[inside] = when[inside] - samples.row_begin[samples.stretch_first[stretch[inside]]]
     back_time = np.where(wrong, samples.row_begin[np.minimum(back, len(samples.row_begin) - 1)],
                          history.workloads.end[workload])
     return Releases(workload=workload, time=when, reclaimed_gpu_hours=np.maximum(seconds, 0.0) * gpus / 3600.0,

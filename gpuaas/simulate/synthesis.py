@@ -119,12 +119,12 @@ class Mix:
 class Segments:
     """Lengths in minutes: lognormal by median and sigma, or exponential by mean."""
 
-    startup_median: float = 12.0
+    startup_median: float = 20.0
     busy_mean: float = 40.0
     dip_median: float = 6.0
-    stall_share: float = 0.08
+    stall_share: float = 0.10
     stall_median: float = 45.0
-    tail_median: float = 10.0
+    tail_median: float = 12.0
 
 
 TRAINING = Segments()

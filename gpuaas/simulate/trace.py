@@ -180,7 +180,7 @@ def read_activity_columns(path: Path) -> dict[str, np.ndarray]:
             header_bytes = handle.readline()
     except (OSError, EOFError) as error:
         raise TraceError(path, None, None, f"cannot read it ({error})") from None
-    header = [h.strip() for h in header_bytes.decode("utf-8", "replace").strip().split(",")]
+    header = [h.strip() for h in next(csv.reader([header_bytes.decode("utf-8", "replace").strip()]), [])]
     missing = [c for c in ACTIVITY_COLUMNS if c not in header]
     if missing:
         raise TraceError(path, 1, missing[0], f"expected a header with {', '.join(ACTIVITY_COLUMNS)} (pod optional), "
@@ -365,7 +365,9 @@ def write_trace(history: History, directory: Path | str, *, compress: bool = Tru
             chunk = range(begin, min(begin + batch, len(workloads)))
             table = _activity_table(history, chunk, names, pod_names, pod_of_column, multi_pod)
             if writer is None:
-                writer = pacsv.CSVWriter(sink, table.schema, write_options=pacsv.WriteOptions(quoting_style="none"))
+                sink.write((",".join(table.column_names) + "\n").encode())
+                writer = pacsv.CSVWriter(sink, table.schema, write_options=pacsv.WriteOptions(
+                    include_header=False, quoting_style="none"))
             writer.write_table(table)
             if progress is not None:
                 progress(chunk.stop / len(workloads))
