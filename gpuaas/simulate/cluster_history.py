@@ -15,8 +15,8 @@ prometheus-api-client):
   (`gpuaas.io/tenant`, else the tenant is the namespace), `kube_pod_created` (the admission time
   stand-in: the earliest pod's creation), `kube_pod_container_resource_requests{resource=
   "nvidia_com_gpu"}` (GPUs held; a requested GPU without any DCGM series is held but has no data).
-- **Lifetimes**: a pod lives while `kube_pod_owner` has samples (a range query at the step); a
-  workload from its first pod's creation to its last pod's last sample.
+- **Lifetimes**: a pod lives while `kube_pod_owner` has raw samples; a workload from its first
+  pod's creation to its last pod's last sample (plus one step).
 
 The workload is the pod's top owner (Deployment, JobSet, RayCluster, PyTorchJob, Notebook, ...),
 which is what a Kueue Workload stands for.
@@ -38,7 +38,6 @@ from gpuaas.simulate.history import NOT_HELD, History, Pods, Workloads, allocate
 from steps.gateways.metrics import ENGINE_ACTIVE, GPU_UTIL, MetricsGateway
 
 CHUNK_SECONDS = 3 * 3600.0
-RANGE_QUERY_POINTS = 10000
 
 
 class ClusterHistoryError(RuntimeError):
@@ -195,25 +194,18 @@ class ClusterReader:
         self._read_presence()
 
     def _read_presence(self) -> None:
-        """First and last sample of each pod's kube_pod_owner, from range queries at the step."""
-        total = self.until - self.since
-        chunk = self.step * RANGE_QUERY_POINTS
-        pieces = max(1, math.ceil(total / chunk))
-        for index in range(pieces):
-            begin = self.since + index * chunk
-            end = min(self.until, begin + chunk)
-            try:
-                result = self.gateway._connect().custom_query_range(
-                    "max by (namespace, pod) (kube_pod_owner)", start_time=_datetime(begin), end_time=_datetime(end),
-                    step=_duration(self.step))
-            except Exception as error:  # noqa: BLE001 - prometheus-api-client raises its own and requests' errors
-                raise ClusterHistoryError(f"Prometheus at {self.gateway.url} failed a range query ({error})") from None
-            for series in result:
+        """First and last raw sample of each pod's kube_pod_owner (range vectors, so no lookback
+        stretches a pod's life by five minutes)."""
+        chunks = max(1, math.ceil((self.until - self.since) / CHUNK_SECONDS))
+        for index in range(chunks):
+            begin = self.since + index * CHUNK_SECONDS
+            end = min(self.until, begin + CHUNK_SECONDS)
+            for series in self._query(f"kube_pod_owner[{_duration(end - begin)}]", at=end):
                 labels = series["metric"]
                 key = (labels.get("namespace", ""), labels.get("pod", ""))
-                if key not in self.pods or not series.get("values"):
+                stamps = [float(v[0]) for v in series.get("values") or [] if begin <= float(v[0]) <= end]
+                if key not in self.pods or not stamps:
                     continue
-                stamps = [float(v[0]) for v in series["values"]]
                 info = self.pods[key]
                 info.first_seen = min(stamps) if info.first_seen is None else min(info.first_seen, min(stamps))
                 info.last_seen = max(stamps) if info.last_seen is None else max(info.last_seen, max(stamps))
@@ -314,12 +306,6 @@ class ClusterReader:
                     column += 1
         history.notes.append(f"{len(self.pods):,} pods seen; {len(keys):,} workloads holding GPUs")
         return history
-
-
-def _datetime(seconds: float):  # type: ignore[no-untyped-def]
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(seconds, UTC)
 
 
 def read_cluster(url: str, since: float, until: float, step: float = 60.0,
