@@ -100,24 +100,33 @@ class IdleSamples:
         with np.errstate(invalid="ignore"):
             idle = rows.all_sampled & (rows.highest <= row_threshold)
             busy = rows.any_sampled & (rows.highest > row_threshold)
+        del row_threshold
         count = len(idle)
-        index = np.arange(count, dtype=np.int64)
-        local = index - rows.start[rows.owner]
-        slot_begin = history.t0 + (history.first[rows.owner] + local) * history.step
-        w_start, w_end = workloads.start[rows.owner], workloads.end[rows.owner]
-        row_begin = np.maximum(slot_begin, w_start)
-        row_seconds = np.maximum(np.minimum(slot_begin + history.step, w_end) - row_begin, 0.0)
+        owner = rows.owner
+        # row times, built in place to keep the peak low (a month of 1,000 GPUs is ~12 M rows)
+        slot_begin = np.arange(count, dtype=np.float64)
+        slot_begin -= rows.start[owner]
+        slot_begin += history.first[owner]
+        slot_begin *= history.step
+        slot_begin += history.t0
+        row_begin = np.maximum(slot_begin, workloads.start[owner])
+        slot_begin += history.step
+        row_seconds = np.minimum(slot_begin, workloads.end[owner])
+        del slot_begin
+        row_seconds -= row_begin
+        np.maximum(row_seconds, 0.0, out=row_seconds)
         idle_before = np.zeros(count + 1, dtype=np.float64)
         np.cumsum(np.where(idle, row_seconds, 0.0), out=idle_before[1:])
-        segment_end = (rows.start + rows.count)[rows.owner]
+        segment_end = ((rows.start + rows.count)[owner]).astype(np.int32)
         # next busy row strictly after r, within the workload (later workloads' rows are >= its end)
-        busy_at = np.where(busy, index, np.iinfo(np.int64).max)
-        after = np.empty(count, dtype=np.int64)
-        if count:
-            running = np.minimum.accumulate(busy_at[::-1])[::-1]
-            after[:-1] = running[1:]
-            after[-1] = np.iinfo(np.int64).max
-        next_busy = np.minimum(after, segment_end)
+        never = np.iinfo(np.int32).max
+        busy_at = np.where(busy, np.arange(count, dtype=np.int32), never)
+        running = np.minimum.accumulate(busy_at[::-1])[::-1] if count else busy_at
+        del busy_at
+        next_busy = np.full(count, never, dtype=np.int32)
+        next_busy[:-1] = running[1:]
+        del running
+        np.minimum(next_busy, segment_end, out=next_busy)
         # stretches: runs of idle rows that do not cross workloads
         first_row = np.zeros(count, dtype=bool)
         first_row[rows.start[rows.count > 0]] = True
@@ -125,20 +134,26 @@ class IdleSamples:
         previous_idle[1:] = idle[:-1]
         previous_idle &= ~first_row
         starts = np.flatnonzero(idle & ~previous_idle)
+        del first_row, previous_idle
         last_row = np.zeros(count, dtype=bool)
         last_row[(rows.start + rows.count - 1)[rows.count > 0]] = True
         next_idle = np.zeros(count, dtype=bool)
         next_idle[:-1] = idle[1:]
         next_idle &= ~last_row
         ends = np.flatnonzero(idle & ~next_idle) + 1
-        stretch_of_row = np.full(count, -1, dtype=np.int64)
+        del last_row, next_idle
+        stretch_of_row = np.full(count, -1, dtype=np.int32)
         if len(starts):
-            marks = np.zeros(count + 1, dtype=np.int64)
-            np.add.at(marks, starts, 1)
-            stretch_id = np.cumsum(marks[:-1]) - 1
-            stretch_of_row = np.where(idle, stretch_id, -1)
-        stretch_workload = rows.owner[starts] if len(starts) else np.zeros(0, dtype=np.int64)
+            marks = np.zeros(count, dtype=np.int32)
+            marks[starts] = 1
+            stretch_id = np.cumsum(marks, dtype=np.int32)
+            del marks
+            stretch_id -= 1
+            stretch_of_row = np.where(idle, stretch_id, np.int32(-1))
+            del stretch_id
+        stretch_workload = owner[starts] if len(starts) else np.zeros(0, dtype=np.int64)
         ends_busy = next_busy[ends - 1] < segment_end[ends - 1] if len(ends) else np.zeros(0, dtype=bool)
+        del segment_end
         return cls(history=history, threshold=thresholds, idle=idle, busy=busy, row_begin=row_begin,
                    row_seconds=row_seconds, idle_before=idle_before, next_busy=next_busy,
                    stretch_of_row=stretch_of_row, stretch_workload=stretch_workload, stretch_first=starts,

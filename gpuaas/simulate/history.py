@@ -181,11 +181,12 @@ class SampleRows:
         held = activity != NOT_HELD
         sampled = activity >= 0  # False for NaN and -inf
         if np.all(widths == 1) and len(starts) == len(activity):
-            highest = np.where(sampled, activity, np.nan).astype(np.float32)
-            return highest, sampled & held, sampled.copy()
-        highest = np.fmax.reduceat(np.where(sampled, activity, np.nan).astype(np.float32), starts)
-        n_sampled = np.add.reduceat(sampled.astype(np.int32), starts)
-        n_held = np.add.reduceat(held.astype(np.int32), starts)
+            highest = np.where(sampled, activity, np.float32(np.nan))
+            return highest, sampled & held, sampled
+        highest = np.fmax.reduceat(np.where(sampled, activity, np.float32(np.nan)), starts)
+        n_sampled = np.add.reduceat(sampled, starts, dtype=np.int32)
+        del sampled
+        n_held = np.add.reduceat(held, starts, dtype=np.int32)
         return highest, (n_sampled == n_held) & (n_held > 0), n_sampled > 0
 
     @classmethod

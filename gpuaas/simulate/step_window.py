@@ -44,30 +44,33 @@ class StepWindow:
         self.rows = rows
         self.tolerance = 3.0 * history.step
         count = len(rows.owner)
-        index = np.arange(count, dtype=np.int64)
         sampled = rows.any_sampled
-        local = index - rows.start[rows.owner]
-        self.slot_time = history.t0 + (history.first[rows.owner] + local) * history.step
-        segment_start = rows.start[rows.owner]
-        segment_end = segment_start + rows.count[rows.owner]
-        marked = np.where(sampled, index, -1)
-        previous = np.maximum.accumulate(marked) if count else marked
-        self.previous_sampled = np.where(previous >= segment_start, previous, -1)
-        later = np.where(sampled, index, np.iinfo(np.int64).max)
+        index = np.arange(count, dtype=np.int32)
+        segment_start = rows.start[rows.owner].astype(np.int32)
+        previous = np.maximum.accumulate(np.where(sampled, index, np.int32(-1))) if count else index
+        previous[previous < segment_start] = -1
+        self.previous_sampled = previous
+        never = np.iinfo(np.int32).max
+        later = np.where(sampled, index, np.int32(never))
         following = np.minimum.accumulate(later[::-1])[::-1] if count else later
+        del later
+        segment_end = segment_start + rows.count[rows.owner].astype(np.int32)
         self.next_sampled = np.minimum(following, segment_end)
-        # time between a sample and the one before it (same workload), counted when within tolerance
-        gap = np.zeros(count, dtype=np.float64)
-        before = np.zeros(count, dtype=np.int64)
-        before[1:] = self.previous_sampled[:-1]
-        has_before = sampled & (before >= segment_start)
-        gap[has_before] = self.slot_time[has_before] - self.slot_time[before[has_before]]
-        covered = np.where(has_before & (gap <= self.tolerance), gap, 0.0)
+        del following, segment_end
+        # seconds between a sample and the one before it (same workload), counted when within tolerance;
+        # rows of one workload are consecutive slots, so that is the row distance times the step
+        before = np.full(count, -1, dtype=np.int32)
+        before[1:] = previous[:-1]
+        gap = (index - before).astype(np.float64)
+        gap *= history.step
+        counted = sampled & (before >= segment_start) & (gap <= self.tolerance)
+        del before, segment_start, index
         self.covered_before = np.zeros(count + 1, dtype=np.float64)
-        np.cumsum(covered, out=self.covered_before[1:])
+        np.cumsum(np.where(counted, gap, 0.0), out=self.covered_before[1:])
+        del gap, counted
         # tenant thresholds differ: the highest activity is read from the rows on demand
         self.highest = np.where(sampled, rows.highest, -1.0).astype(np.float32)
-        self.sampled_before = np.zeros(count + 1, dtype=np.int64)
+        self.sampled_before = np.zeros(count + 1, dtype=np.int32)
         np.cumsum(sampled, out=self.sampled_before[1:])
         self.owner_start = rows.start.tolist()
         self.owner_count = rows.count.tolist()
@@ -89,8 +92,9 @@ class StepWindow:
         if first_row > begin + high or last_row < begin + low:
             return WindowReading(0, 0.0, math.nan)
         covered = float(self.covered_before[last_row + 1] - self.covered_before[first_row + 1])
-        lead = float(self.slot_time[first_row]) - (now - window_seconds)
-        tail = now - float(self.slot_time[last_row])
+        slot_zero = history.t0 + (first - begin) * history.step
+        lead = slot_zero + first_row * history.step - (now - window_seconds)
+        tail = now - (slot_zero + last_row * history.step)
         covered += lead if lead <= self.tolerance else 0.0
         covered += tail if tail <= self.tolerance else 0.0
         coverage = min(1.0, covered / window_seconds)

@@ -324,21 +324,38 @@ def _fill(history: History, rng: np.random.Generator, kind: np.ndarray, progress
     no_data = np.cumsum(missing[:-1]) > 0
     if progress:
         progress(0.8)
-    columns = history.columns[owner_rows]
-    row_busy = np.repeat(busy, columns)
-    samples = np.repeat(level, columns).astype(np.float32)
-    size = len(samples)
-    noise = rng.normal(0.0, 0.03, size).astype(np.float32)
-    quiet = rng.random(size) < 0.8
-    idle_value = np.where(quiet, 0.0, rng.uniform(0.0, 0.03, size)).astype(np.float32)
-    inference = np.repeat(np.isin(np.arange(len(slots)), np.flatnonzero(kind == "Deployment"))[owner_rows], columns)
-    values = np.where(row_busy & ~inference, np.clip(samples + noise, 0.10, 1.0), idle_value)
-    values = np.where(inference, np.clip(samples + noise * 0.3, 0.0, 1.0), values)
-    values = np.round(values, 3).astype(np.float32)
-    values[np.repeat(no_data, columns)] = np.nan
-    history.activity[:] = values
+    inference_row = (kind == "Deployment")[owner_rows]
+    del owner_rows
+    _samples(history, rng, busy, level, inference_row, no_data)
     if progress:
         progress(1.0)
+
+
+def _samples(history: History, rng: np.random.Generator, busy: np.ndarray, level: np.ndarray,
+             inference: np.ndarray, no_data: np.ndarray, rows_per_chunk: int = 2_000_000) -> None:
+    """Per-GPU samples from the row values, written into the activity blocks chunk by chunk
+    (their layout is row-major per workload, so a run of rows is a run of samples).
+
+    Busy rows: the segment's level + N(0, 0.03) per GPU, at least 0.10; idle rows: 0 (80 %) or
+    below 3 %; inference: the diurnal value + N(0, 0.01); rows without data: NaN on every GPU."""
+    columns = np.repeat(history.columns, history.slots)
+    sample_start = np.zeros(len(columns) + 1, dtype=np.int64)
+    np.cumsum(columns, out=sample_start[1:])
+    for first in range(0, len(columns), rows_per_chunk):
+        last = min(first + rows_per_chunk, len(columns))
+        width = columns[first:last]
+        size = int(sample_start[last] - sample_start[first])
+        row_busy = np.repeat(busy[first:last], width)
+        row_inference = np.repeat(inference[first:last], width)
+        value = np.repeat(level[first:last], width).astype(np.float32)
+        noise = rng.standard_normal(size, dtype=np.float32) * np.float32(0.03)
+        idle_value = np.where(rng.random(size, dtype=np.float32) < 0.8, np.float32(0.0),
+                              rng.random(size, dtype=np.float32) * np.float32(0.03))
+        out = np.where(row_busy & ~row_inference, np.clip(value + noise, 0.10, 1.0), idle_value)
+        out = np.where(row_inference, np.clip(value + noise * np.float32(0.3), 0.0, 1.0), out)
+        out = np.round(out, 3).astype(np.float32)
+        out[np.repeat(no_data[first:last], width)] = np.nan
+        history.activity[sample_start[first]:sample_start[last]] = out
 
 
 def _rows_of(row_start: np.ndarray, slots: np.ndarray, members: np.ndarray) -> np.ndarray:
