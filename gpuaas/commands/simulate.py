@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         print("gpuaas simulate: the history holds no workload; nothing to replay", file=sys.stderr)
         return 2
     from gpuaas.simulate.comparison import Simulator
-    from gpuaas.simulate.report import as_json, table, write_html
+    from gpuaas.simulate.report import as_json, table, timing_notes, write_html
 
     started = time.perf_counter()
     progress.note(f"{len(history.workloads):,} workloads, {history.samples / 1e6:.1f} M GPU samples; preparing")
@@ -155,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     runs = simulator.compare(sweep=windows, mode=args.mode)
     seconds["replay"] = time.perf_counter() - started
-    document = as_json(history, timings, policy_source, runs, seconds)
+    notes = timing_notes(policy, timings)
+    document = as_json(history, timings, policy_source, runs, seconds, notes)
     if args.html is not None:
         target = write_html(args.html, history, timings, policy_source, runs, document)
         progress.note(f"report written to {target}")
@@ -163,5 +164,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2)
         print()
     else:
-        print(table(history, timings, policy_source, runs))
+        print(table(history, timings, policy_source, runs, notes))
     return 0

@@ -15,6 +15,7 @@ from gpuaas.simulate.comparison import PolicyRun
 from gpuaas.simulate.definitions import DEFINITIONS
 from gpuaas.simulate.history import History
 from gpuaas.simulate.product import ProductTimings, format_duration
+from steps.policy import Policy
 
 INTERRUPTIONS_LISTED = 200
 
@@ -44,6 +45,39 @@ def timings_summary(timings: ProductTimings) -> dict[str, Any]:
                              "repeatInterval": format_duration(notifications.repeat_interval)}}
 
 
+def effective_repeat(timings: ProductTimings) -> float:
+    """Seconds between re-sends of a still-firing group: the first flush more than repeat_interval after
+    the last notification (flushes are group_interval apart; see gpuaas.simulate.alertmanager)."""
+    notifications = timings.notifications
+    return (notifications.repeat_interval // notifications.group_interval + 1) * notifications.group_interval
+
+
+def timing_notes(policy: Policy, timings: ProductTimings) -> list[str]:
+    """What the rendered timings do to the policy's windows and minimum runtime (the replay models it)."""
+    rule = timings.rule
+    first_look = rule.window_seconds + rule.for_seconds + timings.notifications.group_wait
+    repeat = format_duration(effective_repeat(timings))
+    notes = []
+    settings = [("default", policy.idle), *sorted(policy.tenants.items())]
+    for name, idle in settings:
+        who = "the default" if name == "default" else f"tenant {name}"
+        if idle.window_seconds < rule.window_seconds:
+            notes.append(f"{who}: idle.window {format_duration(idle.window_seconds)} is shorter than the alert's window "
+                         f"{format_duration(rule.window_seconds)}: nothing is released before "
+                         f"{format_duration(first_look)} of idleness (render the rule from this policy: its shortest "
+                         "window becomes the alert's)")
+        elif idle.window_seconds > rule.window_seconds:
+            notes.append(f"{who}: idle.window {format_duration(idle.window_seconds)} is longer than the alert's window "
+                         f"{format_duration(rule.window_seconds)}: the step confirms its own window, so a workload the "
+                         f"alert finds idle too early is looked at again at Alertmanager's next delivery (a new alert "
+                         f"in its namespace, or the repeat every {repeat})")
+        if idle.min_runtime_seconds > first_look:
+            notes.append(f"{who}: idle.minRuntime {format_duration(idle.min_runtime_seconds)} is longer than the "
+                         f"{format_duration(first_look)} a workload idle from its start needs to be alerted: it is "
+                         f"skipped then and looked at again at the next delivery (up to {repeat} later)")
+    return notes
+
+
 def interruptions(history: History, run: PolicyRun, limit: int = INTERRUPTIONS_LISTED) -> list[dict[str, Any]]:
     """The wrong releases of a run: whom it would have interrupted, largest GPU counts first."""
     releases = run.releases
@@ -63,9 +97,10 @@ def interruptions(history: History, run: PolicyRun, limit: int = INTERRUPTIONS_L
 
 
 def as_json(history: History, timings: ProductTimings, policy_source: str, runs: list[PolicyRun],
-            seconds: dict[str, float]) -> dict[str, Any]:
+            seconds: dict[str, float], notes: list[str] | None = None) -> dict[str, Any]:
     given = next((r for r in runs if r.kind == "given"), None)
-    return {"history": history_summary(history), "product": {**timings_summary(timings), "policy": policy_source},
+    return {"history": history_summary(history),
+            "product": {**timings_summary(timings), "policy": policy_source, "notes": notes or []},
             "definitions": DEFINITIONS, "policies": [r.as_dict() for r in runs],
             "interruptions": interruptions(history, given) if given else [],
             "seconds": {k: round(v, 3) for k, v in seconds.items()}}
@@ -83,7 +118,8 @@ def _hours(value: float) -> str:
     return f"{value:,.1f}"
 
 
-def table(history: History, timings: ProductTimings, policy_source: str, runs: list[PolicyRun]) -> str:
+def table(history: History, timings: ProductTimings, policy_source: str, runs: list[PolicyRun],
+          notes: list[str] | None = None) -> str:
     h = history_summary(history)
     t = timings_summary(timings)
     lines = [
@@ -94,6 +130,7 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
         f"{t['rule']['threshold']:g}; Alertmanager group_wait {t['alertmanager']['groupWait']}, group_interval "
         f"{t['alertmanager']['groupInterval']}, repeat_interval {t['alertmanager']['repeatInterval']} "
         f"({t['source']}); policy {policy_source}"),
+        *(f"  note: {note}" for note in notes or []),
         "",
     ]
     header = ("policy", "reclaimed GPU-h", "share", "releases", "wrong", "wrong share", "latency p50", "p90",
@@ -208,6 +245,7 @@ def latency_chart(runs: list[PolicyRun], path: Path) -> Path:
 
 def write_html(directory: Path, history: History, timings: ProductTimings, policy_source: str,
                runs: list[PolicyRun], document: dict[str, Any]) -> Path:
+    notes = document.get("product", {}).get("notes", [])
     directory.mkdir(parents=True, exist_ok=True)
     tradeoff = tradeoff_chart(runs, directory / "tradeoff.png")
     latency = latency_chart(runs, directory / "latency.png")
@@ -216,7 +254,7 @@ def write_html(directory: Path, history: History, timings: ProductTimings, polic
         data = base64.b64encode(path.read_bytes()).decode()
         return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
 
-    text = table(history, timings, policy_source, runs)
+    text = table(history, timings, policy_source, runs, notes)
     interrupted = document.get("interruptions", [])
     rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(item[key]))}</td>" for key in

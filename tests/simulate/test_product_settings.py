@@ -90,3 +90,17 @@ def test_durations() -> None:
     assert format_duration(5400) == "1h30m" and format_duration(45) == "45s"
     with pytest.raises(ProductSettingsError, match="expected a duration"):
         prometheus_duration("soon", "route groupWait")
+
+
+def test_notes_say_what_the_rendered_timings_do_to_the_policy() -> None:
+    from gpuaas.simulate.report import effective_repeat, timing_notes
+    from steps.policy import IdleSettings, Policy
+    from tests.simulate.conftest import PRODUCT
+
+    assert effective_repeat(PRODUCT) == 3900  # repeat 1h with group_interval 5m: every 65 minutes
+    notes = timing_notes(Policy(idle=IdleSettings(window_seconds=600, min_runtime_seconds=0),
+                                tenants={"slow": IdleSettings(window_seconds=7200, min_runtime_seconds=0)}), PRODUCT)
+    assert len(notes) == 2
+    assert notes[0].startswith("the default: idle.window 10m is shorter than the alert's window 30m")
+    assert "35m30s" in notes[0]
+    assert notes[1].startswith("tenant slow: idle.window 2h is longer") and "every 1h5m" in notes[1]
