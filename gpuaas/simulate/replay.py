@@ -129,6 +129,8 @@ class Replay:
             handled += 1
             if progress is not None and handled % 20000 == 0:
                 progress(min(1.0, (when - self.history.t0) / span))
+        if progress is not None:
+            progress(1.0)
         if self._releases:
             workload, times = zip(*self._releases, strict=True)
             self.result.release_workload = np.asarray(workload, dtype=np.int64)

@@ -193,10 +193,11 @@ def tradeoff_chart(runs: list[PolicyRun], path: Path, title: str = "") -> Path:
     if sweep:
         axis.plot([r.total["wrongReleaseShare"] * 100 for r in sweep], [r.total["reclaimedShare"] * 100 for r in sweep],
                   "-o", color=COLOURS["sweep"], label="idle window swept")
-        for run in sweep:
+        for index, run in enumerate(sweep):
             axis.annotate(run.name.removeprefix("window "), (run.total["wrongReleaseShare"] * 100,
                                                             run.total["reclaimedShare"] * 100),
-                          textcoords="offset points", xytext=(6, 4), fontsize=8, color=COLOURS["sweep"])
+                          textcoords="offset points", xytext=(6, 5 if index % 2 == 0 else -11), fontsize=8,
+                          color=COLOURS["sweep"])
     markers = {"no automation": "s", "KEDA only": "^", "Kubeflow culler": "D"}
     for run in runs:
         if run.kind == "sweep":
