@@ -29,6 +29,8 @@ class NotificationTimings:
     group_wait: float
     group_interval: float
     repeat_interval: float
+    group_by: str = "namespace"
+    """How alerts are grouped: "namespace" (the rendered route), "pod" or "all"."""
 
 
 @dataclass

@@ -93,6 +93,14 @@ def _parsed(text: str, path: Path) -> Policy:
         raise ProductSettingsError(f"{path}: {error}") from None
 
 
+def grouping(group_by: list[str]) -> str:
+    """How the idle route groups alerts, in the replay's terms: per "pod", per "namespace", or "all"
+    in one group (group_by `...` groups by every label, i.e. per pod)."""
+    if "..." in group_by or "pod" in group_by:
+        return "pod"
+    return "namespace" if "namespace" in group_by else "all"
+
+
 @dataclass(frozen=True)
 class ProductTimings:
     rule: RuleTimings
@@ -123,19 +131,69 @@ def _find_alert(document: Any) -> dict[str, Any] | None:
     return None
 
 
+IDLE_ALERT_LABELS = {"alertname": ALERT_NAME, "severity": "warning", "gpuaas_reaction": "on-idle"}
+"""The idle alert's fixed labels (it also carries namespace and pod, whose values vary)."""
+_MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"?(.*?)"?\s*$')
+_TIMING_KEYS = {"groupWait": "group_wait", "groupInterval": "group_interval", "repeatInterval": "repeat_interval",
+                "groupBy": "group_by"}
+
+
+def _matchers(route: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, operator, value) of a route, in either spelling (AlertmanagerConfig or alertmanager.yml)."""
+    out: list[tuple[str, str, str]] = []
+    for matcher in route.get("matchers") or []:
+        if isinstance(matcher, dict):
+            out.append((str(matcher.get("name")), str(matcher.get("matchType", "=")), str(matcher.get("value", ""))))
+        else:
+            parsed = _MATCHER.match(str(matcher))
+            if parsed:
+                out.append(parsed.groups())  # type: ignore[arg-type]
+    out += [(k, "=", str(v)) for k, v in (route.get("match") or {}).items()]
+    out += [(k, "=~", str(v)) for k, v in (route.get("match_re") or {}).items()]
+    return out
+
+
+def _route_matches(route: dict[str, Any]) -> bool:
+    """Whether the idle alert goes down this route; a matcher on a varying label (namespace, pod) is
+    taken to match, since it depends on the workload."""
+    for label, operator, value in _matchers(route):
+        if label not in IDLE_ALERT_LABELS:
+            continue
+        actual = IDLE_ALERT_LABELS[label]
+        hit = actual == value if operator in ("=", "!=") else re.fullmatch(value, actual) is not None
+        if hit != (operator in ("=", "=~")):
+            return False
+    return True
+
+
+def _settings(route: dict[str, Any]) -> dict[str, Any]:
+    return {_TIMING_KEYS.get(key, key): value for key, value in route.items()
+            if key in _TIMING_KEYS or key in _TIMING_KEYS.values()}
+
+
+def idle_route(top: dict[str, Any]) -> dict[str, Any] | None:
+    """The route Alertmanager sends GPUWorkloadIdle down: from the top, the first matching child at each
+    level (as Alertmanager routes without `continue`), with the timings and group_by it inherits."""
+    if not _route_matches(top):
+        return None
+    settings = _settings(top)
+    route = top
+    while True:
+        child = next((c for c in route.get("routes") or [] if isinstance(c, dict) and _route_matches(c)), None)
+        if child is None:
+            return settings
+        settings = {**settings, **_settings(child)}
+        route = child
+
+
 def _find_route(document: Any) -> dict[str, Any] | None:
     if not isinstance(document, dict):
         return None
     if document.get("kind") == "AlertmanagerConfig":
-        return (document.get("spec") or {}).get("route")
-    route = document.get("route")
-    if isinstance(route, dict):
-        for child in route.get("routes") or []:
-            matchers = " ".join(str(m) for m in child.get("matchers") or [])
-            if ALERT_NAME in matchers:
-                return {**route, **child}
-        return route
-    return None
+        top = (document.get("spec") or {}).get("route")
+    else:
+        top = document.get("route")
+    return idle_route(top) if isinstance(top, dict) else None
 
 
 def load_timings(path: Path | None = None, alertmanager_path: Path | None = None) -> ProductTimings:
@@ -151,10 +209,12 @@ def load_timings(path: Path | None = None, alertmanager_path: Path | None = None
         raise ProductSettingsError(f"{path}: no Alertmanager route (AlertmanagerConfig gpuaas-idle); expected the "
                                    "rendered manifests/base/observability.yaml, or pass the Alertmanager config too")
 
-    def timing(camel: str, snake: str, default: str) -> float:
-        return prometheus_duration(route.get(camel, route.get(snake, default)), f"{path} route {camel}")
+    def timing(key: str, default: str) -> float:
+        return prometheus_duration(route.get(key, default), f"{path} route {key}")
 
-    notifications = NotificationTimings(group_wait=timing("groupWait", "group_wait", "30s"),
-                                        group_interval=timing("groupInterval", "group_interval", "5m"),
-                                        repeat_interval=timing("repeatInterval", "repeat_interval", "4h"))
+    group_by = [str(label) for label in route.get("group_by") or []]
+    notifications = NotificationTimings(group_wait=timing("group_wait", "30s"),
+                                        group_interval=timing("group_interval", "5m"),
+                                        repeat_interval=timing("repeat_interval", "4h"),
+                                        group_by=grouping(group_by))
     return ProductTimings(rule_timings(rule, str(path)), notifications, str(path))

@@ -3,8 +3,9 @@
 The pipeline, as deployed (docs/observability.md):
 
 1. `GPUWorkloadIdle` fires per pod (`alert_rule`: window, `for`, threshold of the rendered rule).
-2. Alertmanager groups firing alerts by `(alertname, namespace)` and sends a group to the webhook
-   (`alertmanager.AlertGroup`: group_wait, group_interval, repeat_interval, as v0.25 does).
+2. Alertmanager groups firing alerts as the idle route's group_by says (rendered: `(alertname,
+   namespace)`) and sends a group to the webhook (`alertmanager.AlertGroup`: group_wait,
+   group_interval, repeat_interval, as v0.25 does).
 3. Each delivery runs idle-alerts, which fans out one on-idle step per Workload with a firing
    alert; the on-idle step reads Prometheus over the tenant's window (`step_window`) and decides
    with **the production judgement**, `steps.reactions.on_idle.judge`, fed with the facts the step
@@ -76,7 +77,13 @@ class Replay:
         self.mode = mode
         workloads = history.workloads
         self.pod_workload = history.pods.workload
-        self.pod_namespace = workloads.namespace[self.pod_workload]
+        if notifications.group_by == "pod":
+            self.pod_group = [f"{ns}/{pod}" for ns, pod in zip(workloads.namespace[self.pod_workload].tolist(),
+                                                               history.pods.name.tolist(), strict=True)]
+        elif notifications.group_by == "all":
+            self.pod_group = [""] * len(self.pod_workload)
+        else:
+            self.pod_group = [str(ns) for ns in workloads.namespace[self.pod_workload].tolist()]
         self.pods_of: dict[int, list[int]] = {}
         for pod, owner in enumerate(self.pod_workload.tolist()):
             self.pods_of.setdefault(owner, []).append(pod)
@@ -142,10 +149,10 @@ class Replay:
         return self.result
 
     def _group(self, pod: int) -> AlertGroup:
-        namespace = self.pod_namespace[pod]
-        group = self.groups.get(namespace)
+        key = self.pod_group[pod]
+        group = self.groups.get(key)
         if group is None:
-            group = self.groups[namespace] = AlertGroup(namespace, self.timings)
+            group = self.groups[key] = AlertGroup(key, self.timings)
         return group
 
     def _fire(self, when: float, pod: int, version: int) -> None:
@@ -161,8 +168,8 @@ class Replay:
             return
         self._group(pod).resolve(pod)
 
-    def _flush(self, when: float, namespace: str, generation: int) -> None:
-        group = self.groups[namespace]
+    def _flush(self, when: float, key: str, generation: int) -> None:
+        group = self.groups[key]
         if generation != group.generation:
             return
         delivered, next_flush = group.flush(when)

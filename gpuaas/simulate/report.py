@@ -42,7 +42,8 @@ def timings_summary(timings: ProductTimings) -> dict[str, Any]:
                      "for": format_duration(rule.for_seconds), "threshold": rule.threshold},
             "alertmanager": {"groupWait": format_duration(notifications.group_wait),
                              "groupInterval": format_duration(notifications.group_interval),
-                             "repeatInterval": format_duration(notifications.repeat_interval)}}
+                             "repeatInterval": format_duration(notifications.repeat_interval),
+                             "groupsPer": notifications.group_by}}
 
 
 def effective_repeat(timings: ProductTimings) -> float:
