@@ -104,3 +104,27 @@ def test_notes_say_what_the_rendered_timings_do_to_the_policy() -> None:
     assert notes[0].startswith("the default: idle.window 10m is shorter than the alert's window 30m")
     assert "35m30s" in notes[0]
     assert notes[1].startswith("tenant slow: idle.window 2h is longer") and "every 1h5m" in notes[1]
+
+
+def test_the_idle_route_is_found_among_nested_routes_with_what_it_inherits() -> None:
+    from gpuaas.simulate.product import idle_route
+
+    top = {"receiver": "admins", "group_by": ["alertname"], "group_wait": "10s", "repeat_interval": "4h",
+           "matchers": ['alertname=~"GPUWorkloadIdle|GPUXidError"'],
+           "routes": [{"receiver": "other", "matchers": ['severity="critical"'], "group_wait": "1s"},
+                      {"receiver": "idle", "matchers": ['alertname="GPUWorkloadIdle"'], "group_by": ["alertname", "namespace"],
+                       "group_interval": "2m"},
+                      {"receiver": "late", "matchers": ['alertname="GPUWorkloadIdle"'], "group_wait": "9m"}]}
+    assert idle_route(top) == {"group_by": ["alertname", "namespace"], "group_wait": "10s", "repeat_interval": "4h",
+                               "group_interval": "2m"}
+    assert idle_route({**top, "matchers": ['alertname="GPUXidError"']}) is None
+    rendered = load_timings().notifications
+    assert (rendered.group_by, rendered.repeat_interval) == ("namespace", 3600)
+
+
+@pytest.mark.parametrize(("group_by", "expected"), [(["alertname"], "all"), (["..."], "pod"),
+                                                    (["namespace", "alertname"], "namespace")])
+def test_grouping(group_by: list[str], expected: str) -> None:
+    from gpuaas.simulate.product import grouping
+
+    assert grouping(group_by) == expected

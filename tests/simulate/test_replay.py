@@ -140,3 +140,15 @@ def test_mode_override(trace_dir: Path, mode: str) -> None:
     chosen = policy(mode="dry-run" if mode == "enforce" else "enforce")
     result = Simulator(history, chosen, PRODUCT).run_policy("x", "given", chosen, PRODUCT.rule, mode=mode)
     assert (len(result.releases.workload), result.dry_run_plans > 0) == ((1, False) if mode == "enforce" else (0, True))
+
+
+def test_one_group_for_all_namespaces_when_the_route_groups_by_alertname_only(trace_dir: Path) -> None:
+    # As test_a_new_alert_in_the_namespace_... but b runs in another namespace: grouped per namespace,
+    # b starts its own group (a at 100.5, b at 55.5 too young, then 120.5); with one group for all, b's
+    # alert joins a's group and restarts its repeat, as in the same-namespace case.
+    jobs = [Job("a", 240, [run((240, 0.0))]), busy_then_idle("b", 20, 240, namespace="team-b")]
+    per_namespace, _ = replay(trace_dir, jobs)
+    assert per_namespace == {"a": [100.5], "b": [120.5]}
+    one_group = replace(PRODUCT, notifications=replace(PRODUCT.notifications, group_by="all"))
+    together, _ = replay(trace_dir.parent / "again", jobs, product=one_group)
+    assert together == {"a": [120.5], "b": [120.5]}
