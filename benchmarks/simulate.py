@@ -6,8 +6,9 @@ Figures, each beside a baseline measured in the same run on the same machine:
   prefix sums); replaying ONE policy (the rendered one: alert episodes, Alertmanager groups, every
   on-idle decision, scoring); the FULL comparison (that policy, six swept windows, three
   baselines). Baselines: one vectorised numpy pass over every sample (`activity <= threshold`,
-  the least any replay must do); and, for the alert rule alone, a per-sample Python loop (running
-  window counts), timed on 1 % of the pods' samples and scaled, against the vectorised episodes.
+  the least any replay must do); and, for the alert rule alone, a per-sample Python loop (each GPU
+  sample, then running window counts), timed on 1 % of the samples and scaled, against the
+  vectorised alert episodes.
 - memory: the process's peak resident set (synthesis included).
 - outcome: reclaimed share and wrong-release share of the rendered policy and of each baseline
   (definitions in docs/simulate.md), and the synthetic history's calibration figures next to the
@@ -46,16 +47,27 @@ def peak_rss_mb() -> float:
 
 
 def python_loop_alert_estimate(history, rule, share: float = 0.01) -> float:  # type: ignore[no-untyped-def]
-    """Seconds a per-sample Python loop would take to evaluate GPUWorkloadIdle for every pod
-    (running counts over the window, the offset sample, `for`): timed on `share` of the pods' rows."""
-    rows = history.pod_rows
+    """Seconds a per-sample Python loop would take to evaluate GPUWorkloadIdle for every pod: each
+    GPU sample read to find the pod's highest activity and whether it has data, then running counts
+    over the window, the offset sample and `for`. Timed on `share` of the samples, scaled."""
+    pods = history.pods
     range_slots, offset_slots, for_slots = rule.slots(history.step)
-    target = max(1, int(len(rows.owner) * share))
+    target = max(1, int(history.samples * share))
     done, started = 0, time.perf_counter()
-    for pod in range(len(rows.count)):
-        begin, count = int(rows.start[pod]), int(rows.count[pod])
-        sampled = rows.any_sampled[begin:begin + count].tolist()
-        highest = rows.highest[begin:begin + count].tolist()
+    for pod in range(len(pods)):
+        workload = int(pods.workload[pod])
+        first = int(pods.first_column[pod])
+        block = history.block(workload)[:, first:first + int(pods.columns[pod])].tolist()
+        count = len(block)
+        sampled, highest = [], []
+        for row in block:
+            top, seen = -1.0, False
+            for value in row:
+                if value == value and value >= 0:  # noqa: PLR0124 - NaN check
+                    seen = True
+                    top = max(top, value)
+            sampled.append(seen)
+            highest.append(top)
         present = bad = 0
         active = None
         for k in range(count + offset_slots + 1):
@@ -70,10 +82,10 @@ def python_loop_alert_estimate(history, rule, share: float = 0.01) -> float:  # 
             holds = present > 0 and bad == 0 and 0 <= back < count and sampled[back]
             active = (active if active is not None else k) if holds else None
             _ = holds and k - active >= for_slots  # firing
-        done += count
+        done += count * int(pods.columns[pod])
         if done >= target:
             break
-    return (time.perf_counter() - started) * len(rows.owner) / done
+    return (time.perf_counter() - started) * history.samples / done
 
 
 def calibration(history, samples: IdleSamples) -> dict[str, float]:  # type: ignore[no-untyped-def]

@@ -197,7 +197,7 @@ def tradeoff_chart(runs: list[PolicyRun], path: Path, title: str = "") -> Path:
         for index, run in enumerate(sweep):
             axis.annotate(run.name.removeprefix("window "), (run.total["wrongReleaseShare"] * 100,
                                                             run.total["reclaimedShare"] * 100),
-                          textcoords="offset points", xytext=(6, 5 if index % 2 == 0 else -11), fontsize=8,
+                          textcoords="offset points", xytext=(-22, 6) if index % 2 == 0 else (7, -12), fontsize=8,
                           color=COLOURS["sweep"])
     markers = {"no automation": "s", "KEDA only": "^", "Kubeflow culler": "D"}
     for run in runs:
@@ -212,7 +212,8 @@ def tradeoff_chart(runs: list[PolicyRun], path: Path, title: str = "") -> Path:
     axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="best")
-    axis.set_title(title or "Idle policy trade-off: GPU-hours reclaimed vs jobs interrupted")
+    axis.set_title("Idle policy trade-off: GPU-hours reclaimed vs jobs interrupted"
+                   + (f"\n{title}" if title else ""), fontsize=11)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -249,7 +250,10 @@ def write_html(directory: Path, history: History, timings: ProductTimings, polic
                runs: list[PolicyRun], document: dict[str, Any]) -> Path:
     notes = document.get("product", {}).get("notes", [])
     directory.mkdir(parents=True, exist_ok=True)
-    tradeoff = tradeoff_chart(runs, directory / "tradeoff.png")
+    summary_ = history_summary(history)
+    tradeoff = tradeoff_chart(runs, directory / "tradeoff.png",
+                              f"{summary_['source']}: {summary_['days']:g} days, {summary_['gpusHeldOnAverage']:,.0f} GPUs "
+                              "held on average")
     latency = latency_chart(runs, directory / "latency.png")
 
     def image(path: Path, alt: str) -> str:

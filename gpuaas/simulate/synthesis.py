@@ -271,8 +271,8 @@ def synthesize(jobs: ItpJobs | None = None, *, seed: int = 1, days: float = 30.0
     t0 = ITP_EPOCH + begin
     pods = _pods(workloads)
     history = allocate(t0, step, workloads, workloads.gpus, pods, source=f"synthetic ITP history (seed {seed})")
-    history.notes.append(f"{count:,} ITP jobs submitted in days {start_day:g}-{start_day + days:g}; "
-                         f"kinds {dict(zip(*np.unique(kind, return_counts=True), strict=True))}")
+    kinds = ", ".join(f"{name} {int(n):,}" for name, n in zip(*np.unique(kind, return_counts=True), strict=True))
+    history.notes.append(f"{count:,} ITP jobs submitted in days {start_day:g}-{start_day + days:g}; kinds: {kinds}")
     _fill(history, rng, kind, progress)
     return history
 

@@ -355,24 +355,25 @@ def write_trace(history: History, directory: Path | str, *, compress: bool = Tru
     multi_pod = len(history.pods) != len(workloads) or np.any(history.pods.name != workloads.name[history.pods.workload])
     pod_of_column = _pod_of_columns(history)
     target = directory / ("activity.csv.gz" if compress else "activity.csv")
-    sink = pa.CompressedOutputStream(str(target), "gzip") if compress else pa.OSFile(str(target), "wb")
     names = pa.array(workloads.name.tolist(), type=pa.string())
     pod_names = pa.array(history.pods.name.tolist(), type=pa.string())
     batch = max(1, 2_000_000 // max(int(history.columns.mean()) * max(int(history.slots.mean()), 1), 1))
-    with sink:
-        writer = None
+    # gzip level 1: several times faster than the default and a few percent larger
+    opener = (lambda path: gzip.open(path, "wb", compresslevel=1)) if compress else (lambda path: open(path, "wb"))  # noqa: SIM115
+    with opener(target) as sink:
+        header_written = False
         for begin in range(0, len(workloads), batch):
             chunk = range(begin, min(begin + batch, len(workloads)))
             table = _activity_table(history, chunk, names, pod_names, pod_of_column, multi_pod)
-            if writer is None:
+            if not header_written:
                 sink.write((",".join(table.column_names) + "\n").encode())
-                writer = pacsv.CSVWriter(sink, table.schema, write_options=pacsv.WriteOptions(
-                    include_header=False, quoting_style="none"))
-            writer.write_table(table)
+                header_written = True
+            buffer = pa.BufferOutputStream()
+            pacsv.write_csv(table, buffer, write_options=pacsv.WriteOptions(include_header=False,
+                                                                            quoting_style="none"))
+            sink.write(buffer.getvalue().to_pybytes())
             if progress is not None:
                 progress(chunk.stop / len(workloads))
-        if writer is not None:
-            writer.close()
     return directory
 
 
