@@ -37,6 +37,7 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/engine.py
+	$(BIN)/python benchmarks/simulate.py
 
 clean:
 	rm -rf $(VENV) demo-report .pytest_cache
