@@ -13,7 +13,7 @@ prometheus-api-client):
   (`notebook-name` marks a Kubeflow Notebook; `gpuaas.io/idle-policy: exempt` an exemption, both
   only when KSM's `--metric-labels-allowlist` exposes them), `kube_namespace_labels`
   (`gpuaas.io/tenant`, else the tenant is the namespace), `kube_pod_created` (the admission time
-  stand-in: the earliest pod's creation), `kube_pod_container_resource_requests{resource=
+  stand-in: the earliest pod's creation, even before `--since`, so minRuntime counts from it), `kube_pod_container_resource_requests{resource=
   "nvidia_com_gpu"}` (GPUs held; a requested GPU without any DCGM series is held but has no data).
 - **Lifetimes**: a pod lives while `kube_pod_owner` has raw samples; a workload from its first
   pod's creation to its last pod's last sample (plus one step).
@@ -252,7 +252,7 @@ class ClusterReader:
 
     def _assemble(self, groups: dict[tuple[str, str, str], list[PodInfo]], tenant_of: dict[str, str]) -> History:
         keys = sorted(groups)
-        names, namespaces, tenants, kinds, gpus, starts, ends, exempt = [], [], [], [], [], [], [], []
+        names, namespaces, tenants, kinds, gpus, starts, ends, exempt, admitted = [], [], [], [], [], [], [], [], []
         pod_names, pod_owner, pod_first, pod_width = [], [], [], []
         layout: list[list[tuple[PodInfo, float, float, list[tuple[str, np.ndarray, np.ndarray] | None]]]] = []
         for index, (namespace, kind, name) in enumerate(keys):
@@ -279,9 +279,11 @@ class ClusterReader:
             starts.append(min(s for s, _ in spans))
             ends.append(max(e for _, e in spans))
             exempt.append(any(info.exempt for info, *_ in entries))
+            created = [info.created for info, *_ in entries if info.created is not None]
+            admitted.append(min([*created, starts[-1]]))
             layout.append(entries)
         workloads = Workloads.build(name=names, namespace=namespaces, tenant=tenants, kind=kinds, gpus=gpus,
-                                    start=starts, end=ends, exempt=exempt)
+                                    start=starts, end=ends, exempt=exempt, admitted=admitted)
         t0 = math.floor(self.since / self.step) * self.step
         pods = Pods(name=np.asarray(pod_names, dtype=object), workload=np.asarray(pod_owner, dtype=np.int64),
                     first_column=np.asarray(pod_first, dtype=np.int64), columns=np.asarray(pod_width, dtype=np.int64))

@@ -39,10 +39,16 @@ class Workloads:
     gpus: np.ndarray
     """GPUs the workload holds (what a release frees)."""
     start: np.ndarray
-    """Admission, Unix seconds (minRuntime counts from here)."""
+    """When the history starts holding it, Unix seconds: its admission, or the history's start."""
     end: np.ndarray
     """When it finished (or the history's end), Unix seconds."""
     exempt: np.ndarray
+    admitted: np.ndarray | None = None
+    """Admission (minRuntime counts from here) when it precedes the history; default `start`."""
+
+    @property
+    def admitted_at(self) -> np.ndarray:
+        return self.start if self.admitted is None else self.admitted
 
     def __len__(self) -> int:
         return len(self.name)
@@ -50,13 +56,15 @@ class Workloads:
     @classmethod
     def build(cls, *, name: list[str], namespace: list[str], tenant: list[str], kind: list[str],
               gpus: list[int] | np.ndarray, start: list[float] | np.ndarray, end: list[float] | np.ndarray,
-              exempt: list[bool] | np.ndarray | None = None) -> Workloads:
+              exempt: list[bool] | np.ndarray | None = None,
+              admitted: list[float] | np.ndarray | None = None) -> Workloads:
         count = len(name)
         return cls(name=np.asarray(name, dtype=object), namespace=np.asarray(namespace, dtype=object),
                    tenant=np.asarray(tenant, dtype=object), kind=np.asarray(kind, dtype=object),
                    gpus=np.asarray(gpus, dtype=np.int64), start=np.asarray(start, dtype=np.float64),
                    end=np.asarray(end, dtype=np.float64),
-                   exempt=np.zeros(count, dtype=bool) if exempt is None else np.asarray(exempt, dtype=bool))
+                   exempt=np.zeros(count, dtype=bool) if exempt is None else np.asarray(exempt, dtype=bool),
+                   admitted=None if admitted is None else np.asarray(admitted, dtype=np.float64))
 
 
 @dataclass

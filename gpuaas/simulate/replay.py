@@ -91,6 +91,7 @@ class Replay:
         self.name = workloads.name.tolist()
         self.tenant = [str(t) for t in workloads.tenant.tolist()]
         self.start = workloads.start.tolist()
+        self.admitted = workloads.admitted_at.tolist()
         self.end = workloads.end.tolist()
         self.gpus = workloads.gpus.tolist()
         self.exempt_by = [f"Workload {n}" if e else None for n, e in zip(self.name, workloads.exempt.tolist(),
@@ -209,7 +210,7 @@ class Replay:
         return IdleFacts(
             target=self.target[workload], finished=now >= end, released=released is not None,
             released_at=released_at, admitted=now >= start, exempt_by=self.exempt_by[workload],
-            runtime_seconds=max(0.0, now - start), pods=self.pod_count[workload] if alive else 0,
+            runtime_seconds=max(0.0, now - self.admitted[workload]), pods=self.pod_count[workload] if alive else 0,
             not_idle=not_idle, idle_summary=f"idle for {settings.window_seconds:g}s", releases_last_hour=last_hour,
             tenant=tenant, gpus=self.gpus[workload],
         ), settings

@@ -98,6 +98,8 @@ class StepWindow:
         covered += lead if lead <= self.tolerance else 0.0
         covered += tail if tail <= self.tolerance else 0.0
         coverage = min(1.0, covered / window_seconds)
-        highest = float(self.highest[first_row:last_row + 1].max())
+        # samples are stored as float32: read back the shortest decimal (0.05, not 0.0500000007), as
+        # Prometheus would have answered it, so the threshold stays inclusive
+        highest = float(str(self.highest[first_row:last_row + 1].max()))
         observations = int(self.sampled_before[last_row + 1] - self.sampled_before[first_row])
         return WindowReading(observations, coverage, highest)

@@ -185,42 +185,52 @@ def read_activity_columns(path: Path) -> dict[str, np.ndarray]:
     if missing:
         raise TraceError(path, 1, missing[0], f"expected a header with {', '.join(ACTIVITY_COLUMNS)} (pod optional), "
                          f"found {', '.join(header) or 'nothing'}")
-    types = {"time": pa.string(), "workload": pa.dictionary(pa.int32(), pa.string()), "gpu": pa.int64(),
-             "activity": pa.float64()}
-    if "pod" in header:
-        types["pod"] = pa.dictionary(pa.int32(), pa.string())
-    convert = pacsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False,
-                                   include_columns=[c for c in header if c in types])
-    try:
-        table = pacsv.read_csv(path, convert_options=convert,
-                               read_options=pacsv.ReadOptions(block_size=1 << 24))
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+    def read(time_type: object) -> object:
+        types = {"time": time_type, "workload": pa.dictionary(pa.int32(), pa.string()), "gpu": pa.int32(),
+                 "activity": pa.float32()}
+        if "pod" in header:
+            types["pod"] = pa.dictionary(pa.int32(), pa.string())
+        convert = pacsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False,
+                                       include_columns=[c for c in header if c in types])
+        return pacsv.read_csv(path, convert_options=convert, read_options=pacsv.ReadOptions(block_size=1 << 24))
+
+    # Unix seconds, then RFC 3339, then (mixed) text parsed here: the first that reads the file wins
+    table = None
+    for time_type in (pa.float64(), pa.timestamp("ns", tz="UTC"), pa.string()):
+        try:
+            table = read(time_type)
+            break
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+            failure = error
+    if table is None:
         for column in ("gpu", "activity"):
             line, problem = _first_bad_line(path, column, _number_problem(column))
             if line:
                 raise TraceError(path, line, column, problem) from None
-        raise TraceError(path, None, None, f"not a valid CSV file ({error})") from None
+        raise TraceError(path, None, None, f"not a valid CSV file ({failure})") from None
     times = table.column("time").combine_chunks()
-    numeric = pc.match_substring_regex(times, _NUMBER.pattern)
-    time = np.empty(len(times), dtype=np.float64)
-    numeric_np = numeric.to_numpy(zero_copy_only=False)
-    if numeric_np.all():
-        time[:] = pc.cast(times, pa.float64()).to_numpy()
+    if pa.types.is_floating(times.type):
+        time = times.to_numpy()
+    elif pa.types.is_timestamp(times.type):
+        time = times.cast(pa.int64()).to_numpy() / 1e9
     else:
+        numeric = pc.match_substring_regex(times, _NUMBER.pattern)
+        numeric_np = numeric.to_numpy(zero_copy_only=False)
+        time = np.empty(len(times), dtype=np.float64)
         time[numeric_np] = pc.cast(times.filter(numeric), pa.float64()).to_numpy()
-        others = times.filter(pc.invert(numeric))
         try:
-            stamps = pc.cast(others, pa.timestamp("ns", tz="UTC"))
+            stamps = pc.cast(times.filter(pc.invert(numeric)), pa.timestamp("ns", tz="UTC"))
             time[~numeric_np] = stamps.cast(pa.int64()).to_numpy() / 1e9
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             line, problem = _first_bad_line(path, "time", _time_problem)
             raise TraceError(path, line or None, "time", problem or "expected RFC 3339 or Unix seconds") from None
+    del times
     workload = table.column("workload").combine_chunks()
     activity = table.column("activity").to_numpy(zero_copy_only=False)
     out = {"time": time, "workload_names": np.asarray(workload.dictionary.to_pylist(), dtype=object),
            "workload_codes": workload.indices.to_numpy(zero_copy_only=False),
-           "gpu": table.column("gpu").to_numpy(), "activity": np.asarray(activity, dtype=np.float64)}
-    if "pod" in types:
+           "gpu": table.column("gpu").to_numpy(), "activity": np.asarray(activity, dtype=np.float32)}
+    if "pod" in header:
         pod = table.column("pod").combine_chunks()
         out["pod_names"] = np.asarray(pod.dictionary.to_pylist(), dtype=object)
         out["pod_codes"] = pod.indices.to_numpy(zero_copy_only=False)

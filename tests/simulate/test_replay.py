@@ -152,3 +152,17 @@ def test_one_group_for_all_namespaces_when_the_route_groups_by_alertname_only(tr
     one_group = replace(PRODUCT, notifications=replace(PRODUCT.notifications, group_by="all"))
     together, _ = replay(trace_dir.parent / "again", jobs, product=one_group)
     assert together == {"a": [120.5], "b": [120.5]}
+
+
+def test_runtime_counts_from_an_admission_before_the_history(trace_dir: Path) -> None:
+    # From --prometheus, a workload created before --since: minRuntime counts from its creation, so the
+    # first delivery (35.5) releases it instead of finding it too young.
+    history = read_trace(trace(trace_dir, [Job("a", 240, [run((240, 0.0))])]))
+    history.workloads.admitted = history.workloads.start - 7200
+    result = Simulator(history, Policy(), PRODUCT).run_policy("x", "given", Policy(), PRODUCT.rule)
+    assert ((result.releases.time - at(0)) / 60).tolist() == [35.5]
+
+
+def test_activity_exactly_at_the_threshold_is_idle_for_the_step_too(trace_dir: Path) -> None:
+    released, _ = replay(trace_dir, [Job("a", 240, [run((60, 0.8), (180, 0.05))])])
+    assert released == {"a": [95.5]}
