@@ -13,7 +13,9 @@ Figures, each beside a baseline measured in the same run on the same machine:
 - outcome: reclaimed share and wrong-release share of the rendered policy and of each baseline
   (definitions in docs/simulate.md), and the synthetic history's calibration figures next to the
   published ones they follow (Philly: jobs idle 49 % of the time under 6 h, 25 % over 24 h).
-- with `--trace-io`: writing the history as a trace (activity.csv.gz) and reading it back.
+- with `--trace-io`: writing the history as a trace (activity.csv.gz), then `gpuaas simulate --trace`
+  on it in a process of its own (reading, one policy, the baselines): time and peak memory, and the
+  same outcome as the in-memory replay.
 
 Targets (issue 13): one policy <= 60 s, the full comparison <= 5 min, within 4 GB.
 The last line is one JSON object. Run: `.venv/bin/python benchmarks/simulate.py [--trace-io]`.
@@ -170,26 +172,35 @@ def main() -> int:
               f"releases {total['releases']:6,}  ({run.seconds:.1f} s)")
     figures["outcome"] = outcome
     figures["given_policy_on_idle_runs"] = dict(given.outcomes)
+    outcome_given = given.total
     figures["calibration"] = calibration(history, simulator.samples)
     figures["calibration_published"] = {"philly_idle_share_under_6h": 0.49, "philly_idle_share_over_24h": 0.25}
     print(f"calibration: {figures['calibration']} (Philly: 0.49 under 6 h, 0.25 over 24 h)")
 
+    figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
     if args.trace_io:
-        from gpuaas.simulate.trace import read_trace, write_trace
+        import subprocess
+
+        from gpuaas.simulate.trace import write_trace
 
         with tempfile.TemporaryDirectory(prefix="gpuaas-bench-trace-") as tmp:
             started = time.perf_counter()
             write_trace(history, tmp)
             figures["write_trace_s"] = round(time.perf_counter() - started, 1)
             figures["trace_gz_mb"] = round((Path(tmp) / "activity.csv.gz").stat().st_size / 1e6, 1)
-            del simulator, runs, given
+            # what a user runs: read the trace and replay one policy, in a process of its own
             started = time.perf_counter()
-            again = read_trace(tmp, history.step)
-            figures["read_trace_s"] = round(time.perf_counter() - started, 1)
-            assert again.samples == history.samples
-        print(f"trace: written in {figures['write_trace_s']} s ({figures['trace_gz_mb']} MB gzip), "
-              f"read back in {figures['read_trace_s']} s")
-    figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
+            result = subprocess.run([sys.executable, "-m", "gpuaas.cli", "simulate", "--trace", tmp, "--windows", "",
+                                     "--output", "json"], capture_output=True, text=True, check=True, cwd=ROOT)
+            figures["trace_one_policy_command_s"] = round(time.perf_counter() - started, 1)
+            figures["trace_command_peak_rss_mb"] = round(
+                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1)
+            replayed = json.loads(result.stdout)
+            figures["trace_read_s"] = replayed["seconds"]["read"]
+            assert replayed["policies"][0]["total"] == outcome_given, "the trace replays differently"
+        print(f"trace: written in {figures['write_trace_s']} s ({figures['trace_gz_mb']} MB gzip); "
+              f"`gpuaas simulate --trace` (one policy + baselines) {figures['trace_one_policy_command_s']} s "
+              f"(reading {figures['trace_read_s']} s), peak {figures['trace_command_peak_rss_mb']} MB")
     print(f"peak memory: {figures['peak_rss_mb']} MB; load average {figures['load_average_1m']} on {figures['cpus']} CPUs")
     print(json.dumps(figures))
     return 0

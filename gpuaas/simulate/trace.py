@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import gzip
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -168,12 +169,7 @@ def _number_problem(kind: str) -> callable:  # type: ignore[valid-type]
     return check
 
 
-def read_activity_columns(path: Path) -> dict[str, np.ndarray]:
-    """activity.csv[.gz] as arrays: time (float64), workload (names and codes), gpu, activity, pod."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pacsv
-
+def _activity_header(path: Path) -> list[str]:
     try:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as handle:  # type: ignore[operator]
@@ -185,53 +181,71 @@ def read_activity_columns(path: Path) -> dict[str, np.ndarray]:
     if missing:
         raise TraceError(path, 1, missing[0], f"expected a header with {', '.join(ACTIVITY_COLUMNS)} (pod optional), "
                          f"found {', '.join(header) or 'nothing'}")
-    def read(time_type: object) -> object:
+    return header
+
+
+def activity_batches(path: Path, header: list[str]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """activity.csv[.gz] in record batches (memory stays bounded however long the file): (index of the
+    batch's first data row, arrays: time (Unix seconds), workload_names/_codes, gpu, activity (NaN = no
+    sample), pod_names/_codes).
+
+    The time column is read as numbers, else RFC 3339, else text parsed per value (mixed files). When a
+    later batch shows the column is of another form, the file is read again from the start: callers
+    must be idempotent (scattering samples is).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    failure: Exception | None = None
+    for time_type in (pa.float64(), pa.timestamp("ns", tz="UTC"), pa.string()):
         types = {"time": time_type, "workload": pa.dictionary(pa.int32(), pa.string()), "gpu": pa.int32(),
                  "activity": pa.float32()}
         if "pod" in header:
             types["pod"] = pa.dictionary(pa.int32(), pa.string())
         convert = pacsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False,
                                        include_columns=[c for c in header if c in types])
-        return pacsv.read_csv(path, convert_options=convert, read_options=pacsv.ReadOptions(block_size=1 << 24))
-
-    # Unix seconds, then RFC 3339, then (mixed) text parsed here: the first that reads the file wins
-    table = None
-    for time_type in (pa.float64(), pa.timestamp("ns", tz="UTC"), pa.string()):
         try:
-            table = read(time_type)
-            break
+            reader = pacsv.open_csv(path, convert_options=convert,
+                                    read_options=pacsv.ReadOptions(block_size=1 << 24))
+            offset = 0
+            for batch in reader:
+                yield offset, _batch_arrays(batch, path, pa, pc)
+                offset += batch.num_rows
+            return
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
             failure = error
-    if table is None:
-        for column in ("gpu", "activity"):
-            line, problem = _first_bad_line(path, column, _number_problem(column))
-            if line:
-                raise TraceError(path, line, column, problem) from None
-        raise TraceError(path, None, None, f"not a valid CSV file ({failure})") from None
-    times = table.column("time").combine_chunks()
+    for column, check in (("gpu", _number_problem("gpu")), ("activity", _number_problem("activity")),
+                          ("time", _time_problem)):
+        line, problem = _first_bad_line(path, column, check)
+        if line:
+            raise TraceError(path, line, column, problem) from None
+    raise TraceError(path, None, None, f"not a valid CSV file ({failure})") from None
+
+
+def _batch_arrays(batch, path: Path, pa, pc) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    times = batch.column("time")
     if pa.types.is_floating(times.type):
-        time = times.to_numpy()
+        time = times.to_numpy(zero_copy_only=False)
     elif pa.types.is_timestamp(times.type):
-        time = times.cast(pa.int64()).to_numpy() / 1e9
+        time = times.cast(pa.int64()).to_numpy(zero_copy_only=False) / 1e9
     else:
-        numeric = pc.match_substring_regex(times, _NUMBER.pattern)
-        numeric_np = numeric.to_numpy(zero_copy_only=False)
+        numeric = pc.match_substring_regex(times, _NUMBER.pattern).to_numpy(zero_copy_only=False)
         time = np.empty(len(times), dtype=np.float64)
-        time[numeric_np] = pc.cast(times.filter(numeric), pa.float64()).to_numpy()
+        time[numeric] = pc.cast(times.filter(pa.array(numeric)), pa.float64()).to_numpy(zero_copy_only=False)
         try:
-            stamps = pc.cast(times.filter(pc.invert(numeric)), pa.timestamp("ns", tz="UTC"))
-            time[~numeric_np] = stamps.cast(pa.int64()).to_numpy() / 1e9
+            stamps = pc.cast(times.filter(pa.array(~numeric)), pa.timestamp("ns", tz="UTC"))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             line, problem = _first_bad_line(path, "time", _time_problem)
             raise TraceError(path, line or None, "time", problem or "expected RFC 3339 or Unix seconds") from None
-    del times
-    workload = table.column("workload").combine_chunks()
-    activity = table.column("activity").to_numpy(zero_copy_only=False)
+        time[~numeric] = stamps.cast(pa.int64()).to_numpy(zero_copy_only=False) / 1e9
+    workload = batch.column("workload")
     out = {"time": time, "workload_names": np.asarray(workload.dictionary.to_pylist(), dtype=object),
            "workload_codes": workload.indices.to_numpy(zero_copy_only=False),
-           "gpu": table.column("gpu").to_numpy(), "activity": np.asarray(activity, dtype=np.float32)}
-    if "pod" in header:
-        pod = table.column("pod").combine_chunks()
+           "gpu": batch.column("gpu").to_numpy(zero_copy_only=False),
+           "activity": batch.column("activity").to_numpy(zero_copy_only=False).astype(np.float32)}
+    if "pod" in batch.schema.names:
+        pod = batch.column("pod")
         out["pod_names"] = np.asarray(pod.dictionary.to_pylist(), dtype=object)
         out["pod_codes"] = pod.indices.to_numpy(zero_copy_only=False)
     return out
@@ -241,42 +255,49 @@ def _first_row(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def _workloads_of(data: dict[str, np.ndarray], lookup: dict[str, int], path: Path, offset: int) -> np.ndarray:
+    codes = np.asarray([lookup.get(name, -1) for name in data["workload_names"].tolist()], dtype=np.int64)
+    workload = codes[data["workload_codes"]] if len(data["workload_codes"]) else np.zeros(0, np.int64)
+    if np.any(workload < 0):
+        row = _first_row(workload < 0)
+        raise TraceError(path, offset + row + 2, "workload", f"expected a workload of workloads.csv, found "
+                         f"{data['workload_names'][data['workload_codes'][row]]!r}")
+    return workload
+
+
 def read_trace(directory: Path | str, step: float = 60.0) -> History:
-    """A trace directory as a History on a grid of `step` seconds."""
+    """A trace directory as a History on a grid of `step` seconds (activity read batch by batch)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise TraceError(directory, None, None, "expected a trace directory with workloads.csv and activity.csv[.gz]")
     workloads = read_workloads(directory / "workloads.csv")
     path = activity_path(directory)
-    data = read_activity_columns(path)
+    header = _activity_header(path)
     lookup = {name: index for index, name in enumerate(workloads.name.tolist())}
-    code_to_workload = np.asarray([lookup.get(name, -1) for name in data["workload_names"].tolist()], dtype=np.int64)
-    workload = code_to_workload[data["workload_codes"]] if len(data["workload_codes"]) else np.zeros(0, np.int64)
-    if np.any(workload < 0):
-        row = _first_row(workload < 0)
-        raise TraceError(path, row + 2, "workload", f"expected a workload of workloads.csv, found "
-                         f"{data['workload_names'][data['workload_codes'][row]]!r}")
-    gpu, activity, time = data["gpu"], data["activity"], data["time"]
-    if len(gpu) and (np.any(gpu < 0) or np.any(gpu >= workloads.gpus[workload])):
-        row = _first_row((gpu < 0) | (gpu >= workloads.gpus[workload]))
-        raise TraceError(path, row + 2, "gpu", f"expected 0 .. {workloads.gpus[workload[row]] - 1} (the workload "
-                         f"holds {workloads.gpus[workload[row]]} GPU(s)), found {gpu[row]}")
-    sampled = ~np.isnan(activity)
-    if np.any(sampled & ((activity < 0) | (activity > 1))):
-        row = _first_row(sampled & ((activity < 0) | (activity > 1)))
-        raise TraceError(path, row + 2, "activity", f"expected a number between 0 and 1, found {activity[row]:g}")
-    outside = (time < workloads.start[workload]) | (time >= workloads.end[workload])
-    if np.any(outside):
-        row = _first_row(outside)
-        w = workload[row]
-        raise TraceError(path, row + 2, "time", f"expected a time within {workloads.name[w]}'s lifetime "
-                         f"[{_iso(workloads.start[w])}, {_iso(workloads.end[w])}), found {_iso(time[row])}")
-    pods, column_of = _pods(workloads, workload, gpu, data, path)
+    pods, column_of = _pods(workloads, path, header, lookup)
     history = allocate(grid_origin(workloads.start, step), step, workloads, workloads.gpus, pods,
                        source=f"trace {directory}")
-    keep = sampled
-    w, g, t, a = workload[keep], column_of[workload[keep], gpu[keep]] if len(gpu) else gpu, time[keep], activity[keep]
-    _scatter(history, w, g, t, a.astype(np.float32))
+    for offset, data in activity_batches(path, header):
+        workload = _workloads_of(data, lookup, path, offset)
+        gpu, activity, time = data["gpu"], data["activity"], data["time"]
+        held = workloads.gpus[workload]
+        if len(gpu) and (np.any(gpu < 0) or np.any(gpu >= held)):
+            row = _first_row((gpu < 0) | (gpu >= held))
+            raise TraceError(path, offset + row + 2, "gpu", f"expected 0 .. {held[row] - 1} (the workload holds "
+                             f"{held[row]} GPU(s)), found {gpu[row]}")
+        sampled = ~np.isnan(activity)
+        if np.any(sampled & ((activity < 0) | (activity > 1))):
+            row = _first_row(sampled & ((activity < 0) | (activity > 1)))
+            raise TraceError(path, offset + row + 2, "activity",
+                             f"expected a number between 0 and 1, found {activity[row]:g}")
+        outside = (time < workloads.start[workload]) | (time >= workloads.end[workload])
+        if np.any(outside):
+            row = _first_row(outside)
+            w = workload[row]
+            raise TraceError(path, offset + row + 2, "time", f"expected a time within {workloads.name[w]}'s "
+                             f"lifetime [{_iso(workloads.start[w])}, {_iso(workloads.end[w])}), found {_iso(time[row])}")
+        _scatter(history, workload[sampled], column_of[workload[sampled], gpu[sampled]], time[sampled],
+                 activity[sampled])
     return history
 
 
@@ -284,29 +305,45 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(float(seconds), UTC).isoformat().replace("+00:00", "Z")
 
 
-def _pods(workloads: Workloads, workload: np.ndarray, gpu: np.ndarray, data: dict[str, np.ndarray],
-          path: Path) -> tuple[Pods, np.ndarray]:
-    """Pods and the column of each (workload, gpu): GPUs grouped by pod, in order of the pods' names."""
+def _pods(workloads: Workloads, path: Path, header: list[str],
+          lookup: dict[str, int]) -> tuple[Pods, np.ndarray]:
+    """Pods and the column of each (workload, gpu): GPUs grouped by pod, in order of the pods' names.
+
+    Without a `pod` column every workload is one pod; with one, a first pass over the file collects
+    which pod holds each GPU (a GPU must stay in one pod)."""
     count, widest = len(workloads), int(workloads.gpus.max())
     column_of = np.tile(np.arange(widest, dtype=np.int64), (count, 1))
-    if "pod_codes" not in data:
+    if "pod" not in header:
         pods = Pods(name=workloads.name.copy(), workload=np.arange(count, dtype=np.int64),
                     first_column=np.zeros(count, dtype=np.int64), columns=workloads.gpus.copy())
         return pods, column_of
-    pod_codes = data["pod_codes"]
-    key = workload * widest + gpu
-    unique_keys, first_index = np.unique(key, return_index=True)
-    pod_of_key = pod_codes[first_index]
-    inverse = np.searchsorted(unique_keys, key)
-    mismatch = pod_codes != pod_of_key[inverse]
-    if np.any(mismatch):
-        row = _first_row(mismatch)
-        raise TraceError(path, row + 2, "pod", f"expected GPU {gpu[row]} of {workloads.name[workload[row]]} to stay in "
-                         f"pod {data['pod_names'][pod_of_key[inverse[row]]]!r}, found "
-                         f"{data['pod_names'][pod_codes[row]]!r}")
     assigned: dict[int, dict[int, str]] = {}
-    for k, code in zip(unique_keys.tolist(), pod_of_key.tolist(), strict=True):
-        assigned.setdefault(k // widest, {})[k % widest] = str(data["pod_names"][code])
+    first_line: dict[int, int] = {}
+    for offset, data in activity_batches(path, header):
+        workload = _workloads_of(data, lookup, path, offset)
+        gpu = data["gpu"].astype(np.int64)
+        key = workload * widest + np.clip(gpu, 0, widest - 1)
+        pod_names = data["pod_names"]
+        unique_keys, first_index = np.unique(key, return_index=True)
+        for k, index in zip(unique_keys.tolist(), first_index.tolist(), strict=True):
+            by_gpu = assigned.setdefault(k // widest, {})
+            name = str(pod_names[data["pod_codes"][index]])
+            if by_gpu.setdefault(k % widest, name) != name:
+                raise TraceError(path, offset + index + 2, "pod", f"expected GPU {k % widest} of "
+                                 f"{workloads.name[k // widest]} to stay in pod {by_gpu[k % widest]!r} (line "
+                                 f"{first_line[k]}), found {name!r}")
+            first_line.setdefault(k, offset + index + 2)
+        # a GPU that moves pods inside one batch
+        codes = data["pod_codes"]
+        expected = np.asarray([assigned[k // widest][k % widest] for k in unique_keys.tolist()], dtype=object)
+        names_of_rows = pod_names[codes]
+        moved = names_of_rows != expected[np.searchsorted(unique_keys, key)]
+        if np.any(moved):
+            row = _first_row(moved)
+            k = int(key[row])
+            raise TraceError(path, offset + row + 2, "pod", f"expected GPU {k % widest} of {workloads.name[k // widest]} "
+                             f"to stay in pod {assigned[k // widest][k % widest]!r} (line {first_line[k]}), "
+                             f"found {names_of_rows[row]!r}")
     names: list[str] = []
     owners: list[int] = []
     firsts: list[int] = []
