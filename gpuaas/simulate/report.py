@@ -194,11 +194,15 @@ def tradeoff_chart(runs: list[PolicyRun], path: Path, title: str = "") -> Path:
     if sweep:
         axis.plot([r.total["wrongReleaseShare"] * 100 for r in sweep], [r.total["reclaimedShare"] * 100 for r in sweep],
                   "-o", color=COLOURS["sweep"], label="idle window swept")
-        for index, run in enumerate(sweep):
-            axis.annotate(run.name.removeprefix("window "), (run.total["wrongReleaseShare"] * 100,
-                                                            run.total["reclaimedShare"] * 100),
-                          textcoords="offset points", xytext=(-22, 6) if index % 2 == 0 else (7, -12), fontsize=8,
-                          color=COLOURS["sweep"])
+        placed: list[tuple[float, float]] = []
+        for run in sweep:
+            x, y = run.total["wrongReleaseShare"] * 100, run.total["reclaimedShare"] * 100
+            lift = 6
+            while any(abs(px - x) < 6 and abs(py - (y + lift / 40)) < 0.4 for px, py in placed):
+                lift -= 11
+            placed.append((x, y + lift / 40))
+            axis.annotate(run.name.removeprefix("window "), (x, y), textcoords="offset points", xytext=(7, lift),
+                          fontsize=8, color=COLOURS["sweep"])
     markers = {"no automation": "s", "KEDA only": "^", "Kubeflow culler": "D"}
     for run in runs:
         if run.kind == "sweep":
