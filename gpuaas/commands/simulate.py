@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from pathlib import Path
@@ -157,6 +158,11 @@ def run(args: argparse.Namespace) -> int:
     seconds["replay"] = time.perf_counter() - started
     notes = timing_notes(policy, timings)
     document = as_json(history, timings, policy_source, runs, seconds, notes)
+    if args.synthesize:
+        from gpuaas.simulate.synthesis import calibration
+
+        document["history"]["calibration"] = calibration(history, simulator.samples)
+    document["peakMemoryMB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
     if args.html is not None:
         target = write_html(args.html, history, timings, policy_source, runs, document)
         progress.note(f"report written to {target}")

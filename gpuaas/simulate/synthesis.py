@@ -364,3 +364,32 @@ def _rows_of(row_start: np.ndarray, slots: np.ndarray, members: np.ndarray) -> n
     base = np.repeat(row_start[members], counts)
     return base + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
 
+
+
+PUBLISHED = {"philly_training_idle_share_under_6h": 0.49, "philly_training_idle_share_over_24h": 0.25,
+             "source": "affinode's per-minute analysis of the Philly trace (Jeon et al., USENIX ATC '19)"}
+"""The published figures the training pattern is calibrated to (see the module docstring)."""
+
+
+def calibration(history: History, samples) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The generated history's figures next to the published ones: each training job's idle share,
+    averaged by duration (Philly: 49 % under 6 h, 25 % over 24 h), notebooks' idle share, and the
+    share of held GPU-hours that sit in idle stretches. `samples` is an IdleSamples of the history."""
+    rows = history.rows
+    has_rows = rows.count > 0
+    idle_rows = np.add.reduceat(samples.idle.astype(np.int64), rows.start[has_rows])
+    share = idle_rows / rows.count[has_rows]
+    workloads = history.workloads
+    kind = workloads.kind[has_rows]
+    hours = (workloads.end - workloads.start)[has_rows] / 3600.0
+    training = kind == "PyTorchJob"
+    out: dict[str, object] = {}
+    for name, low, high in (("under_6h", 0, 6), ("6h_to_24h", 6, 24), ("over_24h", 24, 1e9)):
+        chosen = training & (hours >= low) & (hours < high)
+        out[f"training_idle_share_{name}"] = round(float(share[chosen].mean()), 3) if chosen.any() else None
+    notebooks = kind == "Notebook"
+    out["notebook_idle_share"] = round(float(share[notebooks].mean()), 3) if notebooks.any() else None
+    held = float(((workloads.end - workloads.start) * workloads.gpus).sum()) / 3600.0
+    out["idle_gpu_hours_share_of_held"] = round(float(samples.stretch_gpu_hours.sum()) / held, 3) if held else None
+    out["published"] = PUBLISHED
+    return out
