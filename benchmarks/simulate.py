@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,13 +38,21 @@ THRESHOLD = 0.05
 WINDOW_SLOTS = 30  # the rendered 30m window at one sample a minute
 
 
+CPU_SECONDS: dict[str, float] = {}
+"""CPU seconds (user + system) of each command: on a shared machine, wall time grows with the load,
+CPU time much less."""
+
+
 def simulate(*args: str) -> tuple[dict, float]:
     """Run `gpuaas simulate ... --output json` in a process of its own: (its JSON, wall seconds)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "gpuaas.cli", "simulate", *args, "--output", "json"],
                             capture_output=True, text=True, check=False, cwd=ROOT)
     if result.returncode != 0:
         raise SystemExit(f"gpuaas simulate {' '.join(args)} failed:\n{result.stderr}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS[" ".join(args)] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1)
     return json.loads(result.stdout), time.perf_counter() - started
 
 
@@ -94,25 +103,32 @@ def main() -> int:
         seconds = one["seconds"]
         figures.update(synthesize_s=seconds["read"], prepare_s=seconds["prepare"], replay_one_policy_s=seconds["replay"],
                        one_policy_s=round(seconds["prepare"] + seconds["replay"], 2),
-                       one_policy_command_s=round(wall, 1), one_policy_peak_mb=one["peakMemoryMB"])
+                       one_policy_command_s=round(wall, 1), one_policy_command_cpu_s=CPU_SECONDS["--synthesize --windows "],
+                       one_policy_peak_mb=one["peakMemoryMB"])
         print(f"one policy: {figures['one_policy_s']} s (prepare {seconds['prepare']} s + replay {seconds['replay']} s; "
-              f"the whole command with synthesis {figures['one_policy_command_s']} s), peak {one['peakMemoryMB']} MB")
+              f"the whole command with synthesis {figures['one_policy_command_s']} s, "
+              f"{figures['one_policy_command_cpu_s']} CPU s), peak {one['peakMemoryMB']} MB")
         full, wall = simulate("--synthesize")
         seconds = full["seconds"]
         figures.update(full_comparison_s=round(seconds["prepare"] + seconds["replay"], 2),
-                       full_comparison_command_s=round(wall, 1), full_comparison_peak_mb=full["peakMemoryMB"])
+                       full_comparison_command_s=round(wall, 1), full_comparison_command_cpu_s=CPU_SECONDS["--synthesize"],
+                       full_comparison_peak_mb=full["peakMemoryMB"])
         print(f"full comparison ({len(full['policies'])} policies): {figures['full_comparison_s']} s "
-              f"(command {figures['full_comparison_command_s']} s), peak {full['peakMemoryMB']} MB")
+              f"(command {figures['full_comparison_command_s']} s, {figures['full_comparison_command_cpu_s']} CPU s), "
+              f"peak {full['peakMemoryMB']} MB")
         from_trace, wall = simulate("--trace", str(trace), "--windows", "")
         seconds = from_trace["seconds"]
         figures.update(trace_gz_mb=round((trace / "activity.csv.gz").stat().st_size / 1e6, 1),
                        trace_read_s=seconds["read"],
                        trace_one_policy_s=round(seconds["read"] + seconds["prepare"] + seconds["replay"], 2),
-                       trace_one_policy_command_s=round(wall, 1), trace_one_policy_peak_mb=from_trace["peakMemoryMB"])
+                       trace_one_policy_command_s=round(wall, 1),
+                       trace_one_policy_command_cpu_s=CPU_SECONDS[f"--trace {trace} --windows "],
+                       trace_one_policy_peak_mb=from_trace["peakMemoryMB"])
         same = from_trace["policies"][0]["total"] == one["policies"][0]["total"]
         figures["trace_replays_the_same"] = same
         print(f"from the trace ({figures['trace_gz_mb']} MB gzip): read {seconds['read']} s, one policy in all "
-              f"{figures['trace_one_policy_s']} s, peak {from_trace['peakMemoryMB']} MB; same outcome: {same}")
+              f"{figures['trace_one_policy_s']} s ({figures['trace_one_policy_command_cpu_s']} CPU s for the command), "
+              f"peak {from_trace['peakMemoryMB']} MB; same outcome: {same}")
         samples = samples_of(trace)
     started = time.perf_counter()
     _ = samples["activity"] <= THRESHOLD
