@@ -61,6 +61,7 @@ bench: setup
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/engine.py
 	$(BIN)/python benchmarks/pod_runtime.py
+	$(BIN)/python benchmarks/simulate.py
 
 clean:
 	rm -rf $(VENV) demo-report .pytest_cache
