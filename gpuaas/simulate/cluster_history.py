@@ -16,7 +16,9 @@ prometheus-api-client):
   stand-in: the earliest pod's creation, even before `--since`, so minRuntime counts from it), `kube_pod_container_resource_requests{resource=
   "nvidia_com_gpu"}` (GPUs held; a requested GPU without any DCGM series is held but has no data).
 - **Lifetimes**: a pod lives while `kube_pod_owner` has raw samples; a workload from its first
-  pod's creation to its last pod's last sample (plus one step).
+  pod's creation to its last pod's last sample (plus one step). Its GPUs are the most its pods held
+  at once: pods that replace each other (a rollout, a retried Job) hold them in turn, and GPU-hours
+  count the GPUs held at each time.
 
 The workload is the pod's top owner (Deployment, JobSet, RayCluster, PyTorchJob, Notebook, ...),
 which is what a Kueue Workload stands for.
@@ -306,6 +308,9 @@ class ClusterReader:
                         np.fmax.at(target, local, values[inside].astype(np.float32))
                         block[:, column] = target
                     column += 1
+            # pods that replace each other hold the workload's GPUs in turn: it holds at most this many
+            held = (block != NOT_HELD).sum(axis=1)
+            history.workloads.gpus[w] = max(1, int(held.max())) if len(held) else history.workloads.gpus[w]
         history.notes.append(f"{len(self.pods):,} pods seen; {len(keys):,} workloads holding GPUs")
         return history
 
