@@ -226,3 +226,44 @@ def test_a_rolled_deployment_holds_one_gpu_not_one_per_pod_it_ever_had(
     assert (given["releases"], given["wrongReleases"]) == (1, 1)
     assert given["reclaimedGpuHours"] == round(24.5 / 60, 3)
     assert result["interruptions"][0]["gpus"] == 1
+
+
+def nightly_cronjob() -> str:
+    """A CronJob's two runs (Jobs nightly-1 and nightly-2, one 1-GPU pod each): minutes 0-60 (busy 0-20,
+    idle after) and 120-180 (busy 120-140, idle after)."""
+    lines: dict[str, list[str]] = defaultdict(list)
+    for job, pod, first in (("nightly-1", "nightly-1-x", 0), ("nightly-2", "nightly-2-y", 120)):
+        base = {"namespace": "team-n", "pod": pod}
+        gpu = _labels({**base, "gpu": "0", "UUID": f"GPU-{pod}", "Hostname": "node-n"})
+        lines["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] += [
+            f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu} {0.6 if m < first + 20 else 0.0} {T0 + m * 60}"
+            for m in range(first, first + 60)]
+        owner = _labels({**base, "owner_kind": "Job", "owner_name": job, "owner_is_controller": "true"})
+        lines["kube_pod_owner"] += [f"kube_pod_owner{owner} 1 {T0 + m * 60}" for m in range(first, first + 60)]
+        lines["kube_pod_created"].append(f"kube_pod_created{_labels(base)} {T0 + first * 60} {T0 + first * 60}")
+        request = _labels({**base, "container": "main", "resource": "nvidia_com_gpu", "unit": "integer"})
+        lines["kube_pod_container_resource_requests"].append(
+            f"kube_pod_container_resource_requests{request} 1 {T0 + first * 60}")
+        chain = _labels({"namespace": "team-n", "job_name": job, "owner_kind": "CronJob", "owner_name": "nightly",
+                         "owner_is_controller": "true"})
+        lines["kube_job_owner"].append(f"kube_job_owner{chain} 1 {T0 + first * 60}")
+    out = []
+    for family in sorted(lines):
+        out.append(f"# TYPE {family} gauge")
+        by_series: dict[str, list[str]] = defaultdict(list)
+        for line in lines[family]:
+            by_series[line.rsplit(" ", 2)[0]].append(line)
+        for series in sorted(by_series):
+            out += by_series[series]
+    return "\n".join(out) + "\n# EOF\n"
+
+
+def test_each_run_of_a_cronjob_is_a_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kueue admits each Job a CronJob creates as a Workload of its own (a CronJob is not one): each
+    run's idle tail ends at that run's finish, not busy at the next night's run."""
+    with serving(tmp_path, nightly_cronjob()) as prometheus:
+        result = _simulate(["--prometheus", prometheus.url, "--since", _iso(T0), "--until", _iso(T0 + 180 * 60)],
+                           capsys)
+    assert result["history"]["workloads"] == 2
+    given = result["policies"][0]["total"]
+    assert (given["idleGpuHours"], given["idleGpuHoursEndingAtFinish"]) == (round(80 / 60, 3), round(80 / 60, 3))
