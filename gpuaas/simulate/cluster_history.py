@@ -9,7 +9,8 @@ prometheus-api-client):
   `exported_namespace`/`exported_pod`. Queried as range vectors in chunks, so samples are raw (no
   lookback filling a gap: a missing sample stays "no data").
 - **Who holds them** (kube-state-metrics): `kube_pod_owner` (pod -> owner), `kube_replicaset_owner`
-  (ReplicaSet -> Deployment), `kube_job_owner` (Job -> JobSet, CronJob, ...), `kube_pod_labels`
+  (ReplicaSet -> Deployment), `kube_job_owner` (Job -> JobSet, ...; a CronJob's Jobs stay
+  workloads of their own, as Kueue admits them), `kube_pod_labels`
   (`notebook-name` marks a Kubeflow Notebook; `gpuaas.io/idle-policy: exempt` an exemption, both
   only when KSM's `--metric-labels-allowlist` exposes them), `kube_namespace_labels`
   (`gpuaas.io/tenant`, else the tenant is the namespace), `kube_pod_created` (the admission time
@@ -40,6 +41,8 @@ from gpuaas.simulate.history import NOT_HELD, History, Pods, Workloads, allocate
 from steps.gateways.metrics import ENGINE_ACTIVE, GPU_UTIL, MetricsGateway
 
 CHUNK_SECONDS = 3 * 3600.0
+OWNERS_NOT_WORKLOADS = ("CronJob",)
+"""Owners of a Job that Kueue does not admit as one Workload: each Job a CronJob creates is a Workload."""
 
 
 class ClusterHistoryError(RuntimeError):
@@ -172,8 +175,8 @@ class ClusterReader:
         for info in self.pods.values():
             table = {"ReplicaSet": replicasets, "Job": jobs}.get(info.owner_kind)
             owner = table.get((info.namespace, info.owner_name)) if table else None
-            if owner and owner.get("owner_kind") not in (None, "", "<none>") and owner.get("owner_name") not in (
-                    None, "", "<none>"):
+            if owner and owner.get("owner_kind") not in (None, "", "<none>", *OWNERS_NOT_WORKLOADS) and owner.get(
+                    "owner_name") not in (None, "", "<none>"):
                 info.owner_kind, info.owner_name = owner["owner_kind"], owner["owner_name"]
         for series in self._instant(f"last_over_time(kube_pod_created[{span}])"):
             labels = series["metric"]
