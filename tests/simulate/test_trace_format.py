@@ -57,9 +57,9 @@ def write(directory: Path, workloads: str, activity: str, name: str = "activity.
     (WORKLOADS + GOOD_WORKLOAD + "", f"time,workload,gpu,activity,pod\n{T0},a,0,0.5,p0\n{T0 + 60},a,0,0.5,p1\n",
      "activity.csv line 3, column 'pod'", "to stay in pod 'p0'"),
     (WORKLOADS + GOOD_WORKLOAD, f"time,workload,gpu,activity\n{T0},a,0,0.5\n{T0},a,1,0.5,1\n",
-     "activity.csv line 3", "expected 4 columns, found 5"),
+     "activity.csv line 3", "expected 4 columns (as many as the header), found 5"),
     (WORKLOADS + GOOD_WORKLOAD + f"b,team-a,tenant-a,Job,1,{T0},{T0 + 60},true\n", "time,workload,gpu,activity\n",
-     "workloads.csv line 3", "expected 7 columns, found 8"),
+     "workloads.csv line 3", "expected 7 columns (as many as the header), found 8"),
 ])
 def test_errors_name_file_line_and_column(tmp_path: Path, workloads: str, activity: str, where: str, says: str) -> None:
     with pytest.raises(TraceError) as caught:
