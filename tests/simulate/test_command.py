@@ -63,6 +63,8 @@ def test_synthesize_writes_a_trace_that_replays_the_same(tmp_path: Path, capsys:
     (["--trace", "{trace}", "--policy", "{tmp}/missing.yaml"], "cannot read it"),
     (["--prometheus", "http://127.0.0.1:9", "--since", "2h"], "unreachable"),
     (["--prometheus", "http://127.0.0.1:9", "--since", "last week"], "--since: expected RFC 3339"),
+    (["--trace", "{trace}", "--windows", "10m,0s"], "--windows: expected idle windows of at least --step (1m), found 0s"),
+    (["--trace", "{trace}", "--windows", "30s", "--step", "1m"], "--windows: expected idle windows of at least --step"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, small_trace: Path, args: list[str], says: str) -> None:
     filled = [a.replace("{tmp}", str(tmp_path)).replace("{trace}", str(small_trace)) for a in args]
@@ -71,3 +73,26 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, small_trace: Path, arg
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert says in last and "Traceback" not in result.stderr, result.stderr
+
+
+def test_an_unreachable_prometheus_names_the_option_not_the_step(tmp_path: Path) -> None:
+    """The command is not the on-idle step: nothing retries it and GPUAAS_PROMETHEUS_URL plays no part."""
+    result = subprocess.run([sys.executable, "-m", "gpuaas.cli", "simulate", "--prometheus", "http://127.0.0.1:9",
+                             "--since", "2h"], capture_output=True, text=True, check=False,
+                            cwd=Path(__file__).resolve().parents[2])
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and "unreachable" in last and "--prometheus" in last, last
+    assert "GPUAAS_PROMETHEUS_URL" not in last and "retried" not in last, last
+
+
+def test_since_after_until_shows_the_times(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--prometheus", "http://127.0.0.1:9", "--since", "2026-03-02T00:00:00Z",
+                 "--until", "2026-03-01T00:00:00Z"]) == 2
+    err = capsys.readouterr().err
+    assert "found --since 2026-03-02T00:00:00Z, --until 2026-03-01T00:00:00Z" in err, err
+
+
+def test_a_window_swept_twice_is_replayed_once(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--trace", str(small_trace), "--windows", "10m,10m,600s", "--output", "json"]) == 0
+    names = [p["name"] for p in json.loads(capsys.readouterr().out)["policies"]]
+    assert names == ["given policy", "window 10m", "no automation", "KEDA only", "Kubeflow culler"]
