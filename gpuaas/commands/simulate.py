@@ -95,6 +95,24 @@ def _seconds(option: str, value: str) -> float:
         raise ValueError(str(error)) from None
 
 
+def _windows(text: str, step: float) -> list[float]:
+    """The swept idle windows in seconds, each once, in the order given; none shorter than the grid's step
+    (the replay reads the history one step at a time, so a shorter window holds no sample)."""
+    from gpuaas.simulate.product import format_duration
+
+    windows: list[float] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        seconds = _seconds("--windows", item)
+        if seconds < step:
+            raise ValueError(f"--windows: expected idle windows of at least --step ({format_duration(step)}), "
+                             f"found {item}; pass longer windows or a finer --step")
+        if seconds not in windows:
+            windows.append(seconds)
+    return windows
+
+
 def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
     if args.trace is not None:
         from gpuaas.simulate.trace import read_trace
@@ -132,9 +150,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         step = _seconds("--step", args.step)
         delay = _seconds("--reaction-delay", args.reaction_delay)
-        windows = [_seconds("--windows", w.strip()) for w in args.windows.split(",") if w.strip()]
         if step <= 0:
             raise ValueError(f"--step: expected a positive duration such as 1m, found {args.step!r}")
+        windows = _windows(args.windows, step)
         policy, policy_source = load_policy(args.policy)
         timings = load_timings(args.observability)
         started = time.perf_counter()

@@ -79,8 +79,9 @@ class ClusterReader:
     def __init__(self, url: str, since: float, until: float, step: float = 60.0, *,
                  progress: Callable[[str, float], None] | None = None,
                  exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> None:
-        if until <= since:
-            raise ClusterHistoryError(f"--since/--until: expected since before until, found {since} >= {until}")
+        if until - since < step:
+            raise ClusterHistoryError(f"--since/--until: expected --since at least one --step ({step:g}s) before "
+                                      f"--until, found --since {_iso(since)}, --until {_iso(until)}")
         self.gateway = MetricsGateway(url, timeout_seconds=120.0)
         self.since, self.until, self.step = since, until, step
         self.progress = progress
@@ -88,10 +89,20 @@ class ClusterReader:
         self.pods: dict[tuple[str, str], PodInfo] = {}
 
     def _query(self, promql: str, at: float) -> list[dict[str, Any]]:
-        from steps.gateways.metrics import MetricsError
+        from steps.gateways.metrics import MetricsError, MetricsUnavailable
 
         try:
             return self.gateway.query(promql, at=at)
+        except MetricsUnavailable as error:
+            # the gateway speaks to the on-idle step (retried by Argo, URL from GPUAAS_PROMETHEUS_URL); here the
+            # URL is the --prometheus option and nothing retries
+            cause = error.__cause__
+            why = str(cause)[:200] if cause is not None and "HTTP Status Code" in str(cause) else (
+                type(cause).__name__ if cause is not None else str(error))
+            raise ClusterHistoryError(
+                f"--prometheus {self.gateway.url}: Prometheus is unreachable or failing ({why}); expected the URL of "
+                "its HTTP API (for example http://prometheus-operated.monitoring.svc:9090): check it and that "
+                "Prometheus answers") from None
         except MetricsError as error:
             raise ClusterHistoryError(str(error)) from None
 
@@ -316,6 +327,12 @@ class ClusterReader:
             history.workloads.gpus[w] = max(1, int(held.max())) if len(held) else history.workloads.gpus[w]
         history.notes.append(f"{len(self.pods):,} pods seen; {len(keys):,} workloads holding GPUs")
         return history
+
+
+def _iso(seconds: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def read_cluster(url: str, since: float, until: float, step: float = 60.0,
