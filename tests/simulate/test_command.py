@@ -96,3 +96,15 @@ def test_a_window_swept_twice_is_replayed_once(small_trace: Path, capsys: pytest
     assert main(["simulate", "--trace", str(small_trace), "--windows", "10m,10m,600s", "--output", "json"]) == 0
     names = [p["name"] for p in json.loads(capsys.readouterr().out)["policies"]]
     assert names == ["given policy", "window 10m", "no automation", "KEDA only", "Kubeflow culler"]
+
+
+def test_a_step_finer_than_the_samples_is_pointed_out(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One sample a minute on a 20 s grid leaves two slots in three without data: nothing is idle for long,
+    and the figures would be silently wrong."""
+    assert main(["simulate", "--trace", str(small_trace), "--step", "20s", "--windows", "", "--output", "json"]) == 0
+    captured = capsys.readouterr()
+    notes = json.loads(captured.out)["history"]["notes"]
+    assert any("33% of the held GPU slots" in note and "--step 1m" in note for note in notes), notes
+    assert "--step 1m or coarser" in captured.err
+    assert main(["simulate", "--trace", str(small_trace), "--windows", "", "--output", "json"]) == 0
+    assert not any("GPU slots" in note for note in json.loads(capsys.readouterr().out)["history"]["notes"])
