@@ -113,6 +113,23 @@ def _windows(text: str, step: float) -> list[float]:
     return windows
 
 
+def _sparse_grid_note(history: Any) -> str | None:
+    """A note when most held GPU slots have no sample, which is what a --step finer than the samples'
+    interval gives: every other slot reads as "no data", idle stretches break up and little is idle."""
+    import numpy as np
+
+    from gpuaas.simulate.product import format_duration
+
+    held = history.samples
+    share = int(np.count_nonzero(history.activity >= 0)) / held if held else 1.0
+    if share >= 0.5:
+        return None
+    interval = format_duration(round(history.step / max(share, 1e-9)))
+    return (f"only {share:.0%} of the held GPU slots on the {format_duration(history.step)} grid have a sample: "
+            f"samples come about every {interval} (or the exporter was silent), so most slots count as no data "
+            f"and idle stretches break up; pass --step {interval} or coarser")
+
+
 def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
     if args.trace is not None:
         from gpuaas.simulate.trace import read_trace
@@ -164,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
     if len(history.workloads) == 0:
         print("gpuaas simulate: the history holds no workload; nothing to replay", file=sys.stderr)
         return 2
+    sparse = _sparse_grid_note(history)
+    if sparse:
+        history.warnings.append(sparse)
+        progress.note(f"warning: {sparse}")
     from gpuaas.simulate.comparison import Simulator
     from gpuaas.simulate.report import as_json, table, timing_notes, write_html
 

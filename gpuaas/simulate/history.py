@@ -101,6 +101,8 @@ class History:
     source: str = ""
     """Where the history came from, for the report."""
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What makes the figures doubtful (printed with them): e.g. a grid finer than the samples."""
 
     @property
     def samples(self) -> int:
