@@ -12,8 +12,9 @@
   no coverage check: with `ignoreNullValues` (default true) a query without data reads 0, so
   missing samples count as inactive.
 - **Kubeflow notebook culler** (notebook-controller defaults `CULL_IDLE_TIME` 1440 min,
-  `IDLENESS_CHECK_PERIOD` 1 min): a Notebook is stopped at the first check more than 24 h after
-  its last activity. The culler reads kernel activity, not GPUs; here a busy GPU sample stands for
+  `IDLENESS_CHECK_PERIOD` 1 min; culling runs only with `ENABLE_CULLING=true`, default false,
+  components/notebook-controller/controllers/culling_controller.go): a Notebook is stopped at the
+  first check more than 24 h after its last activity. The culler reads kernel activity, not GPUs; here a busy GPU sample stands for
   kernel activity. It applies to Notebooks only.
 
 All release the workload until its end, like a gpuaas release.

@@ -133,7 +133,7 @@ class Simulator:
         workload, when = baselines.notebook_culler(self.samples, culler)
         runs.append(self._scored(
             "Kubeflow culler", "baseline", f"Notebooks stopped {culler.cull_idle_seconds / 3600:g}h after their last "
-            "activity (notebook-controller default)", workload, when, started,
+            "activity (notebook-controller default timings; culling itself needs ENABLE_CULLING=true)", workload, when, started,
             settings={"cullIdleTime": culler.cull_idle_seconds, "idlenessCheckPeriod": culler.check_period}))
         return runs
 
