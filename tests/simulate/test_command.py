@@ -65,6 +65,16 @@ def test_synthesize_writes_a_trace_that_replays_the_same(tmp_path: Path, capsys:
     (["--prometheus", "http://127.0.0.1:9", "--since", "last week"], "--since: expected RFC 3339"),
     (["--trace", "{trace}", "--windows", "10m,0s"], "--windows: expected idle windows of at least --step (1m), found 0s"),
     (["--trace", "{trace}", "--windows", "30s", "--step", "1m"], "--windows: expected idle windows of at least --step"),
+    (["--synthesize", "--days", "0"], "--days: expected a positive number of days"),
+    (["--synthesize", "--days", "nan"], "--days: expected a positive number of days"),
+    (["--synthesize", "--days", "45"], "--days: expected at most 30 days (the ITP jobs given cover 30), found 45"),
+    (["--synthesize", "--seed", "-5"], "--seed: expected a whole number >= 0, found -5"),
+    (["--synthesize", "--itp", "{trace}/workloads.csv"], "--itp {trace}/workloads.csv: expected ITP job rows"),
+    (["--synthesize", "--itp", "{tmp}/missing.tar.gz"], "--itp {tmp}/missing.tar.gz: expected"),
+    (["--synthesize", "--itp", "{trace}/activity.csv"], "--itp {trace}/activity.csv: expected ITP job rows"),
+    (["--trace", "{trace}", "--html", "{trace}/workloads.csv"], "--html {trace}/workloads.csv: expected a folder"),
+    (["--synthesize", "--days", "0.1", "--write-trace", "{trace}/workloads.csv"],
+     "--write-trace {trace}/workloads.csv: expected a folder"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, small_trace: Path, args: list[str], says: str) -> None:
     filled = [a.replace("{tmp}", str(tmp_path)).replace("{trace}", str(small_trace)) for a in args]
@@ -72,6 +82,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, small_trace: Path, arg
                             check=False, cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]
+    says = says.replace("{tmp}", str(tmp_path)).replace("{trace}", str(small_trace))
     assert says in last and "Traceback" not in result.stderr, result.stderr
 
 
