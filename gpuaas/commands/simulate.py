@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import sys
 import time
@@ -130,6 +131,19 @@ def _sparse_grid_note(history: Any) -> str | None:
             f"and idle stretches break up; pass --step {interval} or coarser")
 
 
+def _writable_folder(option: str, folder: Path | None) -> None:
+    """Make the folder an option writes into, before minutes of replay; a clear error if it cannot be."""
+    if folder is None:
+        return
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{option} {folder}: expected a folder to write into, found a file; pass another folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"{option} {folder}: expected a folder this user can write, found "
+                         f"{(error.strerror or str(error)).lower()}; pass another folder") from None
+
+
 def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
     if args.trace is not None:
         from gpuaas.simulate.trace import read_trace
@@ -146,8 +160,20 @@ def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
         return read_cluster(args.prometheus, since, until, step, progress=progress)
     from gpuaas.simulate.synthesis import load_itp, synthesize
 
+    if not math.isfinite(args.days) or args.days <= 0:
+        raise ValueError(f"--days: expected a positive number of days such as 7 or 30, found {args.days:g}")
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected a whole number >= 0, found {args.seed}")
+    try:
+        jobs = load_itp(args.itp)
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"--itp {error}") from None
+    covered = math.ceil(float(jobs.submission.max()) / 86400.0 - 1e-9)
+    if args.days > covered:
+        raise ValueError(f"--days: expected at most {covered} days (the ITP jobs given cover {covered}), found "
+                         f"{args.days:g}; the original raw-traces.tar.gz (--itp) covers 60")
     progress.note(f"synthesizing {args.days:g} days of the ITP trace (seed {args.seed})")
-    history = synthesize(load_itp(args.itp), seed=args.seed, days=args.days, step=step,
+    history = synthesize(jobs, seed=args.seed, days=args.days, step=step,
                          progress=lambda share: progress("synthesizing", share))
     if args.write_trace is not None:
         from gpuaas.simulate.trace import write_trace
@@ -170,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
         if step <= 0:
             raise ValueError(f"--step: expected a positive duration such as 1m, found {args.step!r}")
         windows = _windows(args.windows, step)
+        _writable_folder("--html", args.html)
+        _writable_folder("--write-trace", args.write_trace)
         policy, policy_source = load_policy(args.policy)
         timings = load_timings(args.observability)
         started = time.perf_counter()
