@@ -53,11 +53,18 @@ class GoProgram:
         return BIN_DIR / self.stack_module / self.binary
 
 
-KUBELET = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kubelet", "kubelet")
-KUBE_APISERVER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver")
+KUBERNETES_VERSION = "v1.36.3"
+"""The pinned `k8s.io/kubernetes` of `stack/kubernetes/go.mod`, stamped into the binaries as Kubernetes' own
+build does (hack/lib/version.sh): without it a `go install` reports `v0.0.0-master+$Format:%H$` (the node's
+kubeletVersion, `--version`)."""
+_KUBERNETES_STAMP = ("-s -w -X k8s.io/component-base/version.gitVersion={v} -X k8s.io/component-base/version.gitMajor=1 "
+                     "-X k8s.io/component-base/version.gitMinor={minor} -X k8s.io/component-base/version.gitTreeState=clean"
+                     ).format(v=KUBERNETES_VERSION, minor=KUBERNETES_VERSION.split(".")[1])
+KUBELET = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kubelet", "kubelet", _KUBERNETES_STAMP)
+KUBE_APISERVER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver", _KUBERNETES_STAMP)
 KUBE_CONTROLLER_MANAGER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager",
-                                    "kube-controller-manager")
-KUBE_SCHEDULER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler")
+                                    "kube-controller-manager", _KUBERNETES_STAMP)
+KUBE_SCHEDULER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler", _KUBERNETES_STAMP)
 ETCD = GoProgram("etcd", "go.etcd.io/etcd/server/v3", "server")
 """etcd's module builds its server as `server` (the module's last path element), as the stack build names it."""
 ARGOEXEC = GoProgram("argo-workflows", "github.com/argoproj/argo-workflows/v4/cmd/argoexec", "argoexec",
