@@ -92,17 +92,17 @@ def load_itp(path: Path | None = None) -> ItpJobs:
                 read(handle, file.stem.removeprefix("cluster"))
     elif path.name.endswith(".tar.gz"):
         try:
-            archive = tarfile.open(path)
+            with tarfile.open(path) as archive:
+                for member in sorted(archive.getmembers(), key=lambda m: m.name):
+                    name = Path(member.name).name
+                    if name.startswith("cluster") and name.endswith(".csv"):
+                        handle = archive.extractfile(member)
+                        if handle is not None:
+                            read(io.TextIOWrapper(handle, newline=""),
+                                 name.removeprefix("cluster").removesuffix(".csv"))
         except (tarfile.TarError, OSError) as error:
             raise ValueError(f"{path}: {expected}, found a file that is not a readable tar.gz archive "
                              f"({type(error).__name__})") from None
-        with archive:
-            for member in sorted(archive.getmembers(), key=lambda m: m.name):
-                name = Path(member.name).name
-                if name.startswith("cluster") and name.endswith(".csv"):
-                    handle = archive.extractfile(member)
-                    if handle is not None:
-                        read(io.TextIOWrapper(handle, newline=""), name.removeprefix("cluster").removesuffix(".csv"))
     else:
         opener = gzip.open if path.suffix == ".gz" else open
         try:
