@@ -30,6 +30,7 @@ import os
 import sys
 import time
 import traceback
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -89,7 +90,7 @@ def main(argv: list[str], *, outputs_dir: str | None = None, environ: Mapping[st
     except Exception as error:  # noqa: BLE001 - every failure is recorded, then mapped to an exit code
         report = _failure(reaction, params, error)
     report.timings.setdefault("totalSeconds", time.perf_counter() - started)
-    _record_kubernetes_event(report, context)
+    _record_kubernetes_event(report, context, uuid.uuid4().hex)
     return _write_outputs(report, out_dir)
 
 
@@ -116,9 +117,16 @@ def _failure(reaction: str, params: Mapping[str, str], error: Exception) -> Step
     return report
 
 
-def _record_kubernetes_event(report: StepReport, context: object) -> None:
-    """Best effort: the record already says what happened; an Event failure is added to its errors."""
-    from steps.record import kubernetes_event
+def _record_kubernetes_event(report: StepReport, context: object, invocation: str) -> None:
+    """Record the Event on the Workload, once per run (`occurrence`: the Argo run, or this
+    invocation when the step runs without one, by hand).
+
+    Best effort, but for GPUaaSWorkersReleased: the per-tenant release limit counts those Events, so
+    a release whose Event could not be written for a transient reason exits 75; Argo's retry of the
+    same run finds the release it made and writes the Event then (steps.reactions.release_workers).
+    """
+    from steps.gateways.errors import TransientError
+    from steps.record import COUNTED_EVENT_REASONS, kubernetes_event
 
     workload = report.workload_object
     if workload is None or context is None:
@@ -127,9 +135,16 @@ def _record_kubernetes_event(report: StepReport, context: object) -> None:
     if event is None:
         return
     reason, message, kind = event
+    occurrence = f"{report.reaction}/{getattr(context, 'run_id', '') or invocation}"
     try:
-        context.kube.record_event(workload, reason, message, type=kind, action=report.reaction)  # type: ignore[attr-defined]
-    except Exception as error:  # noqa: BLE001 - recorded, never fatal
+        context.kube.record_event(workload, reason, message, type=kind, action=report.reaction,  # type: ignore[attr-defined]
+                                  occurrence=occurrence)
+    except Exception as error:  # noqa: BLE001 - recorded; fatal only for the Events the release limit counts
+        if reason in COUNTED_EVENT_REASONS and isinstance(error, TransientError):
+            report.errors.append(f"Kubernetes Event {reason} not recorded: {error}; the release limit counts "
+                                 "these Events, so the step exits 75 and Argo's retry records it")
+            report.exit_code = EX_TEMPFAIL
+            return
         report.errors.append(f"Kubernetes Event {reason} not recorded: {error}")
 
 

@@ -120,7 +120,9 @@ def _dns_name(value: str) -> bool:
 class Action:
     """One intended write, planned from observed state (pure data).
 
-    `operation`: create (body) | merge-patch (patch) | json-patch (patch = list of ops) | delete | none.
+    `operation`: create (body) | merge-patch (patch) | json-patch (patch = list of ops) | delete | none
+    | already-applied (the write was made by an earlier attempt of this same run, whose answer was
+    lost: nothing is written now, and the record says it was applied, with a note).
     `resource`: a `steps.gateways.resources.Resource`. `subresource`: e.g. "status".
     `resource_version`: when set, the write is conditional on it (409 -> re-observe, re-plan).
     """
@@ -189,12 +191,16 @@ class ActionResult:
     before: JSON | None = None
     after: JSON | None = None
     error: str | None = None
+    note: str | None = None
+    """How an `applied` result is known when the API's answer was lost (re-read, or an earlier attempt)."""
 
     def to_dict(self) -> JSON:
         out: JSON = {"action": self.action, "target": self.target, "before": self.before, "after": self.after,
                      "result": self.result}
         if self.error:
             out["error"] = self.error
+        if self.note:
+            out["note"] = self.note
         return out
 
 

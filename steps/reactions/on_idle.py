@@ -350,6 +350,16 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     from steps.plan import Outcome, Plan
     from steps.reactions import release_workers
 
+    if state.workload_state.release is not None and state.workload_state.workload is not None:
+        # Released already: complete what an earlier attempt left (the Workload's copy of the
+        # record) and record this run's own release whose answer was lost (release-workers' rules).
+        named = dc_replace(request, namespace=state.request.namespace,
+                           workload=(state.idle.workload or {}).get("metadata", {}).get("name", ""))
+        completion = release_workers.plan(named, state.workload_state, policy, by=REACTION)
+        if completion.actions:
+            gpus = float(completion.metrics.get("gpusReleased", 0.0))
+            return Plan(completion.actions, completion.reasons, completion.empty_outcome,
+                        {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {}, completion.event)
     settings = policy.idle_for(state.tenant)
     decision = decide(state.request, state.idle, settings)
     if decision.verdict == "retry":
