@@ -13,6 +13,9 @@ Kubernetes Event on the Workload, builds the audit record, and writes the output
     gpus-released         data.metrics.gpusReleased, else 0
     gpu-hours-reclaimed   data.metrics.gpuHoursReclaimed, else 0
     tenant                the ClusterQueue the step resolved, else "unknown" (labels Argo metrics)
+    final                 "false" when Argo will run another attempt of this step (exit 75 and
+                          attempts left: GPUAAS_ATTEMPT < GPUAAS_RETRY_LIMIT), else "true"; the
+                          outcome counter counts only final attempts: once per reaction
     <name>                any extra output the reaction returns (idle-alerts: alerts)
 
 Exit codes: 0 for every recorded outcome but `failed`; 75 (EX_TEMPFAIL) for a transient failure
@@ -91,7 +94,7 @@ def main(argv: list[str], *, outputs_dir: str | None = None, environ: Mapping[st
         report = _failure(reaction, params, error)
     report.timings.setdefault("totalSeconds", time.perf_counter() - started)
     _record_kubernetes_event(report, context, uuid.uuid4().hex)
-    return _write_outputs(report, out_dir)
+    return _write_outputs(report, out_dir, env)
 
 
 def _report(reaction: str, params: Mapping[str, str], outcome: Outcome, error: str) -> StepReport:
@@ -148,7 +151,7 @@ def _record_kubernetes_event(report: StepReport, context: object, invocation: st
         report.errors.append(f"Kubernetes Event {reason} not recorded: {error}")
 
 
-def _write_outputs(report: StepReport, out_dir: Path) -> int:
+def _write_outputs(report: StepReport, out_dir: Path, env: Mapping[str, str]) -> int:
     from steps.record import build_record, record_json
 
     try:
@@ -158,6 +161,7 @@ def _write_outputs(report: StepReport, out_dir: Path) -> int:
         report.plan, report.results, report.observed = None, [], {"unrecordable": str(error)}
         record = build_record(report)
     metrics = record["data"].get("metrics") or {}
+    code = report.code
     outputs = {
         "outcome": str(report.outcome),
         "plan": json.dumps(record["data"]["plan"], separators=(",", ":")),
@@ -165,6 +169,7 @@ def _write_outputs(report: StepReport, out_dir: Path) -> int:
         "gpus-released": _figure(metrics.get("gpusReleased")),
         "gpu-hours-reclaimed": _figure(metrics.get("gpuHoursReclaimed")),
         "tenant": report.tenant or "unknown",
+        "final": "true" if final_attempt(code, env) else "false",
         **report.outputs,
     }
     try:
@@ -177,7 +182,20 @@ def _write_outputs(report: StepReport, out_dir: Path) -> int:
     print(outputs["record"])
     if report.errors:
         print(f"{report.reaction}: {report.outcome}: {'; '.join(report.errors)}", file=sys.stderr)
-    return report.code
+    return code
+
+
+def final_attempt(code: int, environ: Mapping[str, str]) -> bool:
+    """False only when Argo's retryStrategy will run this step again: it exits 75 and attempts are
+    left (GPUAAS_ATTEMPT is Argo's {{retries}}, 0 for the first; GPUAAS_RETRY_LIMIT its limit).
+    Unknown attempt numbers (a step run by hand) count as final."""
+    if code != EX_TEMPFAIL:
+        return True
+    try:
+        attempt, limit = int(environ.get("GPUAAS_ATTEMPT", "")), int(environ.get("GPUAAS_RETRY_LIMIT", ""))
+    except ValueError:
+        return True
+    return attempt >= limit
 
 
 def _figure(value: object) -> str:
