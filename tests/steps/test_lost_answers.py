@@ -165,3 +165,24 @@ def test_a_release_event_that_cannot_be_written_makes_the_step_retry(api: ApiSer
     code, out = run(api, tmp_path, "release-workers", namespace=NS, workload=workload_name(scene))
     assert code == 0 and out["outcome"] == "applied"
     assert [e["count"] for e in events(api, RELEASED)] == [1]
+
+
+@pytest.mark.parametrize(("attempt", "final"), [("0", "false"), ("3", "false"), ("4", "true"), ("", "true")])
+def test_the_final_output_says_whether_argo_retries_this_attempt(api: ApiServer, tmp_path: Path, attempt: str,
+                                                                 final: str) -> None:
+    """`final` feeds the outcome counter's `when` (workflows/reaction.py): false only for an attempt
+    that exits 75 with attempts left (Argo's {{retries}} below the limit 4)."""
+    from steps.entrypoint import main
+
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    api.faults.fail_next(1000, status=503)
+    params_file = tmp_path / "params.json"
+    params_file.write_text(json.dumps([{"name": "namespace", "value": NS},
+                                       {"name": "workload", "value": workload_name(scene)}]))
+    env = {"GPUAAS_KUBE_URL": api.url, "GPUAAS_ATTEMPT": attempt, "GPUAAS_RETRY_LIMIT": "4"}
+    code = main(["release-workers", str(params_file)], outputs_dir=str(tmp_path / "out"), environ=env)
+    assert code == 75 and (tmp_path / "out" / "final").read_text() == final
+    api.faults.clear()
+    code = main(["release-workers", str(params_file)], outputs_dir=str(tmp_path / "ok"), environ=env)
+    assert code == 0 and (tmp_path / "ok" / "final").read_text() == "true"
