@@ -350,7 +350,8 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
             annotations[key] = old
         elif current != old:
             notes.append(f"annotation {key} is {current!r} (changed since the release); left as is")
-        return [Action("resume-notebook" if strategy == STOP_NOTEBOOK else "unpause-keda", _resource(target, strategy), name,
+        resource = _resource(target, STOP_NOTEBOOK) if strategy == STOP_NOTEBOOK else _resource(target, PAUSE_KEDA)
+        return [Action("resume-notebook" if strategy == STOP_NOTEBOOK else "unpause-keda", resource, name,
                        namespace, reason, patch={"metadata": {"annotations": annotations}}, resource_version=rv,
                        before={"metadata": {"annotations": {key: current}}})], notes
     if strategy == SCALE_WORKERS:

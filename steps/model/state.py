@@ -185,10 +185,13 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
 def _release_target(kube: Any, namespace: str, record: JSON) -> JSON | None:
     """The live object a release record names (None when it is the Workload itself, unknown or gone)."""
     from steps.gateways.resources import for_kind
+    from steps.strategies import STRATEGY_KINDS
 
     target = record.get("target") or {}
     if not isinstance(target, dict) or target.get("kind") in (None, "Workload"):
         return None
+    if target.get("kind") not in STRATEGY_KINDS.get(str(record.get("strategy")), ()):
+        return None  # a record naming a kind its strategy never changes is not followed (nor trusted)
     resource = for_kind(str(target.get("apiVersion") or ""), str(target.get("kind")))
     if resource is None or not target.get("name"):
         return None

@@ -80,7 +80,10 @@ def alertmanager_body(event: Any) -> JSON:
 def _resource_for(api_version: str, kind: str) -> Any | None:
     """The Resource constant for an ownerReference (None for kinds the product does not know)."""
     from steps.gateways import resources
+    from steps.model.owners import OWNER_KINDS
 
+    if kind not in OWNER_KINDS:
+        return None
     group = api_version.split("/")[0] if "/" in api_version else ""
     for value in vars(resources).values():
         if isinstance(value, resources.Resource) and value.kind == kind and value.group == group:
