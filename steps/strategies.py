@@ -149,7 +149,7 @@ def strategy_for(workload: Workload, owners: OwnerChain, scaled_object: Mapping[
     if direct is None and owners.reference is not None:
         return ReleaseStrategy(DEACTIVATE, dict(workload.obj),
                                f"owner {owners.reference.kind} {owners.reference.name}: {owners.missing}; "
-                               "deactivating the Workload releases its quota and keeps every object")
+                               "deactivating the Workload releases its quota and keeps every object (its pods are stopped)")
     kind = direct_kind or "no owner"
     return ReleaseStrategy(DEACTIVATE, dict(workload.obj),
                            f"{kind}: spec.active=false releases the quota and keeps the Workload (kueue#14702)")
