@@ -192,19 +192,28 @@ def resolve_pod_workload(kube: Gateway, namespace: str, pod_name: str,
 
 def pods_of_workload(kube: Gateway, workload: JSON) -> list[str]:
     """Names of the running pods whose owner chain reaches `workload` (all its pods, for metrics)."""
+    return sorted(pod_gpus_of_workload(kube, workload))
+
+
+def pod_gpus_of_workload(kube: Gateway, workload: JSON) -> dict[str, int]:
+    """{pod name: GPUs it requests} for the live pods whose owner chain reaches `workload`: what the
+    idle decision needs evidence for (every GPU of every pod)."""
     from steps.gateways.resources import POD
+    from steps.model.workload import template_request
 
     meta = workload.get("metadata") or {}
     namespace = meta.get("namespace")
     owner_uids = {r.get("uid") for r in meta.get("ownerReferences") or []}
-    out: list[str] = []
+    out: dict[str, int] = {}
     for pod in kube.list(POD, namespace):
         if ((pod.get("status") or {}).get("phase") or "Running") in ("Succeeded", "Failed"):
             continue
+        name = (pod.get("metadata") or {}).get("name", "")
         chain = owner_chain(kube, pod)
-        if any(link.uid in owner_uids for link in chain) or workload_for_chain([workload], chain) is not None:
-            out.append((pod.get("metadata") or {}).get("name", ""))
-    return sorted(p for p in out if p)
+        if name and (any(link.uid in owner_uids for link in chain)
+                     or workload_for_chain([workload], chain) is not None):
+            out[name] = int(template_request({"spec": pod.get("spec") or {}}))
+    return out
 
 
 # -- the split (pure) ---------------------------------------------------------------------------------

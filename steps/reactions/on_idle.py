@@ -66,6 +66,8 @@ class IdleState:
     owner: JSON | None = None
     pods: tuple[str, ...] = ()
     activity: GpuActivity | None = None
+    pod_gpus: Mapping[str, int] = field(default_factory=dict)
+    """GPUs each pod of the workload requests: each must have its own samples (no evidence, no release)."""
     metrics_error: str | None = None
     releases_last_hour: int = 0
     released_record: JSON | None = None
@@ -119,6 +121,7 @@ class IdleState:
                                                   "name": (self.owner.get("metadata") or {}).get("name")},
             "admitted": self.is_true("Admitted"), "finished": self.is_true("Finished"), "active": self.active,
             "runtimeSeconds": self.runtime_seconds, "gpus": self.gpus, "pods": list(self.pods),
+            "podGpus": dict(self.pod_gpus),
             "exemptBy": self.exempt_by, "releasesLastHour": self.releases_last_hour,
             "released": self.released_record, "activity": self.activity.as_dict() if self.activity else None,
             "metricsError": self.metrics_error,
@@ -166,7 +169,8 @@ def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDe
         return IdleDecision("retry", (f"idleness cannot be confirmed now: {state.metrics_error}",))
     if state.activity is None:
         return IdleDecision("no-op", ("GPU activity was not observed",))
-    why_not = state.activity.why_not_idle(policy.threshold, policy.min_coverage)
+    why_not = state.activity.why_not_idle(policy.threshold, policy.min_coverage, expected=state.pod_gpus,
+                                          held=state.gpus)
     if why_not:
         return IdleDecision("no-op", (why_not,))
     if policy.max_releases_per_hour <= 0 or state.releases_last_hour >= policy.max_releases_per_hour:
@@ -295,7 +299,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
 
     from steps.gateways.metrics import MetricsError
     from steps.model.state import observe_workload
-    from steps.reactions.idle_alerts import pods_of_workload, resolve_pod_workload
+    from steps.reactions.idle_alerts import pod_gpus_of_workload, resolve_pod_workload
 
     idle_request = parse_request(context.params)
     kube, now = context.kube, context.now()
@@ -321,7 +325,8 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
         return OnIdleState(ws, IdleState(now=now, workload=None, resolution=resolution or
                                          f"Workload {idle_request.namespace}/{name} not found"), idle_request)
     settings = context.policy.idle_for(ws.tenant)
-    pods = tuple(pods_of_workload(kube, workload))
+    pod_gpus = pod_gpus_of_workload(kube, workload)
+    pods = tuple(sorted(pod_gpus))
     activity, metrics_error = None, None
     if pods:
         try:
@@ -332,7 +337,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
                 raise
             metrics_error = str(error)
     idle = IdleState(now=now, workload=workload, resolution=resolution or f"Workload {name} read by name",
-                     tenant=ws.tenant, owner=ws.owners.direct, pods=pods, activity=activity,
+                     tenant=ws.tenant, owner=ws.owners.direct, pods=pods, pod_gpus=pod_gpus, activity=activity,
                      metrics_error=metrics_error, releases_last_hour=releases_in_last_hour(kube, ws.tenant, now),
                      released_record=ws.release)
     return OnIdleState(ws, idle, idle_request)

@@ -243,5 +243,5 @@ def test_a_gpu_pod_without_samples_blocks_the_release(world: World) -> None:
     assert state.idle.pods == ("train-idle", "train-silent")
     assert [g.pod for g in state.idle.activity.gpus] == ["train-idle"]
     assert decision.verdict == "no-op", decision
-    assert "pod train-silent holds 2 GPU(s); 0 of them have DCGM samples" in decision.reasons[0]
+    assert "pod team-b/train-silent holds 2 GPU(s); 0 of them have DCGM samples" in decision.reasons[0]
     assert state.idle.observed()["podGpus"] == {"train-idle": 1, "train-silent": 2}
