@@ -89,10 +89,14 @@ class ReactionRequest:
                                 "pass dry-run=true to plan without writing")
         namespace = (params.get("namespace") or "").strip()
         workload = (params.get("workload") or "").strip()
-        for name, value in (("namespace", namespace), ("workload", workload)):
-            if value and not _dns_name(value):
-                raise RejectedInput(name, "a Kubernetes object name (lower-case letters, digits, '-', '.')",
-                                    repr(value), "pass the Workload's metadata.namespace/metadata.name")
+        from steps.names import is_dns_label, is_dns_subdomain
+
+        if namespace and not is_dns_label(namespace):
+            raise RejectedInput("namespace", "a namespace name (at most 63 ASCII lower-case letters, digits, '-')",
+                                _short(namespace), "pass the Workload's metadata.namespace")
+        if workload and not is_dns_subdomain(workload):
+            raise RejectedInput("workload", "a Kubernetes object name (at most 253 ASCII lower-case letters, digits, "
+                                "'-', '.')", _short(workload), "pass the Workload's metadata.name")
         extra = {k: v for k, v in params.items() if k not in COMMON_PARAMETERS}
         return cls(reaction=reaction, namespace=namespace, workload=workload, event=params.get("event") or "",
                    dry_run=dry == "true", tenant_hint=(params.get("tenant") or "").strip(), extra=extra)
@@ -109,11 +113,6 @@ class ReactionRequest:
     def with_names(self, namespace: str, workload: str) -> ReactionRequest:
         return ReactionRequest(self.reaction, namespace, workload, self.event, self.dry_run, self.tenant_hint,
                                self.extra)
-
-
-def _dns_name(value: str) -> bool:
-    return len(value) <= 253 and all(c.islower() or c.isdigit() or c in "-." for c in value) \
-        and value[0].isalnum() and value[-1].isalnum()
 
 
 @dataclass(frozen=True)

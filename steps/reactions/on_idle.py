@@ -203,9 +203,7 @@ def parse_request(params: Mapping[str, str]) -> IdleRequest:
         except json.JSONDecodeError as exc:
             raise RejectedInput("alert", "the JSON of one Alertmanager alert", f"invalid JSON ({exc})",
                                 "idle-alerts writes it; check the on-idle template's withParam wiring") from None
-        if not isinstance(data, dict):
-            raise RejectedInput("alert", "a JSON object", type(data).__name__)
-        alert = IdleAlert.from_alert(data)
+        alert = IdleAlert.from_alert(data, "alert")
     namespace = (params.get("namespace") or (alert.namespace if alert else "")).strip()
     pod = (params.get("pod") or (alert.pod if alert else "")).strip()
     workload = (params.get("workload") or "").strip()

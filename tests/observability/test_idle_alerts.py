@@ -68,7 +68,7 @@ def test_cloudevent_structured_mode_is_accepted() -> None:
 # -- which alerts count (pure) ---------------------------------------------------------------------
 def test_only_firing_idle_alerts_with_pod_labels_are_candidates() -> None:
     no_pod = alert("team-a", "")
-    keep, skipped = ia.candidate_alerts(group(
+    keep, skipped, _ = ia.candidate_alerts(group(
         alert("team-a", "nb-0"), alert("team-a", "nb-1", status="resolved"), alert("team-a", "x", name="KubePodCrashLooping"),
         no_pod, alert("team-a", "nb-0", fp="again")))
     assert [(a.namespace, a.pod) for a in keep] == [("team-a", "nb-0")]
@@ -80,7 +80,7 @@ def test_only_firing_idle_alerts_with_pod_labels_are_candidates() -> None:
 
 def test_split_gives_one_item_per_workload() -> None:
     wl = {"metadata": {"name": "raycluster-demo-1a2b3", "namespace": "team-a"}}
-    alerts, _ = ia.candidate_alerts(group(alert("team-a", "w-0"), alert("team-a", "w-1"), alert("team-a", "gone")))
+    alerts, _, _ = ia.candidate_alerts(group(alert("team-a", "w-0"), alert("team-a", "w-1"), alert("team-a", "gone")))
     resolved = {("team-a", "w-0"): ia.PodWorkload("team-a", "w-0", True, workload=wl),
                 ("team-a", "w-1"): ia.PodWorkload("team-a", "w-1", True, workload=wl),
                 ("team-a", "gone"): ia.PodWorkload("team-a", "gone", False, reason="pod team-a/gone no longer exists")}
@@ -207,3 +207,44 @@ def test_hand_submission_with_a_workload_yields_that_workload(tmp_path: Any) -> 
         code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"namespace": "team-a", "workload": "nope", "event": ""})
         assert outputs["outcome"] == "no-op" and outputs["alerts"] == "[]"
         assert api.write_count == writes
+
+
+MALFORMED_ALERTS = [
+    ("labels-a-list", {"status": "firing", "labels": ["GPUWorkloadIdle", "team-a"]}, "labels"),
+    ("labels-a-string", {"status": "firing", "labels": "alertname=GPUWorkloadIdle"}, "labels"),
+    ("alert-a-string", "GPUWorkloadIdle team-a/nb-0", "an object"),
+    ("label-value-not-text", {"status": "firing", "labels": {"alertname": "GPUWorkloadIdle", "namespace": "team-a",
+                                                             "pod": ["a", "b"]}}, "labels.pod"),
+    ("pod-not-a-dns-name", {"status": "firing", "labels": {"alertname": "GPUWorkloadIdle", "namespace": "team-a",
+                                                           "pod": "Nb_0!"}}, "labels.pod"),
+    ("namespace-non-ascii", {"status": "firing", "labels": {"alertname": "GPUWorkloadIdle", "namespace": "tëam-a",
+                                                            "pod": "nb-0"}}, "labels.namespace"),
+    ("status-not-text", {"status": {"state": "firing"}, "labels": {"alertname": "GPUWorkloadIdle"}}, "status"),
+]
+
+
+@pytest.mark.parametrize(("bad", "field"), [m[1:] for m in MALFORMED_ALERTS], ids=[m[0] for m in MALFORMED_ALERTS])
+def test_one_malformed_alert_is_rejected_and_the_rest_fan_out(tmp_path: Any, bad: Any, field: str) -> None:
+    """Issue 10 item 9: a malformed alert is rejected in the record; the good alerts of the same
+    group still become on-idle items (the step does not fail the whole group)."""
+    with running_apiserver() as api:
+        c = Cluster(api.store)
+        _, job_wl, job_pod = c.job("team-b", "train")
+        body = group(alert("team-b", job_pod["metadata"]["name"]), bad)
+        code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"event": json.dumps({"header": {}, "body": body})})
+    record = json.loads(outputs["record"])
+    assert code == 0 and outputs["outcome"] == "applied", record["data"]["errors"]
+    assert [i["workload"] for i in json.loads(outputs["alerts"])] == [job_wl["metadata"]["name"]]
+    [rejected] = record["data"]["observed"]["rejected"]
+    assert rejected["index"] == 1 and rejected["reason"].startswith("event.data.body.alerts[1]"), rejected
+    assert field in rejected["reason"].split(": found")[0], rejected
+    assert any(e.startswith("event.data.body.alerts[1]") for e in record["data"]["errors"])
+
+
+def test_a_group_of_only_malformed_alerts_is_rejected_input(tmp_path: Any) -> None:
+    with running_apiserver() as api:
+        body = group({"status": "firing", "labels": ["x"]}, "not an alert")
+        code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"event": json.dumps(body)})
+    record = json.loads(outputs["record"])
+    assert code == 0 and outputs["outcome"] == "rejected-input" and outputs["alerts"] == "[]"
+    assert len(record["data"]["observed"]["rejected"]) == 2
