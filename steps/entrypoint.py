@@ -46,17 +46,15 @@ USAGE = "usage: python -m steps <reaction> PARAMS_FILE"
 
 def read_params(path: str) -> dict[str, str]:
     """The parameters file: Argo's `{{inputs.parameters}}` JSON list, or a JSON object."""
+    from steps.json_text import load
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as error:
         raise RejectedInput("PARAMS_FILE", "a readable file holding the step parameters", f"{path} ({error.strerror})",
                             "Argo writes it from the script template's source: '{{inputs.parameters}}'") from None
-    try:
-        data = json.loads(text) if text.strip() else []
-    except json.JSONDecodeError as error:
-        raise RejectedInput("PARAMS_FILE", "JSON (a list of {name, value})",
-                            f"invalid JSON at line {error.lineno} column {error.colno}",
-                            "set the template's source to '{{inputs.parameters}}'") from None
+    hint = "set the template's source to '{{inputs.parameters}}'"
+    data = load("PARAMS_FILE", raw, hint) if raw.strip() else []
     if isinstance(data, dict):
         return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
     if not isinstance(data, list):

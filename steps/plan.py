@@ -46,19 +46,31 @@ class RejectedInput(ValueError):
     """Input the step cannot act on. Names the field, what was expected, what was found, what to do."""
 
     def __init__(self, field: str, expected: str, found: object, hint: str = "") -> None:
-        self.field = field
+        self.field = _printable(field)
         self.expected = expected
-        self.found = found if isinstance(found, str) else _short(found)
+        self.found = _printable(found)
         self.hint = hint
-        message = f"{field}: expected {expected}, found {self.found}"
+        message = f"{self.field}: expected {expected}, found {self.found}"
         if hint:
             message += f"; {hint}"
         super().__init__(message)
 
 
 def _short(value: object, limit: int = 120) -> str:
-    text = repr(value)
+    text = ascii(value) if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _printable(value: object, limit: int = 200) -> str:
+    """Text for a one-line message that can be written anywhere: input echoed in an error may hold
+    newlines, control characters or lone surrogates; such text (and anything not text) is quoted."""
+    if isinstance(value, str) and len(value) <= limit and value.isprintable():
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+    return _short(value, limit)
 
 
 COMMON_PARAMETERS = frozenset({"namespace", "workload", "event", "dry-run", "tenant"})

@@ -59,10 +59,9 @@ def alertmanager_body(event: Any) -> JSON:
     if isinstance(data, dict) and "body" in data and "alerts" not in data:
         body = data["body"]
         if isinstance(body, (str, bytes)):
-            try:
-                body = json.loads(body)
-            except json.JSONDecodeError as exc:
-                raise RejectedInput("event.data.body", "the Alertmanager JSON body", f"invalid JSON ({exc})") from None
+            from steps.json_text import load
+
+            body = load("event.data.body", body, "the webhook EventSource passes Alertmanager's JSON body")
         data = body
     if not isinstance(data, dict):
         raise RejectedInput("event.data.body", "an Alertmanager webhook object", type(data).__name__)

@@ -23,7 +23,6 @@ or too-young workload is decided without Prometheus.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -198,11 +197,9 @@ def parse_request(params: Mapping[str, str]) -> IdleRequest:
     alert_raw = (params.get("alert") or "").strip()
     alert: IdleAlert | None = None
     if alert_raw:
-        try:
-            data = json.loads(alert_raw)
-        except json.JSONDecodeError as exc:
-            raise RejectedInput("alert", "the JSON of one Alertmanager alert", f"invalid JSON ({exc})",
-                                "idle-alerts writes it; check the on-idle template's withParam wiring") from None
+        from steps.json_text import load
+
+        data = load("alert", alert_raw, "idle-alerts writes it; check the on-idle template's withParam wiring")
         alert = IdleAlert.from_alert(data, "alert")
     namespace = (params.get("namespace") or (alert.namespace if alert else "")).strip()
     pod = (params.get("pod") or (alert.pod if alert else "")).strip()

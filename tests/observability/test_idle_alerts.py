@@ -36,9 +36,9 @@ WEBHOOK_DATA = {"header": {"Content-Type": ["application/json"]}, "body": BODY, 
 @pytest.mark.parametrize("event", [
     BODY,
     WEBHOOK_DATA,
-    {"context": {"type": "webhook", "source": "gpuaas-alertmanager"}, "data": WEBHOOK_DATA},
-    {"context": {"type": "webhook"}, "data": base64.b64encode(json.dumps(WEBHOOK_DATA).encode()).decode()},
-    json.dumps({"context": {}, "data": WEBHOOK_DATA}),
+    {"context": {"id": "e1", "type": "webhook", "source": "gpuaas-alertmanager"}, "data": WEBHOOK_DATA},
+    {"context": {"id": "e2", "type": "webhook"}, "data": base64.b64encode(json.dumps(WEBHOOK_DATA).encode()).decode()},
+    json.dumps({"context": {"id": "e3"}, "data": WEBHOOK_DATA}),
     {"header": {}, "body": json.dumps(BODY)},
 ], ids=["bare-body", "webhook-data", "event-object", "event-base64", "event-json-text", "body-as-text"])
 def test_alertmanager_body_from_any_event_shape(event: Any) -> None:
@@ -48,10 +48,11 @@ def test_alertmanager_body_from_any_event_shape(event: Any) -> None:
 @pytest.mark.parametrize(("event", "field"), [
     ("", "event"),
     ("not json", "event"),
-    ({"context": {}, "data": {"header": {}, "body": {"status": "firing"}}}, "event.data.body.alerts"),
+    ({"context": {"id": "e1"}, "data": {"header": {}, "body": {"status": "firing"}}}, "event.data.body.alerts"),
     ({"header": {}, "body": "{not json"}, "event.data.body"),
     ({"version": "3", "alerts": []}, "event.data.body.version"),
-    ({"context": {}, "data": "%%%"}, "event.data"),
+    ({"context": {"id": "e1"}, "data": "%%%"}, "event.data"),
+    ({"context": {"type": "webhook"}, "data": WEBHOOK_DATA}, "event.context.id"),   # no invented id (issue 10)
 ])
 def test_bad_events_name_the_field(event: Any, field: str) -> None:
     with pytest.raises(RejectedInput) as caught:
@@ -141,7 +142,7 @@ def test_group_to_items_against_the_api_server(cluster: tuple[Cluster, Any]) -> 
     _, ray_wl, ray_pods = c.ray_cluster("team-a", "demo", workers=2)
     _, job_wl, job_pod = c.job("team-b", "train")
     c.pod("team-a", "debug-shell", None)
-    event = {"context": {"type": "webhook"}, "data": {"header": {}, "body": group(
+    event = {"context": {"id": "e1", "type": "webhook"}, "data": {"header": {}, "body": group(
         alert("team-a", ray_pods[1]["metadata"]["name"]), alert("team-a", ray_pods[2]["metadata"]["name"]),
         alert("team-b", job_pod["metadata"]["name"]), alert("team-a", "debug-shell"),
         alert("team-a", "nb-0", status="resolved"), alert("team-a", "vanished-0"))}}
@@ -170,7 +171,7 @@ def test_step_writes_the_alerts_output_and_a_record(tmp_path: Any) -> None:
     with running_apiserver() as api:
         c = Cluster(api.store)
         _, ray_wl, ray_pods = c.ray_cluster("team-a", "demo", workers=2)
-        event = {"context": {"type": "webhook", "source": "gpuaas-alertmanager", "subject": "alertmanager"},
+        event = {"context": {"id": "e1", "type": "webhook", "source": "gpuaas-alertmanager", "subject": "alertmanager"},
                  "data": base64.b64encode(json.dumps({"header": {}, "body": group(
                      alert("team-a", ray_pods[1]["metadata"]["name"]), alert("team-a", "x", status="resolved"))})
                      .encode()).decode()}

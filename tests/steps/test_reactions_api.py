@@ -159,13 +159,13 @@ def test_scaled_object_is_garbage_collected_with_its_owner(api: ApiServer, run_s
 # -- bad input ------------------------------------------------------------------------------------
 BAD_INPUT = [
     ("on-admitted", {"namespace": NS, "workload": "w", "dry-run": "yes"}, "dry-run: expected \"true\" or \"false\""),
-    ("release-workers", {"namespace": "Team_A", "workload": "w"}, "namespace: expected a Kubernetes object name"),
+    ("release-workers", {"namespace": "Team_A", "workload": "w"}, "namespace: expected a namespace name"),
     ("release-workers", {"namespace": NS, "workload": ""}, "workload: expected the Workload's name"),
     ("resume-workers", {"workload": "w"}, "namespace: expected the Workload's namespace"),
     ("on-finished", {"namespace": NS, "workload": "w", "event": "{oops"}, "event: expected JSON"),
     ("on-finished", {"namespace": NS, "workload": "w", "event": json.dumps({"type": "MODIFIED", "body": {}})},
      "event.data.type: expected ADD, UPDATE or DELETE"),
-    ("on-admitted", {"namespace": NS, "event": json.dumps({"context": {}, "data": "%%%"})},
+    ("on-admitted", {"namespace": NS, "event": json.dumps({"context": {"id": "e1"}, "data": "%%%"})},
      "event.data: expected an object, JSON text or base64 of JSON"),
     ("no-such-reaction", {"namespace": NS, "workload": "w"}, "reaction: expected one of"),
     ("Bad Name", {}, "reaction: expected a reaction name"),
