@@ -132,6 +132,9 @@ class Scenario:
         self._stop_sampling = threading.Event()
         self.engine: LocalEngine | None = None
         self.pods: WorkloadPods | None = None
+        self.kueue_metrics: Any = None
+        self.quota_advice: dict[str, Any] | None = None
+        self.quota_advice_error = "the demo ran without Prometheus (--metrics in-process)"
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -231,13 +234,17 @@ class Scenario:
         if use_prometheus:
             if not found.ok:
                 raise monitoring_module.MonitoringUnavailable(found.reason)
+            from engine.kueue.metrics import KueueMetrics
             from gpuaas.manifests import observability
 
+            kinds = {"ClusterQueue": R.CLUSTER_QUEUE, "LocalQueue": R.LOCAL_QUEUE, "Workload": R.WORKLOAD}
+            self.kueue_metrics = KueueMetrics(lambda kind: self._gateway().list(kinds[kind]))
             monitor = monitoring_module.Monitoring(
                 # as a ServiceMonitor scrapes dcgm-exporter: the target's own pod/namespace labels make
                 # Prometheus rename the GPU's to exported_pod/exported_namespace (both spellings matter)
                 scrape_targets=[{"targets": [exporter.target],
-                                 "labels": {"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-demo"}}],
+                                 "labels": {"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-demo"}},
+                                {"targets": [self.kueue_metrics.start()], "labels": {}}],  # Kueue's own metrics
                 rule_groups=observability.rule_groups(window=f"{IDLE_WINDOW_SECONDS}s", for_=f"{IDLE_FOR_SECONDS}s"),
                 alertmanager_config=observability.alertmanager_config(
                     webhook_url, str(token_file), group_wait="1s", group_interval="1s", repeat_interval="1h"),
@@ -300,10 +307,13 @@ class Scenario:
                 self._story()
                 self.settle()
                 self.engine.snapshot(output / "cluster-snapshot.json")
+                self._advise_quota(monitor, time.monotonic() - wall_started)
             finally:
                 self._stop_sampling.set()
                 if monitor is not None:
                     monitor.stop()
+                if self.kueue_metrics is not None:
+                    self.kueue_metrics.stop()
                 if self.pods is not None:
                     self.pods.stop()
                 archive = self.engine.archive
@@ -315,7 +325,25 @@ class Scenario:
         summary = build_summary(runs, self.samples, rows, speed=options.speed,
                                 wall_seconds=time.monotonic() - wall_started, metrics_mode=self.metrics_mode,
                                 step_mode=options.step_mode, events_routed=events_seen)
+        if self.quota_advice is not None:
+            summary["quota_advice"] = self.quota_advice
+        else:
+            summary["quota_advice_unavailable"] = self.quota_advice_error
         return DemoResult(summary=summary, samples=self.samples, output_dir=output)
+
+    def _advise_quota(self, monitor: Any, wall_seconds: float) -> None:
+        """`gpuaas quota advise` over the whole run, on the demo's own Prometheus (report section)."""
+        if self.kueue_metrics is None or not hasattr(monitor, "prometheus_url"):
+            return
+        from engine.quota_report import advice_for_demo
+
+        self.say("quota advice: gpuaas quota advise over the run's Prometheus history")
+        try:
+            self.quota_advice = advice_for_demo(monitor.prometheus_url, self._gateway().list(R.CLUSTER_QUEUE),
+                                                wall_seconds, time.time())
+        except Exception as error:  # noqa: BLE001 - the report says why instead of losing the whole run
+            self.quota_advice_error = f"{type(error).__name__}: {error}"
+            self.say(f"quota advice failed: {self.quota_advice_error}")
 
     def _print_row(self, row: Any) -> None:
         if row.workflow:

@@ -70,6 +70,9 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 def write(output: Path, summary: dict[str, Any], samples: list[Any]) -> Path:
     output.mkdir(parents=True, exist_ok=True)
     charts = _charts(output, samples, summary)
+    from engine import quota_report  # its own section: gpuaas quota advise on this run
+
+    quota_section = quota_report.section(output, summary)
     reactions = [[name, r["runs"], ", ".join(f"{k} {v}" for k, v in r["phases"].items()),
                   ", ".join(f"{k} {v}" for k, v in r["outcomes"].items())]
                  for name, r in (summary.get("reactions") or {}).items()]
@@ -92,6 +95,7 @@ Demo time ran {demo_time.get('speed', 1):g}x wall time ({demo_time.get('demo_hou
 <p>Metrics: {html.escape(str(summary.get('metrics', '')))}. Steps ran {html.escape(str(summary.get('step_mode')))}.</p>
 {''.join(f'<div class="figure"><img src="{name}" alt="{html.escape(title)}"><br><i>{html.escape(title)}</i></div>'
          for name, title in charts)}
+{quota_section}
 <h2>Reactions by WorkflowTemplate</h2>
 {_table(["WorkflowTemplate", "runs", "phases", "outcomes"], reactions)}
 <h2>Timeline</h2>
