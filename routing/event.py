@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -184,12 +185,21 @@ def from_cloudevent(event: dict[str, Any], now: datetime | None = None, source_t
     else:
         moment = now or datetime.now(UTC)
     return ArgoEvent(
-        id=event["id"],
-        source=event["source"],
+        id=_go_text(event["id"]),
+        source=_go_text(event["source"]),
         specversion=str(event.get("specversion") or "1.0"),
-        type=str(event.get("type") or ""),
+        type=_go_text(str(event.get("type") or "")),
         datacontenttype=str(event.get("datacontenttype") or "application/json"),
-        subject=event["subject"],
+        subject=_go_text(event["subject"]),
         time=moment,
-        data=data,
+        data=None if data is None else _go_text(data),
     )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _go_text(text: str) -> str:
+    """Text as Go holds it: JSON's lone surrogate escapes (`"\\ud800"`), which Python keeps as
+    unencodable characters, become U+FFFD, as encoding/json decodes them."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
