@@ -186,3 +186,20 @@ def test_the_final_output_says_whether_argo_retries_this_attempt(api: ApiServer,
     api.faults.clear()
     code = main(["release-workers", str(params_file)], outputs_dir=str(tmp_path / "ok"), environ=env)
     assert code == 0 and (tmp_path / "ok" / "final").read_text() == "true"
+
+
+def test_the_retry_of_the_same_run_records_the_scaled_object_it_created(api: ApiServer, tmp_path: Path) -> None:
+    scene = Scene.of("Deployment")
+    scene.seed(api.store)
+    api.faults.commit_then_fail(1, status=504, method="POST", path="/scaledobjects", then_unavailable=1000)
+    code, out = run(api, tmp_path, "on-admitted", namespace=NS, workload=workload_name(scene))
+    assert code == 75 and len(api.store.list(R.SCALED_OBJECT, NS)) == 1
+    api.faults.clear()
+    code, out = run(api, tmp_path, "on-admitted", namespace=NS, workload=workload_name(scene))
+    data = out["record"]["data"]
+    assert code == 0 and out["outcome"] == "applied", data
+    assert [(a["action"], a["result"]) for a in data["actions"]] == [("create-scaled-object", "applied")]
+    assert "earlier attempt" in data["actions"][0]["note"]
+    assert [e["count"] for e in events(api, "GPUaaSIdleHandlingPrepared")] == [1]
+    code, out = run(api, tmp_path, "on-admitted", run_id="wf-uid-2", namespace=NS, workload=workload_name(scene))
+    assert code == 0 and out["outcome"] == "no-op"
