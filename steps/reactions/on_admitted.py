@@ -175,8 +175,9 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
 
         action = Action("create-scaled-object", SCALED_OBJECT, desired["metadata"]["name"], wl.namespace,
                         EARLIER_ATTEMPT_NOTE.format(run=state.run_id), operation="already-applied")
-        return Plan((action,), (*reasons, f"ScaledObject {desired['metadata']['name']} was created by an earlier "
-                                          f"attempt of this run (workflow {state.run_id})"),
+        note = (f"ScaledObject {desired['metadata']['name']} was created by an earlier attempt of this run "
+                f"(workflow {state.run_id})")
+        return Plan((action,), (*reasons, note),
                     Outcome.NO_OP, metrics, event, dry)
     current = {"spec": ours.get("spec"), "labels": (ours.get("metadata") or {}).get("labels")}
     # The workload label names the Workload that created it: pods of a Deployment each have their own
