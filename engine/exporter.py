@@ -263,7 +263,10 @@ class DcgmExporter:
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the scraper hung up (Prometheus stopping): nothing to tell anyone
 
             def log_message(self, format: str, *args: Any) -> None:
                 return

@@ -1,9 +1,9 @@
 """The demo report's quota-advice section: `gpuaas quota advise` run on the demo's own history.
 
 At the end of `make demo` the demo's real Prometheus holds the run's Kueue series (from
-engine.kueue.metrics, scraped like real Kueue) and DCGM series; `advice_for_demo` runs the same
-code as `gpuaas quota advise` over the whole run (demo time is compressed, so the window is the
-run's wall time) and keeps each tenant's sampled series for the chart. `section` draws the chart
+engine.kueue.metrics, scraped like real Kueue) and DCGM series; the advisor `gpuaas demo` hands in
+(DemoOptions.quota_advisor: `gpuaas quota advise` over the whole run, kept in gpuaas/ because the
+engine does not import the CLI package) returns the advice and each tenant's sampled series. `section` draws the chart
 (GPUs allocated and waiting per tenant against its quota, and the quota now vs advised) and
 returns the HTML for the report page. It lives apart from engine/report.py on purpose: that page's
 other charts change independently.
@@ -11,56 +11,45 @@ other charts change independently.
 
 from __future__ import annotations
 
+import base64
 import html
-import math
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
 
 
-def advice_for_demo(prometheus_url: str, cluster_queues: list[dict[str, Any]], wall_seconds: float,
-                    end: float) -> dict[str, Any]:
-    """The advice (as `gpuaas quota advise --output json` prints it) plus the series behind it."""
-    from prometheus_api_client import PrometheusConnect
-
-    from gpuaas.quota.advice import advise
-    from gpuaas.quota.usage import Window, read_history, tenant_usage
-
-    window = Window(end=end, seconds=max(10, math.ceil(wall_seconds)))
-    history = read_history(PrometheusConnect(url=prometheus_url, disable_ssl=True), window)
-    result = advise(tenant_usage(history, cluster_queues), window=f"{window.seconds}s of wall time (the whole demo)")
-    out = result.to_dict()
-    out["series"] = {t.usage.tenant: {name: [[round(ts - window.start, 2), value] for ts, value in points]
-                                      for name, points in history.timeline(t.usage.tenant).items()
-                                      if name in ("allocated", "pending", "nominal")}
-                     for t in result.tenants}
-    out["wall_seconds"] = window.seconds
-    return out
+def _clock_start(clock: str) -> datetime:
+    hours, minutes = (int(part) for part in clock.split(":"))
+    return datetime(2000, 1, 1, hours, minutes)
 
 
-def _chart(output: Path, advice: dict[str, Any], demo_hours: float) -> str:
+def _chart(output: Path, advice: dict[str, Any], demo_hours: float, summary_clock: str = "08:00") -> str:
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
     tenants = [t["tenant"] for t in advice["tenants"]]
     scale = demo_hours / max(1, advice.get("wall_seconds", 1))  # wall seconds -> demo hours
+    start = _clock_start(summary_clock)
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
     for tenant, colour in zip(tenants, COLOURS, strict=False):
         series = advice["series"].get(tenant, {})
         allocated = series.get("allocated", [])
         pending = {t: v for t, v in series.get("pending", [])}
         if allocated:
-            xs = [t * scale for t, _ in allocated]
+            xs = [start + timedelta(hours=t * scale) for t, _ in allocated]  # the demo clock, as on the page
             left.step(xs, [v for _, v in allocated], where="post", color=colour, label=f"{tenant} allocated")
             left.step(xs, [v + pending.get(t, 0.0) for t, v in allocated], where="post", color=colour,
                       linestyle="--", alpha=0.8, label=f"{tenant} allocated + waiting")
         nominal = series.get("nominal", [])
         if nominal:
             left.axhline(nominal[-1][1], color=colour, linestyle=":", linewidth=1)
-    left.set_xlabel("demo time (hours since 08:00)")
+    left.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    left.set_xlabel("demo clock (the timeline's)")
     left.set_ylabel("GPUs")
     left.set_title("Kueue: GPUs allocated and waiting per tenant (dotted: nominal quota)", fontsize=10)
     left.set_ylim(bottom=0)
@@ -95,7 +84,8 @@ def section(output: Path, summary: dict[str, Any]) -> str:
         reason = summary.get("quota_advice_unavailable", "the demo ran without Prometheus")
         return f"<h2>Quota advice</h2><p>Not computed: {html.escape(str(reason))}.</p>"
     demo_hours = (summary.get("demo_time") or {}).get("demo_hours", 0.0) or 1.0
-    image = _chart(output, advice, demo_hours)
+    image = _chart(output, advice, demo_hours, str((summary.get("demo_time") or {}).get("clock_start") or "08:00"))
+    embedded = "data:image/png;base64," + base64.b64encode((output / image).read_bytes()).decode("ascii")
     rows = []
     for t in advice["tenants"]:
         u = t["usage"]
@@ -110,8 +100,9 @@ def section(output: Path, summary: dict[str, Any]) -> str:
     commands = "".join(f"<li><code>{html.escape(s['command'])}</code></li>" for s in advice["submissions"])
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in advice["notes"])
     return (f"<h2>Quota advice (<code>gpuaas quota advise</code> on this run's Prometheus)</h2>"
-            f'<div class="figure"><img src="{image}" alt="Quota advice"><br><i>Kueue allocation and demand per '
-            f"tenant over the run, and the quota advised from it (window: {html.escape(advice['window'])})</i></div>"
+            f'<figure><img src="{embedded}" alt="Quota advice"><figcaption>Kueue allocation and demand per '
+            f"tenant over the demo clock, and the quota advised from it ({image}; window: "
+            f"{html.escape(advice['window'])})</figcaption></figure>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             + (f"<p>Hand submissions that would apply it (gpuaas applies nothing itself):</p><ul>{commands}</ul>"
                if commands else "<p>No change recommended: nothing to submit.</p>")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 SUBCOMMANDS: dict[str, str] = {
     "render": "Render every manifest (Argo templates, sensors, RBAC, rules, examples) into YAML.",
@@ -19,8 +20,15 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+class CommandLine(argparse.ArgumentParser):
+    """argparse with one-line errors: what was wrong, and where the usage is (not the usage itself)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpuaas", description=__doc__.splitlines()[0])
+    parser = CommandLine(prog="gpuaas", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in SUBCOMMANDS.items():
         module = importlib.import_module(f"gpuaas.commands.{name}")

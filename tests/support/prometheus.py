@@ -27,10 +27,11 @@ from engine.monitoring import Availability, Monitoring, availability
 
 
 def require_monitoring() -> Availability:
-    """Fail the current test, saying how to fix it, when prometheus / alertmanager / promtool are absent."""
+    """Fail the current test, saying how to fix it (`make setup`), when prometheus / alertmanager / promtool
+    are absent: CI never skips a tier silently."""
     found = availability()
     if not found.ok:
-        pytest.fail(f"real Prometheus/Alertmanager needed: {found.reason}", pytrace=False)
+        pytest.fail(f"real Prometheus/Alertmanager needed: {found.reason}; run `make setup`", pytrace=False)
     return found
 
 
