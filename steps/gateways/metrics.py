@@ -73,15 +73,51 @@ class GpuObservation:
     samples: int
     first_seen: float
     last_seen: float
-    coverage: float
-    """Share (0-1) of the window covered by THIS GPU's own samples (gaps over the tolerance uncovered)."""
+    coverage: float | None = None
+    """Share (0-1) of the window covered by THIS GPU's own samples (gaps over the tolerance uncovered);
+    None when only the window's coverage is known (then GpuActivity.coverage stands for every GPU)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "uuid": self.uuid, "hostname": self.hostname, "gpu": self.gpu, "namespace": self.namespace,
             "pod": self.pod, "metric": self.metric, "labelSpelling": self.label_spelling,
-            "maxActivity": self.max_activity, "samples": self.samples, "coverage": round(self.coverage, 4),
+            "maxActivity": self.max_activity, "samples": self.samples,
+            "coverage": None if self.coverage is None else round(self.coverage, 4),
         }
+
+
+# -- the judgement (pure; the on-idle step and `gpuaas simulate` both call it) -----------------------
+NO_DATA = "no-data"
+SHORT_COVERAGE = "short-coverage"
+BUSY = "busy"
+IDLENESS_CHECKS = (NO_DATA, SHORT_COVERAGE, BUSY)
+"""The checks idleness must pass, in the order a failure is reported."""
+
+
+def idleness_failures(observations: Any, coverage: Any, max_activity: Any, threshold: Any,
+                      min_coverage: Any) -> tuple[Any, Any, Any]:
+    """Whether each of IDLENESS_CHECKS FAILS: (no data, samples cover too little, a GPU went above the threshold).
+
+    `observations` counts what was seen in the window (GPUs or samples: 0 means no data),
+    `coverage` is the covered share (0-1), `max_activity` the highest activity (0-1; NaN or None
+    when there is no data). Only comparisons are used, so every argument may also be a numpy
+    array: `gpuaas simulate` judges millions of windows with this one rule without steps/ importing
+    numpy. "No data" is never idle, and the threshold is inclusive (activity == threshold is idle).
+    """
+    no_data = observations == 0
+    short = coverage < min_coverage
+    busy = (max_activity > threshold) if max_activity is not None else False
+    return no_data, short, busy
+
+
+def first_idleness_failure(observations: int, coverage: float, max_activity: float | None, threshold: float,
+                           min_coverage: float) -> str | None:
+    """The first check of IDLENESS_CHECKS that fails for one window, or None when idleness is confirmed."""
+    for name, failed in zip(IDLENESS_CHECKS, idleness_failures(observations, coverage, max_activity, threshold,
+                                                                min_coverage), strict=True):
+        if failed:
+            return name
+    return None
 
 
 @dataclass(frozen=True)
@@ -118,20 +154,37 @@ class GpuActivity:
                      expected: Mapping[str, int] | None = None, held: int = 0) -> str | None:
         """The reason idleness is NOT confirmed, as a sentence for the audit record; None if it is.
 
-        `expected`: GPUs each pod holds (its requests); every one must have its own samples covering
-        `min_coverage` of the window. `held`: GPUs the workload holds in all; at least that many GPUs
-        must be so covered. Missing evidence for any GPU is never idle."""
+        The checks of IDLENESS_CHECKS (first_idleness_failure, shared with `gpuaas simulate`), with
+        coverage judged per GPU (`coverage` is the lowest GPU's), plus the evidence rule: `expected`
+        are the GPUs each pod requests, every one must have its own samples covering `min_coverage` of
+        the window, and at least `held` GPUs (what the admission holds) must. One GPU's samples say
+        nothing about another's: missing evidence for any GPU is never idle."""
+        failed = first_idleness_failure(len(self.gpus), self.coverage, self.max_activity, threshold, min_coverage)
         target = f"{self.namespace}/{','.join(self.pods)}"
-        if not self.gpus:
+        if failed == NO_DATA:
             return (f"no DCGM samples for pod {target} in the last {self.window_seconds:g}s "
                     f"(neither {ENGINE_ACTIVE} nor {GPU_UTIL}, in either label spelling): idleness not confirmed")
-        covered = [g for g in self.gpus if g.coverage >= min_coverage]
-        thin = min(self.gpus, key=lambda g: g.coverage)
-        if thin.coverage < min_coverage:
+        thin = min(self.gpus, key=self.gpu_coverage)
+        if failed == SHORT_COVERAGE or self.gpu_coverage(thin) < min_coverage:
             return (f"DCGM samples for {thin.hostname}/gpu{thin.gpu} (pod {self.namespace}/{thin.pod}) cover "
-                    f"{thin.coverage:.0%} of the {self.window_seconds:g}s window (need every GPU covering at least "
+                    f"{self.gpu_coverage(thin):.0%} of the {self.window_seconds:g}s window (need every GPU covering at least "
                     f"{min_coverage:.0%}; largest gap {self.largest_gap_seconds:.1f}s): idleness not confirmed")
-        for pod, count in sorted((expected or {}).items()):
+        missing = self._missing_evidence(min_coverage, expected or {}, held)
+        if missing:
+            return missing
+        if failed is None:
+            return None
+        busy = [g for g in self.gpus if g.max_activity > threshold]
+        parts = ", ".join(f"{g.hostname}/gpu{g.gpu} reached {g.max_activity:.0%}" for g in busy)
+        return f"pod {target} used its GPUs in the last {self.window_seconds:g}s ({parts}; threshold {threshold:.0%})"
+
+    def gpu_coverage(self, gpu: GpuObservation) -> float:
+        """One GPU's coverage: its own when measured, else the window's."""
+        return self.coverage if gpu.coverage is None else gpu.coverage
+
+    def _missing_evidence(self, min_coverage: float, expected: Mapping[str, int], held: int) -> str | None:
+        covered = [g for g in self.gpus if self.gpu_coverage(g) >= min_coverage]
+        for pod, count in sorted(expected.items()):
             seen = sum(1 for g in covered if g.pod == pod)
             if count > 0 and seen < count:
                 return (f"pod {self.namespace}/{pod} holds {count} GPU(s); {seen} of them have DCGM samples covering "
@@ -140,10 +193,6 @@ class GpuActivity:
         if held and len(covered) < held:
             return (f"the workload holds {held} GPU(s) but DCGM samples cover {len(covered)} of them: "
                     "idleness not confirmed for every GPU")
-        busy = [g for g in self.gpus if g.max_activity > threshold]
-        if busy:
-            parts = ", ".join(f"{g.hostname}/gpu{g.gpu} reached {g.max_activity:.0%}" for g in busy)
-            return f"pod {target} used its GPUs in the last {self.window_seconds:g}s ({parts}; threshold {threshold:.0%})"
         return None
 
     def as_dict(self) -> dict[str, Any]:
@@ -325,7 +374,7 @@ class MetricsGateway:
                 label_spelling=entry["spelling"], max_activity=max(v for _, v in points),
                 samples=len(points), first_seen=points[0][0], last_seen=points[-1][0], coverage=covered,
             ))
-        coverage = min((o.coverage for o in observations), default=0.0)
+        coverage = min((o.coverage or 0.0 for o in observations), default=0.0)
 
         notes: list[str] = []
         if any(o.metric == GPU_UTIL for o in observations):
