@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, str] = {
     "route": "Evaluate the rendered Sensors on events: which workflows would they submit, and why not.",
     "demo": "Run the whole product on this machine (local engine) and write demo-report/.",
     "audit": "Review run history: what the automation did, when, why, and what changed.",
+    "cluster": "Build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on this machine.",
 }
 
 
