@@ -457,7 +457,7 @@ class Cluster:
         if state is None:
             return []
         stopped = []
-        for record in reversed(list(state.processes.values())):
+        for record in sorted(state.processes.values(), key=lambda r: r.started_at, reverse=True):
             if processes.stop(record):
                 stopped.append(record.name)
                 if not quiet:
@@ -473,7 +473,7 @@ class Cluster:
         if state is None:
             return {"stateDir": str(self.state_dir), "phase": "absent", "components": []}
         components = []
-        for record in state.processes.values():
+        for record in sorted(state.processes.values(), key=lambda r: r.started_at):
             running = processes.alive(record)
             rss = processes.rss_bytes(record)
             components.append({"name": record.name, "state": record.state if running else
