@@ -15,6 +15,7 @@ The cache folder is `$GPUAAS_STACK_CACHE`, else `<checkout>/.stack-cache` (git-i
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -35,6 +36,12 @@ RENAMED: dict[tuple[str, str], str] = {
 
 class BuildFailed(RuntimeError):
     """`go install` failed for one component; the message carries its last output lines."""
+
+
+def _built_name(tool: str) -> str:
+    """The file `go install` writes for a package path: its last element, or the one before a `/vN` suffix."""
+    parts = tool.split("/")
+    return parts[-2] if re.fullmatch(r"v\d+", parts[-1]) and len(parts) > 1 else parts[-1]
 
 
 def cache_dir() -> Path:
@@ -58,8 +65,7 @@ class Component:
     @property
     def programs(self) -> tuple[str, ...]:
         """The names the built programs are known by (after RENAMED)."""
-        return tuple(RENAMED.get((self.name, tool.rsplit("/", 1)[-1]), tool.rsplit("/", 1)[-1])
-                     for tool in self.tools)
+        return tuple(RENAMED.get((self.name, _built_name(tool)), _built_name(tool)) for tool in self.tools)
 
 
 def components() -> list[Component]:
@@ -120,7 +126,7 @@ class BuildResult:
 def _mtimes(component: Component) -> dict[str, float]:
     out = {}
     for tool in component.tools:
-        path = bin_dir(component.name) / tool.rsplit("/", 1)[-1]
+        path = bin_dir(component.name) / _built_name(tool)
         out[tool] = path.stat().st_mtime if path.exists() else -1.0
     return out
 
