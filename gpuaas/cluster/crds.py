@@ -3,10 +3,12 @@
 Kueue's and KEDA's own CRDs come with their install (gpuaas.cluster.kueue / .keda); these are the
 kinds of the operators gpuaas reacts to but whose controllers do not run here (the real-stack tier
 judges objects of these kinds by the real CRD schemas; nothing reconciles them). Each entry is
-(pinned module, file in it).
+(pinned module, file in it); the Kubeflow Notebook CRD is vendored (VENDORED_CRDS).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 KUBERAY = "github.com/ray-project/kuberay/ray-operator"
 TRAINING_OPERATOR = "github.com/kubeflow/training-operator"
@@ -37,3 +39,8 @@ PRODUCT_CRDS: dict[str, tuple[str, ...]] = {
     ARGO_EVENTS: tuple(f"manifests/base/crds/argoproj.io_{plural}.yaml"
                        for plural in ("eventbus", "eventsources", "sensors")),
 }
+
+VENDORED_CRDS: tuple[Path, ...] = (
+    Path(__file__).resolve().parents[2] / "stack" / "vendored" / "kubeflow-notebooks" / "kubeflow.org_notebooks.yaml",
+)
+"""CRDs with no Go module the proxy serves, copied with their license and provenance (PROVENANCE.md)."""

@@ -54,6 +54,12 @@ def yaml_files(module: str, paths: Iterable[str]) -> list[JSON]:
     return objects
 
 
+def local_yaml_file(path: Path) -> list[JSON]:
+    """Objects from a file of this project (a vendored CRD)."""
+    with path.open() as handle:
+        return [doc for doc in yaml.load_all(handle, Loader=YamlLoader) if doc]
+
+
 def on_loopback(objects: list[JSON], ports: dict[tuple[str, str], int], ca_bundle: bytes | None = None) -> list[JSON]:
     """The objects with Services made ExternalName `localhost` and their users pointed at local ports.
 

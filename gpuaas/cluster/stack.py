@@ -263,6 +263,7 @@ class Cluster:
         keda_objects = objects.on_loopback(objects.upstream_install(kubectl, KEDA, "config/default"), self.keda_ports,
                                            ca_bundle=self.ca.cert.read_bytes())
         product = [obj for module, paths in crds.PRODUCT_CRDS.items() for obj in objects.yaml_files(module, paths)]
+        product += [obj for path in crds.VENDORED_CRDS for obj in objects.local_yaml_file(path)]
         first_kueue, rest_kueue = objects.split_crds(kueue_objects)
         first_keda, rest_keda = objects.split_crds(keda_objects)
         first = first_kueue + first_keda + product + [

@@ -55,3 +55,19 @@ def test_prometheus_scrapes_the_exporter_and_kueues_authenticated_metrics(real_c
             break
         time.sleep(1)
     assert health == {"dcgm-exporter": "up", "kueue": "up"}
+
+
+def test_every_kind_the_product_touches_is_served_by_the_real_apiserver(real_cluster: RealCluster) -> None:
+    from steps.gateways import resources
+
+    touched = {value for value in vars(resources).values() if isinstance(value, resources.Resource)}
+    missing = []
+    for resource in sorted(touched, key=str):
+        group_version = f"{resource.group}/{resource.version}" if resource.group else resource.version
+        prefix = "/apis" if resource.group else "/api"
+        done = real_cluster.kubectl("get", "--raw", f"{prefix}/{group_version}", check=False)
+        served = {r["name"]: r for r in json.loads(done.stdout)["resources"]} if done.returncode == 0 else {}
+        entry = served.get(resource.plural)
+        if entry is None or entry["namespaced"] != resource.namespaced or entry["kind"] != resource.kind:
+            missing.append(str(resource))
+    assert not missing, f"kinds steps/gateways/resources.py names that the real cluster does not serve: {missing}"
