@@ -49,8 +49,9 @@ def _node(name: str, *, labels: dict[str, str], capacity: dict[str, str], taints
                                 "node-role.kubernetes.io/worker": "", **labels}},
         "spec": {"taints": taints},
         "status": {"allocatable": capacity, "capacity": capacity,
-                   "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
-                                "kubeletVersion": "fake", "kubeProxyVersion": "fake"}},
+                   "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
+                                "kubeProxyVersion": "fake", "machineID": name, "systemUUID": name, "bootID": name,
+                                "kernelVersion": "kwok", "osImage": "kwok", "containerRuntimeVersion": "kwok"}},
     }
 
 

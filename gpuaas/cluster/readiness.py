@@ -25,7 +25,7 @@ class NotReady(RuntimeError):
 
 
 def http_status(url: str, *, ca: Path | None = None, client: KeyPair | None = None, timeout: float = 2.0,
-                verify: bool = True) -> tuple[int, str]:
+                verify: bool = True, headers: dict[str, str] | None = None) -> tuple[int, str]:
     """GET `url`; (status, body). TLS with the cluster CA and an optional client certificate."""
     context = None
     if url.startswith("https"):
@@ -36,7 +36,8 @@ def http_status(url: str, *, ca: Path | None = None, client: KeyPair | None = No
         if client:
             context.load_cert_chain(str(client.cert), str(client.key))
     try:
-        with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
+        request = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             return response.status, response.read().decode(errors="replace")
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode(errors="replace")

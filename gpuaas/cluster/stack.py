@@ -16,6 +16,7 @@ A component that fails stops everything started so far and reports its last log 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 import subprocess
@@ -32,7 +33,7 @@ from gpuaas.cluster import certificates, crds, kwok, objects, processes, readine
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.certificates import KeyPair
 from gpuaas.cluster.kubeconfig import write_kubeconfig
-from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir
+from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
 from gpuaas.upstream import pins
 
 KUEUE = "sigs.k8s.io/kueue"
@@ -44,6 +45,9 @@ KEDA_SA = ("keda", "keda-operator")
 KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "kubeflow.org/pytorchjob", "deployment",
                     "statefulset", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
 """Kueue integrations the product's reactions act on (the Pod integration backs Deployments)."""
+
+CONTENT_HASH = "gpuaas.io/content-hash"
+"""Annotation with a digest of what `gpuaas cluster up` applied, to skip unchanged CRDs on restart."""
 
 Progress = Callable[[str], None]
 
@@ -86,10 +90,13 @@ class Cluster:
                                "or pass another --state-dir")
         previous = self.load()
         state = ClusterState(state_dir=str(self.state_dir), started_at=time.time(),
-                             ports=previous.ports if previous else {})
+                             ports={name: port for name, port in (previous.ports if previous else {}).items()
+                                    if port_free(port)})  # the same ports keep a user's KUBECONFIG valid
         self.state = state
         self.deadline = time.monotonic() + timeout_s
         started = time.monotonic()
+        report = self.progress
+        self.progress = lambda line: report(f"[{time.monotonic() - started:6.1f}s] {line}")
         try:
             self._pki()
             self._etcd()
@@ -110,6 +117,8 @@ class Cluster:
             if isinstance(error, (readiness.NotReady, ClusterError)):
                 raise ClusterError(str(error)) from None
             raise
+        finally:
+            self.progress = report
         state.phase = "ready"
         state.ready_seconds = round(time.monotonic() - started, 1)
         state.versions = {module: pin.version for module, pin in pins().items()}
@@ -247,7 +256,7 @@ class Cluster:
             return
         started = time.monotonic()
         self.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-cluster", "-f", "-",
-                     input_text=objects.dump(items), timeout=self._remaining(180))
+                     input_text=objects.dump(items), timeout=self._remaining(600))
         self.progress(f"  applied {len(items)} {what} ({time.monotonic() - started:.1f}s)")
 
     def _install(self) -> None:
@@ -268,12 +277,36 @@ class Cluster:
         first_keda, rest_keda = objects.split_crds(keda_objects)
         first = first_kueue + first_keda + product + [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}]
-        self.apply(first, "CRDs and namespaces")
+        self.apply(self._changed_crds(first), "CRDs and namespaces (new or changed)")
         names = [f"crd/{o['metadata']['name']}" for o in first if o["kind"] == "CustomResourceDefinition"]
         self.kubectl("wait", "--for=condition=Established", f"--timeout={int(self._remaining(120))}s", *names,
                      timeout=self._remaining(130))
         self.progress(f"  {len(names)} CRDs Established")
         self.apply(rest_kueue + rest_keda, "Kueue and KEDA objects")
+
+    def _changed_crds(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The objects whose content differs from what the cluster stores (by a hash annotation).
+
+        Why: a server-side apply of an unchanged multi-megabyte CRD (Argo's full CRDs are 11 MB)
+        still costs the apiserver seconds of managed-fields work; a restart on an existing state
+        dir (etcd kept) skips them.
+        """
+        for item in items:
+            digest = hashlib.sha256(json.dumps(item, sort_keys=True).encode()).hexdigest()[:16]
+            item.setdefault("metadata", {}).setdefault("annotations", {})[CONTENT_HASH] = digest
+        stored: dict[tuple[str, str], str | None] = {}
+        for kind, path in (("CustomResourceDefinition", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
+                           ("Namespace", "/api/v1/namespaces")):
+            # Metadata only: the stored CRDs are megabytes that this decision does not need.
+            status, body = readiness.http_status(
+                self.apiserver_url + path, ca=self.ca.cert, client=self.admin, timeout=self._remaining(60),
+                headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+            if status != 200:
+                raise ClusterError(f"expected to list {kind}s (HTTP 200), got HTTP {status}: {body[:300]}")
+            for entry in json.loads(body)["items"]:
+                stored[(kind, entry["metadata"]["name"])] = (entry["metadata"].get("annotations") or {}).get(CONTENT_HASH)
+        return [i for i in items
+                if stored.get((i["kind"], i["metadata"]["name"])) != i["metadata"]["annotations"][CONTENT_HASH]]
 
     def _kwok(self) -> None:
         self.progress("KWOK and its GPU nodes")

@@ -31,6 +31,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether `port` can be bound now (a port recorded by a previous run may have been taken since)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class ProcessRecord:
     """One started process, as `status` reports it."""
