@@ -14,6 +14,8 @@ The cache folder is `$GPUAAS_STACK_CACHE`, else `<checkout>/.stack-cache` (git-i
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -32,6 +34,25 @@ RENAMED: dict[tuple[str, str], str] = {
     ("argo-events", "cmd"): "argo-events",  # github.com/argoproj/argo-events/cmd is its one binary
 }
 """Programs whose Go package name is not the name users know them by: (component, built) -> name."""
+
+
+GENERATED_FILES: dict[str, dict[str, dict[str, str]]] = {
+    # component -> module -> {path in the module: content}
+    "argo-workflows": {"github.com/argoproj/argo-workflows/v4": {
+        # `go:embed dist/app` in ui/embed.go: the UI is built by npm and is not in the module zip.
+        # Upstream's Makefile writes this same placeholder when built with STATIC_FILES=false.
+        "ui/dist/app/index.html": "Built without static files\n"}},
+}
+"""Files a module's build needs that its published zip lacks (upstream generates them before `go build`)."""
+
+
+UNBUILDABLE: dict[str, str] = {
+    "github.com/argoproj/argo-workflows/v4/cmd/argoexec":
+        "the v4.0.5 module zip lacks workflow/executor/osspecific/signal_linux.go (in the repository at that tag), "
+        "so argoexec does not compile for Linux from the module; it runs inside workflow pods, which KWOK "
+        "nodes never run",
+}
+"""Tools a go.mod pins that cannot be built from the published module, and why (skipped, reported)."""
 
 
 class BuildFailed(RuntimeError):
@@ -64,8 +85,9 @@ class Component:
 
     @property
     def programs(self) -> tuple[str, ...]:
-        """The names the built programs are known by (after RENAMED)."""
-        return tuple(RENAMED.get((self.name, _built_name(tool)), _built_name(tool)) for tool in self.tools)
+        """The names the built programs are known by (after RENAMED); UNBUILDABLE tools left out."""
+        return tuple(RENAMED.get((self.name, _built_name(tool)), _built_name(tool)) for tool in self.tools
+                     if tool not in UNBUILDABLE)
 
 
 def components() -> list[Component]:
@@ -120,15 +142,61 @@ class BuildResult:
     seconds: float
     programs: tuple[str, ...]
     cached: bool
-    """True when every program was already up to date (go install relinked nothing)."""
+    """True when every program was already up to date (the installed bytes did not change)."""
 
 
-def _mtimes(component: Component) -> dict[str, float]:
+def _digests(component: Component) -> dict[str, str]:
+    """Content digests of the installed programs: `go install` rewrites an up-to-date binary from the
+    build cache (so its mtime changes), but its bytes are the same."""
     out = {}
     for tool in component.tools:
+        if tool in UNBUILDABLE:
+            continue
         path = bin_dir(component.name) / _built_name(tool)
-        out[tool] = path.stat().st_mtime if path.exists() else -1.0
+        out[tool] = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
     return out
+
+
+def _modfile(component: Component, go: str) -> list[str]:
+    """`-modfile=` flags that build GENERATED_FILES' modules from a writable copy, else nothing.
+
+    The module cache is read-only and `-overlay` may not replace files under it, so the module is
+    copied once into the cache (`<cache>/src/<module>@<version>`), the missing files are written
+    there, and a copy of the component's go.mod gains a `replace` to it; the committed go.mod and
+    go.sum stay as they are.
+    """
+    generated = GENERATED_FILES.get(component.name)
+    if not generated:
+        return []
+    build_dir = cache_dir() / "build" / component.name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    replaces = []
+    for module, files in generated.items():
+        version = pins()[module].version
+        source = cache_dir() / "src" / f"{module.replace('/', '_')}@{version}"
+        if not source.is_dir():
+            done = subprocess.run([go, "mod", "download", "-json", module], cwd=component.gomod_dir, capture_output=True,
+                                  text=True, check=False, env={**os.environ, "GOFLAGS": "-mod=readonly"})
+            if done.returncode != 0:
+                raise BuildFailed(f"expected `go mod download {module}` to succeed, it failed: {done.stderr.strip()}")
+            partial = source.with_name(source.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(json.loads(done.stdout)["Dir"], partial)
+            for path in partial.rglob("*"):
+                path.chmod(path.stat().st_mode | 0o200)  # the module cache's files are read-only
+            partial.rename(source)
+        for path, content in files.items():
+            target = source / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists() or target.read_text() != content:
+                target.write_text(content)
+        replaces.append(f"replace {module} => {source}")
+    modfile = build_dir / "go.mod"
+    text = (component.gomod_dir / "go.mod").read_text() + "\n" + "\n".join(replaces) + "\n"
+    if not modfile.exists() or modfile.read_text() != text:
+        modfile.write_text(text)
+    shutil.copyfile(component.gomod_dir / "go.sum", build_dir / "go.sum")
+    return [f"-modfile={modfile}"]
 
 
 def build(component: Component, go: str | None = None) -> BuildResult:
@@ -139,17 +207,19 @@ def build(component: Component, go: str | None = None) -> BuildResult:
                           "none; install Go (https://go.dev/doc/install) and run `gpuaas cluster build` again")
     target = bin_dir(component.name)
     target.mkdir(parents=True, exist_ok=True)
-    before = _mtimes(component)
+    before = _digests(component)
     started = time.monotonic()
-    done = subprocess.run([go, "install", "-trimpath", f"-ldflags={ldflags(component)}", "tool"],
+    buildable = [tool for tool in component.tools if tool not in UNBUILDABLE]
+    done = subprocess.run([go, "install", *_modfile(component, go), "-trimpath", f"-ldflags={ldflags(component)}",
+                           *buildable],
                           cwd=component.gomod_dir, env={**os.environ, "GOBIN": str(target), "GOFLAGS": "-mod=readonly"},
                           capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
-        raise BuildFailed(f"expected `go install tool` in stack/{component.name} to succeed, it exited with "
+        raise BuildFailed(f"expected `go install {' '.join(buildable)}` in stack/{component.name} to succeed, it exited with "
                           f"{done.returncode}:\n{tail}\ncheck the Go module proxy (go env GOPROXY) and disk space")
-    after = _mtimes(component)
+    after = _digests(component)
     for (comp, built), name in RENAMED.items():
         if comp == component.name and (target / built).exists():
             link = target / name
@@ -173,6 +243,9 @@ def build_all(selected: list[str] | None = None,
         results.append(result)
         progress(f"[{index}/{len(chosen)}] {component.name}: {'up to date' if result.cached else 'built'} "
                  f"in {result.seconds:.1f}s")
+        for tool in component.tools:
+            if tool in UNBUILDABLE:
+                progress(f"[{index}/{len(chosen)}] {component.name}: skipped {_built_name(tool)}: {UNBUILDABLE[tool]}")
     return results
 
 
