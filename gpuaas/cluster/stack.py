@@ -303,7 +303,7 @@ class Cluster:
                 headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
             if status != 200:
                 raise ClusterError(f"expected to list {kind}s (HTTP 200), got HTTP {status}: {body[:300]}")
-            for entry in json.loads(body)["items"]:
+            for entry in json.loads(body).get("items") or []:
                 stored[(kind, entry["metadata"]["name"])] = (entry["metadata"].get("annotations") or {}).get(CONTENT_HASH)
         return [i for i in items
                 if stored.get((i["kind"], i["metadata"]["name"])) != i["metadata"]["annotations"][CONTENT_HASH]]
