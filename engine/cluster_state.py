@@ -70,12 +70,26 @@ def read(path: Path) -> list[dict[str, Any]]:
     return snapshot["objects"]
 
 
+def _owner_key(api_version: str, kind: str, namespace: str | None, name: str) -> tuple[str, str, str, str]:
+    return api_version, kind, namespace or "", name
+
+
 def apply(gateway: KubernetesGateway, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Create (or merge into) each object, then write its status: idempotent."""
+    """Create (or merge into) each object, then write its status: idempotent.
+
+    The server gives every object a new uid, so an ownerReference to an object applied earlier in
+    the same call is pointed at that object's new uid (a real cluster's garbage collector deletes
+    dependents whose owner uid does not exist)."""
     applied = []
+    uids: dict[tuple[str, str, str, str], str] = {}
     for obj in objects:
         resource = resource_of(obj)
         metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_FIELDS}
+        if metadata.get("ownerReferences"):
+            metadata["ownerReferences"] = [
+                {**ref, "uid": uids.get(_owner_key(ref.get("apiVersion", ""), ref.get("kind", ""),
+                                                   metadata.get("namespace"), ref.get("name", "")), ref.get("uid"))}
+                for ref in metadata["ownerReferences"]]
         body = {k: v for k, v in obj.items() if k != "status"} | {"metadata": metadata}
         namespace = metadata.get("namespace") if resource.namespaced else None
         try:
@@ -91,4 +105,37 @@ def apply(gateway: KubernetesGateway, objects: list[dict[str, Any]]) -> list[dic
             except NotFound:
                 pass
         applied.append(live)
+        live_meta = live.get("metadata") or {}
+        if live_meta.get("uid"):
+            uids[_owner_key(obj.get("apiVersion", ""), obj.get("kind", ""), live_meta.get("namespace"),
+                            live_meta.get("name", ""))] = live_meta["uid"]
     return applied
+
+
+def main(argv: list[str]) -> int:
+    """`python -m engine.cluster_state FILE...`: apply objects with their status to a Kubernetes API.
+
+    FILE is a snapshot (`{"objects": [...]}`, as the demo writes and examples/cluster/ holds). The API
+    is $GPUAAS_KUBE_URL (the local server: `python -m engine.apiserver PORT`), else $KUBECONFIG."""
+    import sys
+
+    from steps.gateways.errors import KubernetesError
+
+    if not argv or argv[0] in ("-h", "--help"):
+        print(main.__doc__.strip().splitlines()[0].strip("`"), file=sys.stderr if not argv else sys.stdout)
+        return 0 if argv else 2
+    try:
+        gateway = KubernetesGateway()
+        for path in argv:
+            applied = apply(gateway, read(Path(path)))
+            print(f"applied {len(applied)} objects from {path} to {gateway.configuration.host}")
+    except (ValueError, KubernetesError) as error:
+        print(f"python -m engine.cluster_state: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -17,6 +17,7 @@ Workflow from the rendered templates, started by the rendered Sensors from real 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import tempfile
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from engine import demo_cluster as cluster
 from engine.rendered import DEFAULT_MANIFESTS
@@ -62,6 +63,20 @@ quota:
 """
 
 
+class AlertRules(Protocol):
+    """The product's idle alert rules and Alertmanager route, built with the demo's short windows.
+
+    WHY a parameter and not an import: the rules belong to the product (`gpuaas.manifests.observability`
+    renders them into manifests/), and the engine must not import the admin CLI package that imports
+    the engine (ARCHITECTURE: gpuaas -> engine -> routing, steps). `gpuaas demo` hands that module in.
+    """
+
+    def rule_groups(self, window: str, for_: str) -> dict[str, Any]: ...
+
+    def alertmanager_config(self, webhook_url: str, credentials_file: str, *, group_wait: str,
+                            group_interval: str, repeat_interval: str) -> dict[str, Any]: ...
+
+
 class DemoStalled(RuntimeError):
     """The scenario waited for something that did not happen; says what, and what was seen."""
 
@@ -76,6 +91,10 @@ class DemoOptions:
     progress: Progress | None = print
     wait_timeout: float = 60.0
     short: bool = False  # admissions, backlog and a finish only (no idle release): the tests' reduced form
+    alert_rules: AlertRules | None = None  # needed for real Prometheus/Alertmanager (metrics auto|prometheus)
+    # `gpuaas quota advise` over the run's Prometheus: (prometheus_url, cluster_queues, wall_seconds, end) -> advice;
+    # handed in by `gpuaas demo` like the alert rules (the engine does not import gpuaas)
+    quota_advisor: Callable[[str, list[dict[str, Any]], float, float], dict[str, Any]] | None = None
 
 
 class DemoClock:
@@ -132,6 +151,10 @@ class Scenario:
         self._stop_sampling = threading.Event()
         self.engine: LocalEngine | None = None
         self.pods: WorkloadPods | None = None
+        self.marks: list[dict[str, Any]] = []
+        self.kueue_metrics: Any = None
+        self.quota_advice: dict[str, Any] | None = None
+        self.quota_advice_error = "the demo ran without Prometheus (--metrics in-process)"
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -188,6 +211,13 @@ class Scenario:
         self.engine.timeline.note(f"{tenant.name}: {what}")
         self.engine.apply(objects)
 
+    def mark(self, tenant: cluster.Tenant, what: str, *, at: str | None = None) -> None:
+        """A moment of the story the report's chart points at (demo clock; `at` = a timeline HH:MM:SS)."""
+        hours = self.clock.hours() if at is None else _hours_since_start(at, self.clock.start)
+        moment = self.clock.start + timedelta(hours=hours)
+        self.marks.append({"time": moment.strftime("%H:%M:%S"), "hours": round(hours, 4), "tenant": tenant.name,
+                           "what": what})
+
     def pause(self, demo_minutes: float) -> None:
         time.sleep(demo_minutes * 60.0 / self.options.speed)
 
@@ -227,17 +257,25 @@ class Scenario:
         assert self.engine is not None and self.engine.webhook is not None
         webhook_url = self.engine.webhook.url_for()
         found = monitoring_module.availability()
+        rules = self.options.alert_rules
+        if rules is None and found.ok:
+            found = dataclasses.replace(found, ok=False, reason="no alert rules were given (DemoOptions.alert_rules; "
+                                                                "`gpuaas demo` passes the product's)")
         use_prometheus = self.options.metrics == "prometheus" or (self.options.metrics == "auto" and found.ok)
         if use_prometheus:
-            if not found.ok:
+            if not found.ok or rules is None:
                 raise monitoring_module.MonitoringUnavailable(found.reason)
-            from gpuaas.manifests import observability
+            observability = rules
+            from engine.kueue.metrics import KueueMetrics
 
+            kinds = {"ClusterQueue": R.CLUSTER_QUEUE, "LocalQueue": R.LOCAL_QUEUE, "Workload": R.WORKLOAD}
+            self.kueue_metrics = KueueMetrics(lambda kind: self._gateway().list(kinds[kind]))
             monitor = monitoring_module.Monitoring(
                 # as a ServiceMonitor scrapes dcgm-exporter: the target's own pod/namespace labels make
                 # Prometheus rename the GPU's to exported_pod/exported_namespace (both spellings matter)
                 scrape_targets=[{"targets": [exporter.target],
-                                 "labels": {"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-demo"}}],
+                                 "labels": {"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-demo"}},
+                                {"targets": [self.kueue_metrics.start()], "labels": {}}],  # Kueue's own metrics
                 rule_groups=observability.rule_groups(window=f"{IDLE_WINDOW_SECONDS}s", for_=f"{IDLE_FOR_SECONDS}s"),
                 alertmanager_config=observability.alertmanager_config(
                     webhook_url, str(token_file), group_wait="1s", group_interval="1s", repeat_interval="1h"),
@@ -246,7 +284,7 @@ class Scenario:
             monitor.wait_for_targets_up(timeout_s=20)
             self.engine.executor.settings.env["GPUAAS_PROMETHEUS_URL"] = monitor.prometheus_url  # type: ignore[union-attr]
             self.metrics_mode = (f"Prometheus {monitor.prometheus_url} + Alertmanager {monitor.alertmanager_url} "
-                                 "with the rendered rules (short windows); DCGM series carry exported_pod/"
+                                 "with the product's alert rules (short windows); DCGM series carry exported_pod/"
                                  "exported_namespace as behind a ServiceMonitor")
             return monitor
         from engine.idle_rule import InProcessIdleRule
@@ -300,10 +338,13 @@ class Scenario:
                 self._story()
                 self.settle()
                 self.engine.snapshot(output / "cluster-snapshot.json")
+                self._advise_quota(monitor, time.monotonic() - wall_started)
             finally:
                 self._stop_sampling.set()
                 if monitor is not None:
                     monitor.stop()
+                if self.kueue_metrics is not None:
+                    self.kueue_metrics.stop()
                 if self.pods is not None:
                     self.pods.stop()
                 archive = self.engine.archive
@@ -314,8 +355,29 @@ class Scenario:
                 exporter.stop()
         summary = build_summary(runs, self.samples, rows, speed=options.speed,
                                 wall_seconds=time.monotonic() - wall_started, metrics_mode=self.metrics_mode,
-                                step_mode=options.step_mode, events_routed=events_seen)
+                                step_mode=options.step_mode, events_routed=events_seen, marks=self.marks,
+                                started=self.clock.start)
+        if self.quota_advice is not None:
+            summary["quota_advice"] = self.quota_advice
+        else:
+            summary["quota_advice_unavailable"] = self.quota_advice_error
         return DemoResult(summary=summary, samples=self.samples, output_dir=output)
+
+    def _advise_quota(self, monitor: Any, wall_seconds: float) -> None:
+        """`gpuaas quota advise` over the whole run, on the demo's own Prometheus (report section)."""
+        if self.kueue_metrics is None or not hasattr(monitor, "prometheus_url"):
+            return
+        advisor = self.options.quota_advisor
+        if advisor is None:
+            self.quota_advice_error = "no quota advisor was given (DemoOptions.quota_advisor; `gpuaas demo` passes one)"
+            return
+        self.say("quota advice: gpuaas quota advise over the run's Prometheus history")
+        try:
+            self.quota_advice = advisor(monitor.prometheus_url, self._gateway().list(R.CLUSTER_QUEUE),
+                                        wall_seconds, time.time())
+        except Exception as error:  # noqa: BLE001 - the report says why instead of losing the whole run
+            self.quota_advice_error = f"{type(error).__name__}: {error}"
+            self.say(f"quota advice failed: {self.quota_advice_error}")
 
     def _print_row(self, row: Any) -> None:
         if row.workflow:
@@ -357,6 +419,7 @@ class Scenario:
                     cluster.pytorch_job(research, "train-llm", 2, 2))
         self.wait_for("train-llm queued", lambda: self.pending(research.namespace, "train-llm"))
         self.engine.timeline.note("research: train-llm queued, no quota left in the cohort", "backlog")
+        self.mark(research, "train-llm queued")
         self.submit(vision, "runs batch Job eval-batch (2 GPUs, borrowed)", cluster.batch_job(vision, "eval-batch", 2))
         self.wait_for("eval-batch admitted", lambda: self.admitted(vision.namespace, "eval-batch"))
         self.settle()
@@ -371,6 +434,7 @@ class Scenario:
 
         self.engine.timeline.note("vision: ray-vision's GPUs go idle (utilization 0%)")
         pods.set_activity(vision.namespace, "ray-vision", 0)
+        self.mark(vision, "GPUs idle")
         idle_runs_before = len(self.runs_of("gpuaas-on-idle"))
         self.wait_for("ray-vision released by gpuaas-on-idle",
                       lambda: self.released(vision.namespace, "ray-vision") or (
@@ -381,14 +445,20 @@ class Scenario:
             self.engine.timeline.note("ray-vision NOT released: without Prometheus the on-idle step cannot confirm "
                                       "idleness (in-process fallback); the story stops here", "stopped")
             return
+        alerts = [row for row in self.engine.timeline.rows if row.template == "gpuaas-on-idle"]
+        if alerts:
+            self.mark(vision, "idle alert", at=alerts[-1].time)
+        self.mark(vision, "released (on-idle)")
         self.wait_for("train-llm admitted into the freed quota",
                       lambda: self.admitted(research.namespace, "train-llm"))
+        self.mark(research, "train-llm admitted")
         self.settle()
 
         self.pause(60)
         workload = self.workload_of(vision.namespace, "ray-vision")
         assert workload is not None
         self.engine.timeline.note("vision admin: hand-submits gpuaas-resume-workers for ray-vision")
+        self.mark(vision, "resumed (by hand)")
         resumed = self.engine.submit(resume_submission(vision.namespace, workload["metadata"]["name"]))
         if resumed["status"]["phase"] != "Succeeded":
             records = reaction_records(resumed)
@@ -404,6 +474,7 @@ class Scenario:
                             "status": cluster.finished_status("PyTorchJob")}])
         self.wait_for("train-llm finished", lambda: self.finished(research.namespace, "train-llm"))
         self.wait_for("ray-vision admitted again", lambda: self.admitted(vision.namespace, "ray-vision"))
+        self.mark(vision, "ray-vision admitted again")
         self.settle()
 
 
@@ -418,34 +489,36 @@ def resume_submission(namespace: str, workload: str) -> dict[str, Any]:
                                                   {"name": "dry-run", "value": "false"}]}}}
 
 
-def gpu_hours_reclaimed(samples: list[Sample], released: set[str]) -> dict[str, float]:
-    """Per released workload: GPUs it held before release x demo hours until it held quota again."""
+def _hours_since_start(clock_time: str, start: datetime) -> float:
+    """A timeline HH:MM:SS on the demo clock, as hours since the clock's start (08:00)."""
+    hours, minutes, seconds = (int(part) for part in clock_time.split(":"))
+    moment = start.replace(hour=hours, minute=minutes, second=seconds)
+    return (moment - start).total_seconds() / 3600.0
+
+
+def gpu_hours_reclaimed(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Per workload, the records' `gpuHoursReclaimed`: GPUs x the hours between release and resume,
+    measured by the steps on the wall clock, the same figure `gpuaas audit` and the Argo metric show."""
     reclaimed: dict[str, float] = {}
-    for key in released:
-        held_before = 0
-        released_at: float | None = None
-        total = 0.0
-        for sample in samples:
-            state = sample.workloads.get(key)
-            if state is None:
-                continue
-            if state["holds"]:
-                if released_at is not None:
-                    total += held_before * (sample.hours - released_at)
-                    released_at = None
-                held_before = state["gpus"]
-            elif not state["active"] and released_at is None and held_before:
-                released_at = sample.hours
-        if released_at is not None and samples:
-            total += held_before * (samples[-1].hours - released_at)
-        reclaimed[key] = round(total, 3)
+    for run in runs:
+        for record in reaction_records(run):
+            data = record.get("data") or {}
+            hours = float((data.get("metrics") or {}).get("gpuHoursReclaimed") or 0.0)
+            if hours and data.get("workload"):
+                key = f"{data['workload']['namespace']}/{data['workload']['name']}"
+                reclaimed[key] = reclaimed.get(key, 0.0) + hours
     return reclaimed
 
 
 def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: list[dict[str, str]], *,
                   speed: float, wall_seconds: float, metrics_mode: str, step_mode: str,
-                  events_routed: int) -> dict[str, Any]:
-    """summary.json: runs, GPU-hours reclaimed, reactions by WorkflowTemplate, tenants, timeline."""
+                  events_routed: int, marks: list[dict[str, Any]] | None = None,
+                  started: datetime | None = None) -> dict[str, Any]:
+    """summary.json: runs, GPU-hours reclaimed, reactions by WorkflowTemplate, tenants, timeline.
+
+    One time base: the demo clock (08:00 at the start, `speed` demo seconds per wall second) for
+    the timeline, the marks, the samples and `gpu_hours_reclaimed`; the steps measure wall time, so
+    the records' figure is also given as `gpu_hours_reclaimed_wall` (= demo figure / speed)."""
     reactions: dict[str, dict[str, Any]] = {}
     released: set[str] = set()
     gpus_released = 0
@@ -466,20 +539,24 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
                     data.get("workload"):
                 released.add(f"{data['workload']['namespace']}/{data['workload']['name']}")
                 gpus_released += int(metrics.get("gpusReleased") or 0)
-    reclaimed = gpu_hours_reclaimed(samples, released)
+    reclaimed_wall = gpu_hours_reclaimed(runs)
     final = samples[-1] if samples else None
     return {
         "runs": len(runs),
-        "gpu_hours_reclaimed": round(sum(reclaimed.values()), 3),
-        "gpu_hours_reclaimed_by_workload": reclaimed,
+        "gpu_hours_reclaimed": round(sum(reclaimed_wall.values()) * speed, 3),
+        "gpu_hours_reclaimed_wall": round(sum(reclaimed_wall.values()), 6),
+        "gpu_hours_reclaimed_by_workload": {key: round(hours * speed, 3) for key, hours in reclaimed_wall.items()},
         "gpus_released": gpus_released,
+        "released_workloads": sorted(released),
         "reactions": dict(sorted(reactions.items())),
         "tenants": {t.name: {"namespace": t.namespace, "nominal_gpus": cluster.NOMINAL_GPUS,
                              "reserved_gpus_at_end": final.reserved.get(t.name, 0) if final else 0}
                     for t in cluster.TENANTS},
         "events_routed": events_routed,
         "demo_time": {"speed": speed, "wall_seconds": round(wall_seconds, 1),
-                      "demo_hours": round(samples[-1].hours, 2) if samples else 0.0},
+                      "demo_hours": round(samples[-1].hours, 2) if samples else 0.0,
+                      "clock_start": (started or datetime.now(UTC)).strftime("%H:%M")},
+        "marks": list(marks or []),
         "metrics": metrics_mode,
         "step_mode": step_mode,
         "timeline": timeline,

@@ -5,6 +5,11 @@ and labels (`gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname`, and 
 `pod`, `namespace`, `container` of the pod that holds the GPU), so a real Prometheus scrapes it and
 the product's real rules and queries run unchanged. The demo and the tests drive the values.
 
+Besides load (utilisation, engine-active, power, framebuffer) it emits the health fields admins
+alert on, with dcgm-exporter's field names: temperatures, the last XID error (a gauge that keeps
+the last code until the exporter restarts), volatile ECC error counters and row-remapping counters.
+Incidents are injected with `set(uuid, temperature_c=..., xid=...)` and `add_ecc_errors(...)`.
+
 `label_style="exported"` emits `exported_pod`/`exported_namespace`/`exported_container` instead:
 what Prometheus stores behind the usual ServiceMonitor (`honorLabels: false`), where the exporter
 pod's own `pod`/`namespace` target labels win. Both spellings must work end to end.
@@ -27,7 +32,17 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
 )
+"""dcgm-exporter's field names, types and help texts (etc/default-counters.csv; the ECC volatile
+counters are commented out there and must be enabled in the metrics CSV for the ECC alert)."""
 
 
 @dataclass
@@ -53,6 +68,17 @@ class GpuDevice:
     """None = derived: ~0 without a pod, some memory held by an idle pod, more when busy."""
     profiling: bool = True
     """False = no DCGM_FI_PROF_* series (profiling metrics disabled on this node)."""
+    temperature_c: float | None = None
+    """DCGM_FI_DEV_GPU_TEMP; None = derived from utilization (~32 C idle, ~72 C busy)."""
+    memory_temperature_c: float | None = None
+    """DCGM_FI_DEV_MEMORY_TEMP; None = derived (a few degrees above the GPU)."""
+    xid: int = 0
+    """DCGM_FI_DEV_XID_ERRORS: the LAST XID code seen (0 = none); it stays until the exporter restarts."""
+    ecc_sbe_volatile: int = 0
+    ecc_dbe_volatile: int = 0
+    correctable_remapped_rows: int = 0
+    uncorrectable_remapped_rows: int = 0
+    row_remap_failure: bool = False
 
     @property
     def device(self) -> str:
@@ -68,8 +94,18 @@ class GpuDevice:
             used = 2048.0 + (self.framebuffer_mib - 4096.0) * util / 100.0
         else:
             used = 0.0
+        temperature = self.temperature_c if self.temperature_c is not None else 32.0 + 0.4 * util
+        memory_temperature = (self.memory_temperature_c if self.memory_temperature_c is not None
+                              else temperature + 4.0)
         out = {"DCGM_FI_DEV_GPU_UTIL": util, "DCGM_FI_DEV_POWER_USAGE": power,
-               "DCGM_FI_DEV_FB_USED": used, "DCGM_FI_DEV_FB_FREE": max(0.0, self.framebuffer_mib - used)}
+               "DCGM_FI_DEV_FB_USED": used, "DCGM_FI_DEV_FB_FREE": max(0.0, self.framebuffer_mib - used),
+               "DCGM_FI_DEV_GPU_TEMP": temperature, "DCGM_FI_DEV_MEMORY_TEMP": memory_temperature,
+               "DCGM_FI_DEV_XID_ERRORS": float(self.xid),
+               "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": float(self.ecc_sbe_volatile),
+               "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": float(self.ecc_dbe_volatile),
+               "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": float(self.correctable_remapped_rows),
+               "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": float(self.uncorrectable_remapped_rows),
+               "DCGM_FI_DEV_ROW_REMAP_FAILURE": 1.0 if self.row_remap_failure else 0.0}
         if self.profiling:
             out["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] = max(0.0, min(1.0, float(active)))
         return out
@@ -151,6 +187,18 @@ class DcgmExporter:
         """Set any field of GpuDevice (engine_active, power_watts, fb_used_mib, profiling, ...)."""
         self._update(uuid, **changes)
 
+    def add_ecc_errors(self, uuid: str, *, correctable: int = 0, uncorrectable: int = 0) -> None:
+        """Count ECC errors the way the driver does: volatile SBE/DBE counters, and on GPUs with row
+        remapping (A100 and later) one remapped row per error of each kind."""
+        with self._lock:
+            if uuid not in self._gpus:
+                raise KeyError(f"uuid: no emulated GPU {uuid!r}; known: {sorted(self._gpus)}")
+            g = self._gpus[uuid]
+            self._gpus[uuid] = replace(
+                g, ecc_sbe_volatile=g.ecc_sbe_volatile + correctable, ecc_dbe_volatile=g.ecc_dbe_volatile + uncorrectable,
+                correctable_remapped_rows=g.correctable_remapped_rows + correctable,
+                uncorrectable_remapped_rows=g.uncorrectable_remapped_rows + uncorrectable)
+
     def set_pod_utilization(self, namespace: str, pod: str, percent: float) -> int:
         """Set the load of every GPU held by one pod; returns how many GPUs that was."""
         with self._lock:
@@ -215,7 +263,10 @@ class DcgmExporter:
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the scraper hung up (Prometheus stopping): nothing to tell anyone
 
             def log_message(self, format: str, *args: Any) -> None:
                 return

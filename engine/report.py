@@ -1,64 +1,133 @@
-"""demo-report/: index.html with PNG charts, written from the demo's summary and samples.
+"""demo-report/index.html: the demo's story in one chart, then its reactions and timeline.
 
-Charts (matplotlib, no display needed): GPUs reserved by Kueue and GPUs actually busy per tenant
-over demo time, and the GPU-hours reclaimed by releases of idle workloads. The page is
-self-contained (relative links to the PNGs, the archive and the snapshot in the same folder).
+One time base on the whole page: the demo clock (08:00 at the start, `speed` demo seconds per
+wall second), the clock of the timeline the demo prints. The chart has one panel per tenant on
+one GPU scale: GPUs Kueue reserved for the tenant, GPUs its pods kept busy, its nominal quota,
+and the moments the story turns on (a job queued, GPUs going idle, the alert and the release,
+the queued job's admission, the resume), with the reclaimed and queued spans shaded. The page
+embeds the chart (a data URI: one file to mail or attach); the PNG is also written beside it.
 """
 
 from __future__ import annotations
 
+import base64
 import html
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 TENANT_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
+MARK_COLOUR = "#333333"
+CHART = "gpu-allocation.png"
+MERGE_WITHIN_HOURS = 10 / 60  # marks of one tenant closer than this share one label
+LABEL_CHAR_FRACTION = 0.0075  # one label character, as a fraction of the time axis (10-inch figure, 7.5 pt)
 
 
-def _charts(output: Path, samples: list[Any], summary: dict[str, Any]) -> list[tuple[str, str]]:
+def _clock(summary: dict[str, Any]) -> datetime:
+    """The demo clock's start as a datetime (any date: only HH:MM is shown)."""
+    start = str((summary.get("demo_time") or {}).get("clock_start") or "08:00")
+    hours, minutes = (int(part) for part in start.split(":"))
+    return datetime(2000, 1, 1, hours, minutes)
+
+
+def grouped_marks(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Marks of one tenant within MERGE_WITHIN_HOURS read as one step of the story ("alert -> released")."""
+    groups: list[dict[str, Any]] = []
+    for mark in sorted(marks, key=lambda m: m["hours"]):
+        last = next((g for g in reversed(groups) if g["tenant"] == mark["tenant"]), None)
+        if last is not None and mark["hours"] - last["hours"] <= MERGE_WITHIN_HOURS:
+            last["what"] += f" -> {mark['what']}"
+            continue
+        groups.append(dict(mark))
+    return groups
+
+
+def _span(marks: list[dict[str, Any]], tenant: str, begins: str, ends: str) -> tuple[float, float] | None:
+    start = next((m["hours"] for m in marks if m["tenant"] == tenant and m["what"].startswith(begins)), None)
+    end = next((m["hours"] for m in marks if m["tenant"] == tenant and m["what"].startswith(ends)), None)
+    return (start, end) if start is not None and end is not None and end > start else None
+
+
+def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) -> None:
+    """GPUs reserved, busy and nominal per tenant on one scale and one clock, with the story's marks."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    charts: list[tuple[str, str]] = []
-    tenants = list(summary.get("tenants") or {})
-    hours = [s.hours for s in samples]
-    figure, axes = plt.subplots(len(tenants) or 1, 1, figsize=(9, 2.4 * max(1, len(tenants))), sharex=True)
-    axes_list = axes if hasattr(axes, "__len__") else [axes]
-    for axis, tenant, colour in zip(axes_list, tenants, TENANT_COLOURS, strict=False):
-        axis.step(hours, [s.reserved.get(tenant, 0) for s in samples], where="post", color=colour,
-                  label="GPUs reserved (Kueue admission)")
-        axis.fill_between(hours, [s.busy.get(tenant, 0.0) for s in samples], step="post", alpha=0.35,
-                          color=colour, label="GPUs busy (DCGM utilization)")
-        axis.axhline(summary["tenants"][tenant]["nominal_gpus"], color="grey", linestyle=":", linewidth=1,
-                     label="nominal quota")
+    tenants = list(summary.get("tenants") or {}) or ["(no tenant)"]
+    start = _clock(summary)
+    times = [start + timedelta(hours=s.hours) for s in samples]
+    peak = max([summary["tenants"][t]["nominal_gpus"] for t in tenants if t in summary.get("tenants", {})]
+               + [v for s in samples for v in list(s.reserved.values()) + list(s.busy.values())] + [1])
+    marks = summary.get("marks") or []
+    figure, axes = plt.subplots(len(tenants), 1, figsize=(10, 1.15 + 2.05 * len(tenants)), sharex=True, sharey=True,
+                                squeeze=False)
+    for axis, tenant, colour in zip(axes[:, 0], tenants, TENANT_COLOURS, strict=False):
+        axis.step(times, [s.reserved.get(tenant, 0) for s in samples], where="post", color=colour, linewidth=1.8,
+                  label="GPUs reserved by Kueue (admitted)")
+        axis.fill_between(times, [s.busy.get(tenant, 0.0) for s in samples], step="post", alpha=0.3, color=colour,
+                          linewidth=0, label="GPUs busy (DCGM utilization)")
+        nominal = (summary.get("tenants") or {}).get(tenant, {}).get("nominal_gpus")
+        if nominal is not None:
+            axis.axhline(nominal, color="grey", linestyle=":", linewidth=1.2, label="nominal quota")
         axis.set_ylabel(f"{tenant}\nGPUs")
-        axis.set_ylim(bottom=0)
-        axis.grid(alpha=0.3)
-    axes_list[0].legend(loc="upper left", fontsize=8, ncol=3)
-    axes_list[-1].set_xlabel("demo time (hours since 08:00)")
-    figure.suptitle("GPU allocation and use per tenant")
-    figure.tight_layout()
-    figure.savefig(output / "gpu-allocation.png", dpi=110)
+        axis.grid(alpha=0.25)
+        released = _span(marks, tenant, "released", "resumed")
+        if released:
+            axis.axvspan(start + timedelta(hours=released[0]), start + timedelta(hours=released[1]),
+                         color="#55A868", alpha=0.12, hatch="//", linewidth=0, label="released: GPUs back in the cohort")
+        queued = _span(marks, tenant, "train-llm queued", "train-llm admitted")
+        if queued:
+            axis.axvspan(start + timedelta(hours=queued[0]), start + timedelta(hours=queued[1]),
+                         color="#999999", alpha=0.12, linewidth=0, label="queued: waiting for quota")
+    axes[0, 0].set_ylim(0, peak * 1.5 + 0.5)  # head room for the marks' labels, above every line
+    axes[0, 0].yaxis.get_major_locator().set_params(integer=True)
+    span_hours = max([s.hours for s in samples] + [1.0])
+    placed: dict[str, list[tuple[float, float]]] = {}  # per panel: (start, end) hours of labels on each row
+    for index, mark in enumerate(grouped_marks(marks), start=1):
+        moment = start + timedelta(hours=mark["hours"])
+        for axis in axes[:, 0]:
+            axis.axvline(moment, color=MARK_COLOUR, linestyle="--", linewidth=0.8, alpha=0.55)
+        panel = mark["tenant"] if mark["tenant"] in tenants else tenants[0]
+        text = f"{index}  {mark['time'][:5]} {mark['what']}"
+        width = len(text) * LABEL_CHAR_FRACTION * span_hours  # about how far the label reaches to the right
+        leftward = mark["hours"] + width > span_hours  # near the right edge: the label goes left of its line
+        begin, end = (mark["hours"] - width, mark["hours"]) if leftward else (mark["hours"], mark["hours"] + width)
+        rows = placed.setdefault(panel, [])
+        level = sum(1 for b, e in rows if b < end and begin < e)
+        rows.append((begin, end))
+        axes[tenants.index(panel), 0].annotate(
+            text, xy=(moment, 1), xycoords=("data", "axes fraction"), xytext=(-3 if leftward else 3, -4 - 12 * level),
+            textcoords="offset points", va="top", ha="right" if leftward else "left", fontsize=7.5,
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#bbbbbb", "alpha": 0.9})
+    axis = axes[-1, 0]
+    axis.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    axis.xaxis.set_major_locator(mdates.MinuteLocator(byminute=[0, 30]))
+    speed = (summary.get("demo_time") or {}).get("speed", 1)
+    axis.set_xlabel(f"demo clock (the timeline's; runs {speed:g}x wall time)")
+    handles: dict[str, Any] = {}
+    for row in axes[:, 0]:
+        for handle, label in zip(*row.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    figure.suptitle("GPUs per tenant: reserved by Kueue, busy on the GPUs, and what gpuaas did", fontsize=11)
+    figure.tight_layout(rect=(0, 0, 1, 0.935))
+    figure.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize=8, frameon=False,
+                  bbox_to_anchor=(0.5, axes[0, 0].get_position().y1))
+    figure.savefig(path, dpi=110)
     plt.close(figure)
-    charts.append(("gpu-allocation.png", "GPU allocation and use per tenant over time"))
 
-    reclaimed = summary.get("gpu_hours_reclaimed_by_workload") or {}
-    figure, axis = plt.subplots(figsize=(9, 2.8))
-    if reclaimed:
-        names = list(reclaimed)
-        axis.barh(names, [reclaimed[n] for n in names], color="#55A868")
-        for index, name in enumerate(names):
-            axis.text(reclaimed[name], index, f" {reclaimed[name]:.2f}", va="center", fontsize=9)
-    else:
-        axis.text(0.5, 0.5, "no workload was released", ha="center", va="center", transform=axis.transAxes)
-    axis.set_xlabel("GPU-hours reclaimed (demo time)")
-    axis.set_title(f"Reclaimed from idle workloads: {summary.get('gpu_hours_reclaimed', 0):.2f} GPU-hours")
-    figure.tight_layout()
-    figure.savefig(output / "gpu-hours-reclaimed.png", dpi=110)
-    plt.close(figure)
-    charts.append(("gpu-hours-reclaimed.png", "GPU-hours reclaimed by releasing idle workloads"))
-    return charts
+
+def outcome_words(template: str, reaction: dict[str, Any]) -> str:
+    """`applied 2` for one step; per step for a fan-out, the template's own reaction last as it runs last
+    (`idle-alerts: applied 1; on-idle: applied 1`)."""
+    steps = reaction.get("steps") or {}
+    if len(steps) > 1:
+        own = template.removeprefix("gpuaas-")
+        ordered = sorted(steps, key=lambda step: (step == own, step))
+        return "; ".join(f"{step}: " + ", ".join(f"{k} {v}" for k, v in steps[step].items()) for step in ordered)
+    return ", ".join(f"{k} {v}" for k, v in (reaction.get("outcomes") or {}).items()) or "-"
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -69,37 +138,54 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 def write(output: Path, summary: dict[str, Any], samples: list[Any]) -> Path:
     output.mkdir(parents=True, exist_ok=True)
-    charts = _charts(output, samples, summary)
-    reactions = [[name, r["runs"], ", ".join(f"{k} {v}" for k, v in r["phases"].items()),
-                  ", ".join(f"{k} {v}" for k, v in r["outcomes"].items())]
+    allocation_chart(output / CHART, samples, summary)
+    chart = base64.b64encode((output / CHART).read_bytes()).decode("ascii")
+    from engine import quota_report  # its own section: gpuaas quota advise on this run
+
+    quota_section = quota_report.section(output, summary)
+    reactions = [[name, r["runs"], ", ".join(f"{k} {v}" for k, v in r["phases"].items()), outcome_words(name, r)]
                  for name, r in (summary.get("reactions") or {}).items()]
     timeline = [[r["time"], r["event"], r["sensor"], r["workflow"], r["outcome"]]
                 for r in summary.get("timeline") or []]
+    story = [[index, mark["time"][:5], mark["tenant"], mark["what"]]
+             for index, mark in enumerate(grouped_marks(summary.get("marks") or []), start=1)]
     demo_time = summary.get("demo_time") or {}
+    speed = demo_time.get("speed", 1)
+    reclaimed = summary.get("gpu_hours_reclaimed", 0)
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpuaas demo report</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }}
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
-td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }}
-th {{ background: #f3f3f3; }} .figure {{ margin: 1.5em 0; }} code {{ background: #f3f3f3; padding: 0 0.2em; }}
+td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }}
+th {{ background: #f3f3f3; }} figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; }}
+code {{ background: #f3f3f3; padding: 0 0.2em; }} .note {{ color: #555; font-size: 0.9em; }}
 </style></head><body>
 <h1>gpuaas demo report</h1>
-<p><b>{summary.get('runs', 0)}</b> workflow runs, <b>{summary.get('gpu_hours_reclaimed', 0):.2f}</b> GPU-hours
-reclaimed, {summary.get('events_routed', 0)} events routed through the rendered Sensors.
-Demo time ran {demo_time.get('speed', 1):g}x wall time ({demo_time.get('demo_hours', 0)} demo hours in
-{demo_time.get('wall_seconds', 0)} s).</p>
-<p>Metrics: {html.escape(str(summary.get('metrics', '')))}. Steps ran {html.escape(str(summary.get('step_mode')))}.</p>
-{''.join(f'<div class="figure"><img src="{name}" alt="{html.escape(title)}"><br><i>{html.escape(title)}</i></div>'
-         for name, title in charts)}
+<p><b>{summary.get('runs', 0)}</b> workflow runs started by {summary.get('events_routed', 0)} events through the
+rendered Sensors; <b>{reclaimed:.2f} GPU-hours reclaimed</b> from idle workloads (GPUs released &times; hours
+until they were resumed).</p>
+<p class="note">Time base: every time on this page is the <b>demo clock</b>, which starts at
+{html.escape(str(demo_time.get('clock_start', '08:00')))} and runs {speed:g}x wall time
+({demo_time.get('demo_hours', 0)} demo hours in {demo_time.get('wall_seconds', 0)} s). The steps measure wall
+time, so their records, <code>gpuaas audit</code> and its report show the same reclaim as
+{summary.get('gpu_hours_reclaimed_wall', 0):.4g} GPU-hours, at wall-clock UTC times.</p>
+<figure><img src="data:image/png;base64,{chart}" alt="GPUs reserved and busy per tenant over the demo clock,
+with the idle alert, the release, the queued job's admission and the resume marked">
+<figcaption>GPUs per tenant over the demo clock ({CHART}); the numbers point to the story below.</figcaption></figure>
+<h2>The story</h2>
+{_table(["#", "demo clock", "tenant", "what happened"], story)}
+<p class="note">Metrics: {html.escape(str(summary.get('metrics', '')))}. Steps ran
+{html.escape(str(summary.get('step_mode')))}.</p>
+{quota_section}
 <h2>Reactions by WorkflowTemplate</h2>
-{_table(["WorkflowTemplate", "runs", "phases", "outcomes"], reactions)}
+{_table(["WorkflowTemplate", "runs", "phases", "outcomes (per step for a fan-out)"], reactions)}
 <h2>Timeline</h2>
-{_table(["time", "event", "sensor", "workflow", "outcome"], timeline)}
+{_table(["demo clock", "event", "sensor", "workflow", "outcome"], timeline)}
 <h2>Files</h2>
 <ul><li><a href="runs.db">runs.db</a>: the run archive (Argo archive layout): <code>gpuaas audit --archive runs.db</code></li>
 <li><a href="cluster-snapshot.json">cluster-snapshot.json</a>: the final cluster state, for local resubmission</li>
-<li><a href="summary.json">summary.json</a></li></ul>
+<li><a href="summary.json">summary.json</a>, <a href="{CHART}">{CHART}</a></li></ul>
 </body></html>
 """
     path = output / "index.html"

@@ -9,18 +9,27 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 SUBCOMMANDS: dict[str, str] = {
     "render": "Render every manifest (Argo templates, sensors, RBAC, rules, examples) into YAML.",
     "route": "Evaluate the rendered Sensors on events: which workflows would they submit, and why not.",
     "demo": "Run the whole product on this machine (local engine) and write demo-report/.",
     "audit": "Review run history: what the automation did, when, why, and what changed.",
+    "quota": "GPU quota advice from usage: `gpuaas quota advise --prometheus URL --since 7d` (applies nothing).",
     "cluster": "Build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on this machine.",
 }
 
 
+class CommandLine(argparse.ArgumentParser):
+    """argparse with one-line errors: what was wrong, and where the usage is (not the usage itself)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpuaas", description=__doc__.splitlines()[0])
+    parser = CommandLine(prog="gpuaas", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in SUBCOMMANDS.items():
         module = importlib.import_module(f"gpuaas.commands.{name}")

@@ -75,6 +75,8 @@ def load_argo_events_objects(root: Path) -> LoadedObjects:
                 if obj.get("kind") not in ARGO_EVENTS_KINDS or not str(obj.get("apiVersion", "")).startswith("argoproj.io/"):
                     continue
                 metadata = obj.setdefault("metadata", {}) or {}
+                if not isinstance(metadata, dict):
+                    raise ManifestError(f"{path}: a {obj['kind']}'s metadata: expected an object, found {metadata!r}")
                 obj["metadata"] = metadata
                 if not metadata.get("name"):
                     loaded.warnings.append(f"{path}: a {obj['kind']} without metadata.name was ignored")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from routing.event import ArgoEvent, from_cloudevent
-from routing.manifests import load_argo_events_objects
+from routing.manifests import ManifestError, load_argo_events_objects
 from routing.parameters import ParameterError, apply_parameters, compile_parameters
 from routing.sensor import (
     K8S_TRIGGER,
@@ -118,12 +118,18 @@ class Router:
         self.load_warnings: list[str] = list(warnings or [])
         for obj in objects:
             kind = obj.get("kind")
-            if kind == "Sensor":
-                self.sensors.append(compile_sensor(obj))
-            elif kind == "EventSource":
-                info = _event_source_info(obj)
-                self.event_sources[info.name] = info
-                self.event_source_specs[info.name] = obj.get("spec") or {}
+            try:
+                if kind == "Sensor":
+                    self.sensors.append(compile_sensor(obj))
+                elif kind == "EventSource":
+                    info = _event_source_info(obj)
+                    self.event_sources[info.name] = info
+                    self.event_source_specs[info.name] = obj.get("spec") or {}
+            except (TypeError, AttributeError, KeyError) as error:  # a field of the wrong shape
+                name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+                raise ManifestError(f"{kind} {name or '(no name)'}: expected a {kind} as Argo Events v1.9 defines "
+                                    f"it, found a field of the wrong type ({type(error).__name__}: {error}); "
+                                    "compare it with `gpuaas render`'s output") from None
         self.clock = clock
         self.explain_unsubscribed = explain_unsubscribed
         self._index: dict[tuple[str, str], list[tuple[CompiledSensor, Dependency]]] = {}

@@ -29,7 +29,7 @@ GPU_ALLOCATABLE = r"status.allocatable.nvidia\.com/gpu"
 
 def _arguments() -> dict[str, str]:
     return {"mode": "capacity", "tenant": "", "namespace": "", "workload": "", "flavor": "", "gpus": "",
-            "cohort": "", "dry-run": "false", "event": ""}
+            "cohort": "", "borrowing-limit": "", "lending-limit": "", "dry-run": "false", "event": ""}
 
 
 def _gpus_reported(obj: str, reported: bool) -> dict:

@@ -130,8 +130,11 @@ def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
     return patch
 
 
-def set_gpu_quota(groups: Iterable[Mapping], flavor: str, gpus: int, extras: Mapping[str, str]) -> list[JSON]:
+def set_gpu_quota(groups: Iterable[Mapping], flavor: str, gpus: int, extras: Mapping[str, str],
+                  limits: Mapping[str, int] | None = None) -> list[JSON]:
     """resourceGroups with (flavor, nvidia.com/gpu) nominalQuota = gpus (pure; input untouched).
+
+    `limits`: `borrowingLimit` / `lendingLimit` to set on the GPU resource of that flavor (others kept).
 
     Adds the flavor to the group covering GPUs when missing (listing every covered resource, as
     Kueue requires; a covered resource with no policy ratio gets 0), or a new group when no group
@@ -151,10 +154,11 @@ def set_gpu_quota(groups: Iterable[Mapping], flavor: str, gpus: int, extras: Map
         entry = {"name": flavor, "resources": [{"name": r, "nominalQuota": values.get(r, 0)}
                                                for r in group["coveredResources"]]}
         group["flavors"].append(entry)
-        return groups
     for resource in entry.get("resources") or []:
         if resource.get("name") in values:
             resource["nominalQuota"] = values[resource["name"]]
+        if resource.get("name") == GPU_RESOURCE:
+            resource.update(limits or {})
     return groups
 
 
@@ -200,7 +204,7 @@ def admit_namespace(selector: Mapping | None, namespace: str) -> JSON | None:
 
 
 def new_cluster_queue(name: str, cohort: str, namespace: str, flavor: str, gpus: int, extras: Mapping[str, str],
-                      strategy: str) -> JSON:
+                      strategy: str, limits: Mapping[str, int] | None = None) -> JSON:
     """A tenant's ClusterQueue as the product creates it (validated against Kueue's CRD in the tests)."""
     return {
         "apiVersion": KUEUE_API, "kind": "ClusterQueue",
@@ -209,7 +213,7 @@ def new_cluster_queue(name: str, cohort: str, namespace: str, flavor: str, gpus:
             "cohortName": cohort,
             "namespaceSelector": admit_namespace(None, namespace),
             "queueingStrategy": strategy,
-            "resourceGroups": set_gpu_quota([], flavor, gpus, extras),
+            "resourceGroups": set_gpu_quota([], flavor, gpus, extras, limits),
         },
     }
 

@@ -26,6 +26,10 @@ INPUTS = (
     Input("gpus", "Whole GPUs: the new nominalQuota (hand mode), or the GPUs lent to `workload`. Empty in "
                   "capacity mode."),
     Input("cohort", "Cohort to place the ClusterQueue in. Empty: the policy's cohort."),
+    Input("borrowing-limit", "Optional (hand mode): borrowingLimit of the GPU quota, whole GPUs this tenant may "
+                             "borrow from the cohort. Empty: keep the queue's."),
+    Input("lending-limit", "Optional (hand mode): lendingLimit of the GPU quota, whole GPUs of its quota the "
+                           "cohort may borrow (<= gpus). Empty: keep the queue's."),
     DRY_RUN,
     EVENT,
 )

@@ -85,9 +85,19 @@ def resubmit_locally(archive: Path, snapshot: Path, run: Run, overrides: dict[st
         from engine.runtime import LocalEngine
     except ImportError as error:
         raise ResubmitError(f"local resubmit needs the local engine (engine.runtime.LocalEngine): {error}") from error
+    from engine.executor import SubmissionRejected
+
     options = {"prometheus_url": prometheus_url} if prometheus_url else {}
-    with LocalEngine.from_snapshot(snapshot, archive_path=archive, **options) as engine:
-        archived = engine.submit(workflow)
+    try:
+        with LocalEngine.from_snapshot(snapshot, archive_path=archive, **options) as engine:
+            archived = engine.submit(workflow)
+    except SubmissionRejected as error:  # what Argo's admission would answer: nothing ran
+        raise ResubmitError(f"the template {workflow['spec']['workflowTemplateRef']['name']} refuses the "
+                            f"resubmission: {error}; fix the -p value") from None
+    except ValueError as error:  # a snapshot that is not the demo's (engine.cluster_state says which part)
+        text = str(error)
+        raise ResubmitError(f"--{text}" if text.startswith(f"snapshot {snapshot}") else f"--snapshot {snapshot}: {text}") \
+            from None
     return parse_workflow(archived, archived=True)
 
 

@@ -130,7 +130,15 @@ def _filter(args: argparse.Namespace) -> Any:
 
 def _selected_runs(args: argparse.Namespace, history: Any) -> list[Any]:
     wanted = _filter(args)
-    return [run for run in history.runs(wanted.label_selector()) if wanted.matches(run)]
+    runs = [run for run in history.runs(wanted.label_selector()) if wanted.matches(run)]
+    reaction = getattr(args, "reaction", None)
+    if reaction and not runs:
+        from gpuaas.audit.run import KNOWN_REACTIONS
+
+        if reaction not in KNOWN_REACTIONS:  # a typo, not an empty history (a newer version's name still matches)
+            raise _UsageError(f"--reaction: expected one of {', '.join(sorted(KNOWN_REACTIONS))}, found {reaction!r} "
+                              f"and no run with that reaction in {history.where}")
+    return runs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -188,9 +196,33 @@ def _report(args: argparse.Namespace, history: Any) -> int:
     from gpuaas.audit.report import write_report
 
     runs = _selected_runs(args, history)
-    written = write_report(runs, args.html, source=history.where)
+    folder: Path = args.html
+    if folder.exists() and not folder.is_dir():
+        raise _UsageError(f"--html {folder}: expected a folder for index.html and its charts, found a file; "
+                          "pass a folder path (it is created if missing)")
+    try:
+        written = write_report(runs, folder, source=history.where, demo_speed=_demo_speed(args))
+    except OSError as error:
+        raise _UsageError(f"--html {folder}: expected a folder this user can write, found "
+                          f"{(error.strerror or str(error)).lower()} ({error.filename or folder}); "
+                          "pass another folder") from None
     print(f"wrote {written} ({len(runs)} runs) and its charts")
     return 0
+
+
+def _demo_speed(args: argparse.Namespace) -> float | None:
+    """The demo clock's speed when the archive is a demo's (its summary.json lies beside it), else None."""
+    import json
+
+    archive = getattr(args, "archive", None)
+    summary = archive.parent / "summary.json" if archive is not None else None
+    if summary is None or not summary.is_file():
+        return None
+    try:
+        speed = json.loads(summary.read_text(encoding="utf-8"))["demo_time"]["speed"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(speed) if isinstance(speed, int | float) and speed > 0 else None
 
 
 def _resubmit(args: argparse.Namespace, history: Any) -> int:

@@ -8,8 +8,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Any
+
+REQUIRED_KINDS = ("WorkflowTemplate", "Sensor", "EventSource")
+
+
+def _speed(text: str) -> float:
+    """--speed: demo seconds per wall second, a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of demo seconds per wall second (e.g. 300), "
+                                         f"found {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0 (300 runs the story in about a minute), "
+                                         f"found {text}")
+    return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="run each step in-process (fast) or as `python -m steps ...` like a pod")
     parser.add_argument("--metrics", choices=("auto", "prometheus", "in-process"), default="auto",
                         help="auto: real Prometheus/Alertmanager when installed, else the in-process idle rule")
-    parser.add_argument("--speed", type=float, default=300.0,
+    parser.add_argument("--speed", type=_speed, default=300.0,
                         help="demo seconds per wall second (default: 300)")
     parser.add_argument("--output", choices=("table", "json"), default="table",
                         help="table: progress, timeline and summary; json: summary.json on stdout")
@@ -31,15 +48,72 @@ def _print_table(rows: list[dict[str, str]], out) -> None:
     headers = ["time", "event", "sensor", "workflow", "outcome"]
     widths = {h: max([len(h)] + [len(str(r.get(h, ""))) for r in rows]) for h in headers}
     widths["event"] = min(widths["event"], 58)
-    line = "  ".join(h.upper().ljust(widths[h]) for h in headers)
+    line = "  ".join(h.upper().ljust(widths[h]) for h in headers).rstrip()
     print(line, file=out)
     for row in rows:
-        print("  ".join(str(row.get(h, ""))[: widths[h]].ljust(widths[h]) for h in headers), file=out)
+        print("  ".join(str(row.get(h, ""))[: widths[h]].ljust(widths[h]) for h in headers).rstrip(), file=out)
+
+
+def quota_advice_for_demo(prometheus_url: str, cluster_queues: list[dict[str, Any]], wall_seconds: float,
+                    end: float) -> dict[str, Any]:
+    """`gpuaas quota advise` over the whole demo run (its window is the run's wall time: demo time is
+    compressed): the advice as `--output json` prints it, plus each tenant's sampled series for the
+    report's chart. DemoOptions.quota_advisor: the engine calls it, gpuaas owns it."""
+    from prometheus_api_client import PrometheusConnect
+
+    from gpuaas.quota.advice import advise
+    from gpuaas.quota.usage import Window, read_history, tenant_usage
+
+    window = Window(end=end, seconds=max(10, math.ceil(wall_seconds)))
+    history = read_history(PrometheusConnect(url=prometheus_url, disable_ssl=True), window)
+    result = advise(tenant_usage(history, cluster_queues), window=f"{window.seconds}s of wall time (the whole demo)")
+    out = result.to_dict()
+    out["series"] = {t.usage.tenant: {name: [[round(ts - window.start, 2), value] for ts, value in points]
+                                      for name, points in history.timeline(t.usage.tenant).items()
+                                      if name in ("allocated", "pending", "nominal")}
+                     for t in result.tenants}
+    out["wall_seconds"] = window.seconds
+    return out
+
+
+class _Unusable(ValueError):
+    pass
+
+
+def _check_output_dir(folder: Path) -> None:
+    """Fail before a minute of demo when the report could not be written at the end."""
+    if folder.exists() and not folder.is_dir():
+        raise _Unusable(f"--output-dir {folder}: expected a folder for the report, found a file; "
+                        "pass another path (default: demo-report)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".gpuaas-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise _Unusable(f"--output-dir {folder}: expected a folder this user can write, found "
+                        f"{error.strerror.lower() if error.strerror else error}; pass another path") from None
+
+
+def _check_manifests(folder: Path) -> None:
+    """The engine runs the rendered YAML: say which kinds are missing instead of failing mid-way."""
+    from engine.rendered import RenderedManifests
+
+    try:
+        rendered = RenderedManifests.load(folder)
+    except (FileNotFoundError, ValueError) as error:
+        raise _Unusable(f"--manifests: {error}") from None
+    missing = [kind for kind in REQUIRED_KINDS if not rendered.of_kind(kind)]
+    if missing:
+        raise _Unusable(f"--manifests {folder}: expected the rendered {', '.join(REQUIRED_KINDS)} objects, found no "
+                        f"{', '.join(missing)}; pass the folder `gpuaas render` writes (manifests/)")
 
 
 def run(args: argparse.Namespace) -> int:
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
+    from engine.report import outcome_words
+    from gpuaas.manifests import observability
 
     as_json = args.output == "json"
     progress_stream = sys.stderr if as_json else sys.stdout
@@ -47,8 +121,15 @@ def run(args: argparse.Namespace) -> int:
     def progress(text: str) -> None:
         print(text, file=progress_stream, flush=True)
 
+    try:
+        _check_output_dir(args.output_dir)
+        _check_manifests(args.manifests or DEFAULT_MANIFESTS)
+    except _Unusable as error:
+        print(f"gpuaas demo: {error}", file=sys.stderr)
+        return 2
     options = DemoOptions(output_dir=args.output_dir, manifests=args.manifests or DEFAULT_MANIFESTS,
-                          step_mode=args.steps, speed=args.speed, metrics=args.metrics, progress=progress)
+                          step_mode=args.steps, speed=args.speed, metrics=args.metrics, progress=progress,
+                          alert_rules=observability, quota_advisor=quota_advice_for_demo)
     try:
         result = run_demo(options)
     except DemoStalled as error:
@@ -64,16 +145,13 @@ def run(args: argparse.Namespace) -> int:
     print()
     _print_table(summary["timeline"], sys.stdout)
     print()
-    print(f"runs: {summary['runs']}   GPU-hours reclaimed: {summary['gpu_hours_reclaimed']:.2f} (demo time)   "
-          f"events routed: {summary['events_routed']}")
+    speed = summary["demo_time"]["speed"]
+    print(f"runs: {summary['runs']}   events routed: {summary['events_routed']}   GPU-hours reclaimed: "
+          f"{summary['gpu_hours_reclaimed']:.2f} on the demo clock ({summary['gpu_hours_reclaimed_wall']:.4g} as the "
+          f"steps measured them in wall time; the demo clock runs {speed:g}x)")
     for name, reaction in summary["reactions"].items():
-        steps = reaction.get("steps") or {}
-        if len(steps) > 1:  # a fan-out template: say which step did what
-            outcomes = "; ".join(f"{step}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-                                 for step, counts in steps.items())
-        else:
-            outcomes = ", ".join(f"{k} {v}" for k, v in reaction["outcomes"].items()) or "-"
-        print(f"  {name:<26} {reaction['runs']:>3} runs   outcomes: {outcomes}")
+        runs = f"{reaction['runs']} run" + ("" if reaction["runs"] == 1 else "s")
+        print(f"  {name:<26} {runs:>8}   outcomes: {outcome_words(name, reaction)}")
     print(f"metrics: {summary['metrics']}")
     print(f"report: {result.output_dir / 'index.html'}   archive: {result.output_dir / 'runs.db'}   "
           f"(try: gpuaas audit --archive {result.output_dir / 'runs.db'})")

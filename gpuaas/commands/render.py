@@ -3,6 +3,14 @@
 The rendered YAML is committed: reviewers see the YAML diff of every Python change, the local engine
 and `gpuaas route` read exactly these files, and `kubectl apply -k manifests/overlays/<name>` applies
 them. `--check` writes nothing and exits 1 when a render would change the files (CI).
+
+Exit codes (each means one thing, so CI can tell "stale" from "could not check"):
+
+    0  written, or (--check) up to date
+    1  (--check) a render would change or remove files: run `gpuaas render` and commit
+    2  bad command line: unknown option, or --out is not a folder this user can write
+    3  the upstream schemas could not be had (no Go toolchain, module proxy unreachable)
+    4  the rendered objects are not valid against the upstream schemas (nothing written)
 """
 
 from __future__ import annotations
@@ -10,6 +18,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+EXIT_STALE = 1
+EXIT_USAGE = 2
+EXIT_NO_SCHEMAS = 3
+EXIT_INVALID = 4
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "manifests"
 MANAGED = ("base", "examples", "overlays")
@@ -28,6 +41,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpuaas.upstream import UpstreamUnavailable
+
+    if args.out.exists() and not args.out.is_dir():
+        print(f"gpuaas render: --out {args.out}: expected a folder for the manifests, found a file; "
+              "pass a folder (default: the repository's manifests/)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _render(args)
+    except OSError as error:
+        print(f"gpuaas render: --out {args.out}: expected a folder this user can write, found "
+              f"{(error.strerror or str(error)).lower()} ({error.filename}); pass another folder", file=sys.stderr)
+        return EXIT_USAGE
+    except UpstreamUnavailable as error:
+        print(f"gpuaas render: cannot validate against the upstream schemas: {error}; "
+              "or pass --no-validate to render without validating", file=sys.stderr)
+        return EXIT_NO_SCHEMAS
+
+
+def _render(args: argparse.Namespace) -> int:
     from gpuaas.manifests.files import render_files
 
     files = render_files(args.workload_version)
@@ -40,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             print("gpuaas render: the rendered objects are not valid; nothing written:", file=sys.stderr)
             for problem in problems:
                 print(f"  {problem}", file=sys.stderr)
-            return 1
+            return EXIT_INVALID
     out: Path = args.out
     changed = [path for path, text in files.items()
                if not (out / path).is_file() or (out / path).read_text() != text]
@@ -51,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"would change: {out / path}")
         for path in stale:
             print(f"would remove: {out / path}")
-        return 1 if changed or stale else 0
+        return EXIT_STALE if changed or stale else 0
     for path in changed:
         target = out / path
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -20,11 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+DEFAULT_MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("event", nargs="?", type=Path, help="a CloudEvent JSON file ('-' for stdin)")
-    parser.add_argument("--manifests", type=Path, default=Path("manifests"),
-                        help="folder with the rendered Sensors and EventSources (default: manifests)")
+    parser.add_argument("--manifests", type=Path, default=DEFAULT_MANIFESTS,
+                        help="folder with the rendered Sensors and EventSources (default: the repository's manifests/)")
     parser.add_argument("--events", type=Path, help="a JSON-lines file of CloudEvents, routed in order")
     parser.add_argument("--output", choices=("json", "text"), default="json",
                         help="json (default): one object per event; text: a readable explanation")

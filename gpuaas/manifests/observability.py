@@ -23,7 +23,10 @@ kube-state-metrics (`kube_pod_container_resource_requests`).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
+
+from gpuaas.manifests import gpu_health
 
 ALERT_NAME = "GPUWorkloadIdle"
 RULE_GROUP = "gpuaas-gpu"
@@ -46,6 +49,13 @@ TENANT_ALLOCATED = "gpuaas:tenant_gpu_allocated:sum"
 TENANT_QUOTA = "gpuaas:tenant_gpu_nominal_quota:sum"
 NAMESPACE_REQUESTED = "gpuaas:namespace_gpu_requested:sum"
 TENANT_QUEUE_WAIT_P90 = "gpuaas:tenant_admission_wait_seconds:p90"
+TENANT_BORROWED = "gpuaas:tenant_gpu_borrowed:sum"
+TENANT_PENDING = "gpuaas:tenant_gpu_pending:sum"
+
+# Kueue v0.19 labels every metric with `replica_role` (leader | follower | standalone): with several
+# Kueue replicas the followers' caches report the same gauges, so only non-followers count. Series
+# without the label (older Kueue) match too.
+KUEUE_SELECTOR = f'resource="{GPU_RESOURCE}", replica_role!="follower"'
 
 # What the product installs by default (names the artifacts' EventSource must match).
 DEFAULT_NAMESPACE = "gpuaas"
@@ -55,6 +65,9 @@ WEBHOOK_PATH = "/alertmanager"
 WEBHOOK_SECRET = "gpuaas-alertmanager-webhook"
 WEBHOOK_SECRET_KEY = "token"
 RECEIVER = "gpuaas-idle-webhook"
+ADMINS_RECEIVER = "gpuaas-gpu-admins"
+ADMINS_SECRET = "gpuaas-admin-alerts"
+ADMINS_SECRET_KEY = "url"
 DASHBOARD_CONFIGMAP = "gpuaas-gpu-dashboard"
 
 
@@ -87,15 +100,31 @@ def idle_alert_expr(window: str, threshold: float) -> str:
             f"max by (namespace, pod) ({GPU_ACTIVITY} offset {window})")
 
 
-def _tenant_of_namespace() -> str:
+def tenant_of_namespace() -> str:
+    """`{namespace, tenant}` = 1 for every namespace labelled gpuaas.io/tenant (kube-state-metrics)."""
     label = "label_" + TENANT_NAMESPACE_LABEL.replace(".", "_").replace("/", "_")
     return (f'max by (namespace, tenant) (label_replace(kube_namespace_labels{{{label}!=""}}, '
             f'"tenant", "$1", "{label}", "(.+)"))')
 
 
+def _per_queue_flavor(metric: str) -> str:
+    """One value per (ClusterQueue, flavor): several scrapes of Kueue (replicas, restarts) count once."""
+    return f"max by (cluster_queue, flavor) ({metric}{{{KUEUE_SELECTOR}}})"
+
+
+def _as_tenant(expr: str) -> str:
+    return f'sum by (tenant) (label_replace({expr}, "tenant", "$1", "cluster_queue", "(.+)"))'
+
+
 def _by_cluster_queue(metric: str) -> str:
-    return (f'sum by (tenant) (label_replace({metric}{{resource="{GPU_RESOURCE}"}}, '
-            f'"tenant", "$1", "cluster_queue", "(.+)"))')
+    return _as_tenant(_per_queue_flavor(metric))
+
+
+def tenant_borrowed_expr() -> str:
+    """GPUs admitted above the nominal quota, per flavor (what the tenant borrows from the cohort)."""
+    usage = _per_queue_flavor("kueue_cluster_queue_resource_usage")
+    nominal = _per_queue_flavor("kueue_cluster_queue_nominal_quota")
+    return _as_tenant(f"clamp_min({usage} - on (cluster_queue, flavor) {nominal}, 0)")
 
 
 def recording_rules(exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> list[dict[str, Any]]:
@@ -104,16 +133,20 @@ def recording_rules(exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAME
         {"record": GPU_ACTIVITY, "expr": gpu_activity_expr(exporter_namespaces)},
         {"record": NAMESPACE_UTILIZATION, "expr": f"avg by (namespace) ({GPU_ACTIVITY})"},
         {"record": TENANT_UTILIZATION,
-         "expr": f"avg by (tenant) ({GPU_ACTIVITY} * on (namespace) group_left (tenant) {_tenant_of_namespace()})"},
+         "expr": f"avg by (tenant) ({GPU_ACTIVITY} * on (namespace) group_left (tenant) {tenant_of_namespace()})"},
         {"record": TENANT_ALLOCATED, "expr": _by_cluster_queue("kueue_cluster_queue_resource_usage")},
         {"record": TENANT_QUOTA, "expr": _by_cluster_queue("kueue_cluster_queue_nominal_quota")},
+        {"record": TENANT_BORROWED, "expr": tenant_borrowed_expr()},
+        {"record": TENANT_PENDING,
+         "expr": _as_tenant(f"max by (cluster_queue) (kueue_cluster_queue_resource_pending{{{KUEUE_SELECTOR}}})")},
         {"record": NAMESPACE_REQUESTED,
          "expr": (f'sum by (namespace) (kube_pod_container_resource_requests{{resource="{KSM_GPU_RESOURCE}"}} '
                   f'* on (namespace, pod) group_left () '
                   f'max by (namespace, pod) (kube_pod_status_phase{{phase="Running"}} == 1))')},
         {"record": TENANT_QUEUE_WAIT_P90,
          "expr": ('histogram_quantile(0.9, sum by (tenant, le) (label_replace('
-                  'rate(kueue_admission_wait_time_seconds_bucket[10m]), "tenant", "$1", "cluster_queue", "(.+)")))')},
+                  'rate(kueue_admission_wait_time_seconds_bucket{replica_role!="follower"}[10m]), '
+                  '"tenant", "$1", "cluster_queue", "(.+)")))')},
     ]
 
 
@@ -140,13 +173,18 @@ def idle_alert(window: str = "30m", for_: str = "5m", threshold: float = 0.05,
 
 def rule_groups(window: str = "30m", for_: str = "5m", threshold: float = 0.05, *,
                 interval: str | None = None,
-                exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> dict[str, Any]:
-    """A plain Prometheus rule file (`promtool`, the local engine): `{"groups": [...]}`."""
+                exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES,
+                health: gpu_health.HealthSettings = gpu_health.DEFAULT_SETTINGS) -> dict[str, Any]:
+    """A plain Prometheus rule file (`promtool`, the local engine): `{"groups": [...]}`.
+
+    Two groups: utilisation, allocation and the idle alert; and GPU health (per-GPU series and the
+    alerts that page the admins).
+    """
     group: dict[str, Any] = {"name": RULE_GROUP}
     if interval:
         group["interval"] = interval
     group["rules"] = [*recording_rules(exporter_namespaces), idle_alert(window, for_, threshold)]
-    return {"groups": [group]}
+    return {"groups": [group, gpu_health.rule_group(health, interval)]}
 
 
 def _labels(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -167,50 +205,102 @@ def prometheus_rule(namespace: str = DEFAULT_NAMESPACE, *, window: str = "30m", 
     }
 
 
+@dataclass(frozen=True)
+class Route:
+    """One child route under the product's top route: who gets which alerts, grouped how."""
+
+    receiver: str
+    matchers: tuple[tuple[str, str, str], ...]
+    """(label, operator, value), operator one of = != =~ !~."""
+    group_by: tuple[str, ...]
+    group_wait: str
+    group_interval: str
+    repeat_interval: str
+
+
+def routes(*, idle_timing: tuple[str, str, str] = ("30s", "5m", "1h"),
+           admins_timing: tuple[str, str, str] = ("30s", "5m", "4h")) -> list[Route]:
+    """Idle alerts to the idle reaction's webhook; health alerts to the admins, never to the webhook."""
+    return [
+        Route(RECEIVER, (("alertname", "=", ALERT_NAME),), ("alertname", "namespace"), *idle_timing),
+        Route(ADMINS_RECEIVER, ((gpu_health.NOTIFY_LABEL, "=", gpu_health.NOTIFY_ADMINS),),
+              ("alertname", "node"), *admins_timing),
+    ]
+
+
+def product_alerts_matcher() -> tuple[str, str, str]:
+    """The top route takes only the product's own alerts (with the operator's matcher strategy None,
+    nothing else restricts it, and it would otherwise swallow every alert of the cluster)."""
+    return ("alertname", "=~", "|".join((ALERT_NAME, *gpu_health.ALERTS)))
+
+
 def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: str = WEBHOOK_SERVICE,
                                port: int = WEBHOOK_PORT, path: str = WEBHOOK_PATH,
                                secret_name: str = WEBHOOK_SECRET, secret_key: str = WEBHOOK_SECRET_KEY,
+                               admins_secret: str = ADMINS_SECRET, admins_secret_key: str = ADMINS_SECRET_KEY,
                                group_wait: str = "30s", group_interval: str = "5m",
                                repeat_interval: str = "1h") -> dict[str, Any]:
-    """AlertmanagerConfig (monitoring.coreos.com/v1alpha1) sending GPUWorkloadIdle to the webhook EventSource.
+    """AlertmanagerConfig (monitoring.coreos.com/v1alpha1): GPUWorkloadIdle to the webhook EventSource,
+    GPU health alerts to the admins' webhook (URL from Secret `gpuaas-admin-alerts`, key `url`).
 
     Caution: by default the operator adds `namespace="<this object's namespace>"` to the top
     route, while GPUWorkloadIdle carries the WORKLOAD's namespace. Set
-    `alertmanagerConfigMatcherStrategy: {type: None}` on your Alertmanager resource (see README).
+    `alertmanagerConfigMatcherStrategy: {type: None}` on your Alertmanager resource (see docs).
     """
+    def matchers(items: tuple[tuple[str, str, str], ...]) -> list[dict[str, str]]:
+        return [{"name": name, "value": value, "matchType": op} for name, op, value in items]
+
+    children = [{"receiver": r.receiver, "matchers": matchers(r.matchers), "groupBy": list(r.group_by),
+                 "groupWait": r.group_wait, "groupInterval": r.group_interval, "repeatInterval": r.repeat_interval}
+                for r in routes(idle_timing=(group_wait, group_interval, repeat_interval))]
     return {
         "apiVersion": "monitoring.coreos.com/v1alpha1",
         "kind": "AlertmanagerConfig",
         "metadata": {"name": "gpuaas-idle", "namespace": namespace, "labels": _labels({"alertmanagerConfig": "gpuaas"})},
         "spec": {
             "route": {
-                "receiver": RECEIVER,
-                "matchers": [{"name": "alertname", "value": ALERT_NAME, "matchType": "="}],
-                "groupBy": ["alertname", "namespace"],
-                "groupWait": group_wait, "groupInterval": group_interval, "repeatInterval": repeat_interval,
+                "receiver": ADMINS_RECEIVER,
+                "matchers": matchers((product_alerts_matcher(),)),
+                "groupBy": ["alertname"],
+                "routes": children,
             },
-            "receivers": [{
-                "name": RECEIVER,
-                "webhookConfigs": [{
-                    "url": f"http://{service}.{namespace}.svc:{port}{path}",
-                    "sendResolved": False,
-                    "httpConfig": {"authorization": {"type": "Bearer",
-                                                     "credentials": {"name": secret_name, "key": secret_key}}},
-                }],
-            }],
+            "receivers": [
+                {"name": RECEIVER,
+                 "webhookConfigs": [{
+                     "url": f"http://{service}.{namespace}.svc:{port}{path}",
+                     "sendResolved": False,
+                     "httpConfig": {"authorization": {"type": "Bearer",
+                                                      "credentials": {"name": secret_name, "key": secret_key}}},
+                 }]},
+                {"name": ADMINS_RECEIVER,
+                 "webhookConfigs": [{"urlSecret": {"name": admins_secret, "key": admins_secret_key},
+                                     "sendResolved": True}]},
+            ],
         },
     }
 
 
-def alertmanager_config(webhook_url: str, credentials_file: str, *, group_wait: str = "1s",
-                        group_interval: str = "1s", repeat_interval: str = "1h") -> dict[str, Any]:
-    """A plain Alertmanager config with the same routing, for the local engine and the tests."""
+def alertmanager_config(webhook_url: str, credentials_file: str, *, admins_url: str | None = None,
+                        group_wait: str = "1s", group_interval: str = "1s", repeat_interval: str = "1h") -> dict[str, Any]:
+    """A plain Alertmanager config with the same routing, for the local engine and the tests.
+
+    `admins_url`: where health alerts go (a webhook); None = the admins' receiver has no target.
+    """
+    timing = (group_wait, group_interval, repeat_interval)
+    top = product_alerts_matcher()
     return {
         "route": {
             "receiver": "discard",
-            "group_by": ["alertname", "namespace"],
+            "group_by": ["alertname"],
             "group_wait": group_wait, "group_interval": group_interval, "repeat_interval": repeat_interval,
-            "routes": [{"receiver": RECEIVER, "matchers": [f'alertname="{ALERT_NAME}"']}],
+            "routes": [{
+                "receiver": ADMINS_RECEIVER,
+                "matchers": [f'{top[0]}{top[1]}"{top[2]}"'],
+                "routes": [{"receiver": r.receiver, "matchers": [f'{n}{op}"{v}"' for n, op, v in r.matchers],
+                            "group_by": list(r.group_by), "group_wait": r.group_wait,
+                            "group_interval": r.group_interval, "repeat_interval": r.repeat_interval}
+                           for r in routes(idle_timing=timing, admins_timing=timing)],
+            }],
         },
         "receivers": [
             {"name": "discard"},
@@ -218,84 +308,18 @@ def alertmanager_config(webhook_url: str, credentials_file: str, *, group_wait: 
                 "url": webhook_url, "send_resolved": False,
                 "http_config": {"authorization": {"type": "Bearer", "credentials_file": credentials_file}},
             }]},
+            {"name": ADMINS_RECEIVER, **({"webhook_configs": [{"url": admins_url, "send_resolved": True}]}
+                                        if admins_url else {})},
         ],
     }
 
 
 # -- Grafana --------------------------------------------------------------------------------------
-def _argo_counter(name: str) -> str:
-    return f'{{__name__=~"argo_workflows_{name}(_total)?"}}'
-
-
-def _panel(pid: int, title: str, targets: list[tuple[str, str]], *, x: int, y: int, w: int = 12, h: int = 8,
-           unit: str = "short", kind: str = "timeseries", description: str = "") -> dict[str, Any]:
-    panel: dict[str, Any] = {
-        "id": pid, "type": kind, "title": title, "description": description,
-        "datasource": {"type": "prometheus", "uid": "${datasource}"},
-        "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "options": {"legend": {"displayMode": "table", "placement": "right"}} if kind == "timeseries" else {},
-        "targets": [{"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend,
-                     "datasource": {"type": "prometheus", "uid": "${datasource}"}}
-                    for i, (expr, legend) in enumerate(targets)],
-    }
-    if unit == "percentunit":
-        panel["fieldConfig"]["defaults"].update({"min": 0, "max": 1})
-    return panel
-
-
 def dashboard() -> dict[str, Any]:
-    """The Grafana dashboard model (JSON): utilisation per tenant, project and GPU; reclaim; queue wait."""
-    tenant = 'tenant=~"$tenant"'
-    ns = 'namespace=~"$namespace"'
-    panels = [
-        _panel(1, "GPU utilization per tenant", [(f"{TENANT_UTILIZATION}{{{tenant}}}", "{{tenant}}")],
-               x=0, y=0, unit="percentunit",
-               description="Average activity of the GPUs held by each tenant's pods (tenant = ClusterQueue)."),
-        _panel(2, "GPUs allocated vs nominal quota per tenant",
-               [(f"{TENANT_ALLOCATED}{{{tenant}}}", "{{tenant}} allocated"),
-                (f"{TENANT_QUOTA}{{{tenant}}}", "{{tenant}} quota")], x=12, y=0,
-               description="From Kueue (kueue_cluster_queue_resource_usage / _nominal_quota, nvidia.com/gpu)."),
-        _panel(3, "GPU utilization per project (namespace)", [(f"{NAMESPACE_UTILIZATION}{{{ns}}}", "{{namespace}}")],
-               x=0, y=8, unit="percentunit"),
-        _panel(4, "GPUs requested per project (running pods)", [(f"{NAMESPACE_REQUESTED}{{{ns}}}", "{{namespace}}")],
-               x=12, y=8, description="From kube-state-metrics requests of running pods."),
-        _panel(5, "GPU utilization per GPU", [(f"{GPU_ACTIVITY}{{{ns}}}",
-                                               "{{Hostname}}{{hostname}} gpu{{gpu}} {{namespace}}/{{pod}}")],
-               x=0, y=16, w=24, unit="percentunit"),
-        _panel(6, "Idle GPU-hours reclaimed (dashboard range)",
-               [(f"sum(increase({_argo_counter(RECLAIMED_GPU_HOURS_METRIC)}[$__range]))", "GPU-hours")],
-               x=0, y=24, w=6, kind="stat",
-               description=f"Argo custom metric {RECLAIMED_GPU_HOURS_METRIC}: GPUs x hours a released workload "
-                           "stayed released, counted when the release ends (resume or finish)."),
-        _panel(7, "Idle GPU-hours reclaimed per tenant",
-               [(f"sum by (tenant) (increase({_argo_counter(RECLAIMED_GPU_HOURS_METRIC)}[1h]))", "{{tenant}}")],
-               x=6, y=24, w=9),
-        _panel(8, "GPUs released by the idle reaction per tenant (per hour)",
-               [(f"sum by (tenant) (increase({_argo_counter(RELEASED_GPUS_METRIC)}[1h]))", "{{tenant}}")],
-               x=15, y=24, w=9),
-        _panel(9, "Queue wait before admission (p90) per tenant", [(f"{TENANT_QUEUE_WAIT_P90}{{{tenant}}}", "{{tenant}}")],
-               x=0, y=32, unit="s", description="From kueue_admission_wait_time_seconds (histogram)."),
-        _panel(10, "Workloads idle now (GPUWorkloadIdle firing)",
-               [(f'count by (namespace) (ALERTS{{alertname="{ALERT_NAME}", alertstate="firing", {ns}}})', "{{namespace}}")],
-               x=12, y=32),
-    ]
-    variables = [
-        {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"},
-        {"name": "tenant", "type": "query", "label": "Tenant (ClusterQueue)", "includeAll": True, "multi": True,
-         "datasource": {"type": "prometheus", "uid": "${datasource}"}, "refresh": 2,
-         "query": {"query": f"label_values({TENANT_ALLOCATED}, tenant)", "refId": "tenant"},
-         "current": {"text": "All", "value": "$__all"}},
-        {"name": "namespace", "type": "query", "label": "Project (namespace)", "includeAll": True, "multi": True,
-         "datasource": {"type": "prometheus", "uid": "${datasource}"}, "refresh": 2,
-         "query": {"query": f"label_values({GPU_ACTIVITY}, namespace)", "refId": "namespace"},
-         "current": {"text": "All", "value": "$__all"}},
-    ]
-    return {
-        "uid": "gpuaas-gpu", "title": "GPUaaS: GPU use, idle reclaim and queue wait", "tags": ["gpuaas", "gpu", "kueue"],
-        "timezone": "browser", "schemaVersion": 39, "version": 1, "editable": True, "refresh": "30s",
-        "time": {"from": "now-24h", "to": "now"}, "templating": {"list": variables}, "panels": panels,
-    }
+    """The Grafana dashboard model, built with grafana-foundation-sdk in gpuaas/manifests/dashboard.py."""
+    from gpuaas.manifests import dashboard as grafana
+
+    return grafana.dashboard()
 
 
 def dashboard_configmap(namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:

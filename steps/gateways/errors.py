@@ -52,6 +52,16 @@ class PermanentError(KubernetesError):
     """A 4xx other than 404/409: the request itself is wrong and retrying cannot help."""
 
 
+class NoApiConfigured(PermanentError):
+    """No Kubernetes API is configured (no service account, kubeconfig or GPUAAS_KUBE_URL): no request was sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, message, "NoApiConfigured")
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def from_status(status: int, body: dict[str, Any] | None, *, method: str = "", path: str = "",
                 text: str = "") -> KubernetesError:
     """Build the typed error for an HTTP error response (a Kubernetes `Status` object or not)."""

@@ -31,6 +31,7 @@ from urllib.parse import urlencode
 from steps.gateways.errors import (
     Conflict,
     KubernetesError,
+    NoApiConfigured,
     NotFound,
     TransientError,
     from_status,
@@ -77,16 +78,22 @@ def load_configuration() -> Any:
     if url:
         return Configuration(host=url.rstrip("/"))
     configuration = Configuration()
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        from kubernetes.config import incluster_config
+    try:
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            from kubernetes.config import incluster_config
 
-        incluster_config.load_incluster_config(client_configuration=configuration)
-        return configuration
-    from kubernetes.config import kube_config
+            incluster_config.load_incluster_config(client_configuration=configuration)
+            return configuration
+        from kubernetes.config import kube_config
 
-    # Read $KUBECONFIG now: the client captures it once, when kube_config is first imported.
-    kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None,
-                                 client_configuration=configuration)
+        # Read $KUBECONFIG now: the client captures it once, when kube_config is first imported.
+        kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None,
+                                     client_configuration=configuration)
+    except Exception as error:  # noqa: BLE001 - ConfigException, and TypeError/YAMLError for a malformed file
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise NoApiConfigured(f"expected a Kubernetes API to talk to (in a pod: the service account; else "
+                              f"$KUBECONFIG or ~/.kube/config; locally: GPUAAS_KUBE_URL=http://127.0.0.1:PORT), "
+                              f"found none usable ({where}: {type(error).__name__}: {error}); set KUBECONFIG or GPUAAS_KUBE_URL") from None
     return configuration
 
 

@@ -184,6 +184,18 @@ class QuotaRequest:
     cohort: str = ""
     workload: str = ""
     dry_run: bool = False
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+    @property
+    def limits(self) -> dict[str, int]:
+        """Kueue's field names -> the limits this request sets (empty: keep what the queue has)."""
+        out = {}
+        if self.borrowing_limit is not None:
+            out["borrowingLimit"] = self.borrowing_limit
+        if self.lending_limit is not None:
+            out["lendingLimit"] = self.lending_limit
+        return out
 
 
 def parse_request(params: Mapping[str, str]) -> QuotaRequest:
@@ -209,7 +221,7 @@ def parse_request(params: Mapping[str, str]) -> QuotaRequest:
         if value and (len(value) > 253 or not pattern.match(value)):
             raise RejectedInput(name, what, value, f"pass a valid {name}")
     if mode == "capacity":
-        for name in ("tenant", "gpus", "workload"):
+        for name in ("tenant", "gpus", "workload", "borrowing-limit", "lending-limit"):
             if get(name):
                 raise RejectedInput(name, "empty in mode=capacity (quota comes from node capacity)", get(name),
                                     "drop it, or use mode=hand")
@@ -223,7 +235,19 @@ def parse_request(params: Mapping[str, str]) -> QuotaRequest:
     if request.workload and not request.namespace:
         raise RejectedInput("namespace", "the Workload's namespace when workload is set", "",
                             "pass namespace=<the workload's namespace>")
-    return QuotaRequest(**{**request.__dict__, "gpus": int(gpus_text)})
+    limits: dict[str, int | None] = {}
+    for name in ("borrowing-limit", "lending-limit"):
+        text = get(name)
+        if text and not text.isdigit():
+            raise RejectedInput(name, "a whole number of GPUs >= 0, or empty to keep the queue's", text,
+                                f"pass {name}=N, e.g. {name}=0")
+        if text and request.workload:
+            raise RejectedInput(name, "empty when lending to a workload", text, "set limits in a separate run")
+        limits[name.replace("-limit", "_limit")] = int(text) if text else None
+    if limits["lending_limit"] is not None and limits["lending_limit"] > int(gpus_text):
+        raise RejectedInput("lending-limit", f"<= gpus ({gpus_text}): Kueue rejects a lendingLimit above the "
+                            "nominal quota", limits["lending_limit"], "lower lending-limit or raise gpus")
+    return QuotaRequest(**{**request.__dict__, "gpus": int(gpus_text), **limits})
 
 
 # ------------------------------------------------------------------------------ state
@@ -325,7 +349,7 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
             raise RejectedInput("namespace", "the tenant's namespace (for its LocalQueue) when the ClusterQueue "
                                 "is new", "", "pass namespace=<tenant namespace>")
         body = new_cluster_queue(request.tenant, cohort, request.namespace, request.flavor, request.gpus,
-                                 extras, settings.queueing_strategy)
+                                 extras, settings.queueing_strategy, request.limits)
         actions.append(QuotaAction("create-cluster-queue", target, f"ClusterQueue {request.tenant} does not exist; "
                                    f"create it in cohort {cohort} with {request.gpus} GPU(s) of {request.flavor}",
                                    body=body, after={request.flavor: request.gpus}))
@@ -345,7 +369,7 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
                                 f"{request.flavor}{f', {lent} of them lent' if lent else ''})", request.gpus,
                                 "wait for work to finish, or deactivate it first")
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
-        new_groups = set_gpu_quota(groups, request.flavor, wanted, extras)
+        new_groups = set_gpu_quota(groups, request.flavor, wanted, extras, request.limits)
         spec_patch: JSON = {}
         why: list[str] = []
         if groups_equal(groups, new_groups):
@@ -353,7 +377,8 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
         else:
             spec_patch["resourceGroups"] = new_groups
             why.append(f"resize {request.flavor} GPUs of ClusterQueue {request.tenant} from "
-                       f"{current.get(request.flavor, 'none')} to {wanted}" + (f" ({lent} lent)" if lent else ""))
+                       f"{current.get(request.flavor, 'none')} to {wanted}" + (f" ({lent} lent)" if lent else "")
+                       + "".join(f", {k} {v}" for k, v in request.limits.items()))
         selector = (cq.get("spec") or {}).get("namespaceSelector")
         if request.namespace:
             widened = admit_namespace(selector, request.namespace)

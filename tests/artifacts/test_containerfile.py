@@ -51,3 +51,14 @@ def test_every_reaction_imports_without_admin_tool_packages() -> None:
     done = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert reactions and done.stdout.strip() == "ok"
+
+
+def test_copies_every_file_the_build_reads() -> None:
+    """`pip install .` reads the readme and the license files pyproject names: the image build fails
+    without them (setuptools refuses a missing license file)."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    needed = [project["readme"], *project.get("license-files", [])]
+    copied = {name for line in INSTRUCTIONS if line.startswith("COPY ") for name in line.split()[1:-1]}
+    assert set(needed) <= copied, f"Containerfile copies {sorted(copied)}; the build also reads {needed}"

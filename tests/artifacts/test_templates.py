@@ -76,8 +76,8 @@ def test_workload_templates_take_the_workload_contract(templates: dict[str, JSON
 
 def test_provision_quota_takes_the_quota_parameters(templates: dict[str, JSON]) -> None:
     arguments = _arguments(templates["gpuaas-provision-quota"])
-    assert set(arguments) == {"mode", "tenant", "namespace", "workload", "flavor", "gpus", "cohort", "dry-run",
-                              "event"}
+    assert set(arguments) == {"mode", "tenant", "namespace", "workload", "flavor", "gpus", "cohort",
+                              "borrowing-limit", "lending-limit", "dry-run", "event"}
     assert arguments["mode"]["enum"] == ["", "hand", "capacity"]
     assert templates["gpuaas-provision-quota"]["spec"]["synchronization"] == {
         "mutexes": [{"name": "gpuaas-provision-quota"}]}

@@ -4,6 +4,7 @@ WorkflowTemplate name, index.html with its PNG charts, the run archive and the c
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -33,9 +34,30 @@ def test_reduced_demo_writes_a_complete_report(tmp_path: Path) -> None:
     assert lines and any("gpuaas-on-admitted" in line for line in lines)  # progress while it ran
 
     page = (tmp_path / "index.html").read_text()
-    for png in ("gpu-allocation.png", "gpu-hours-reclaimed.png"):
-        assert f'src="{png}"' in page
-        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = (tmp_path / "gpu-allocation.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f'src="data:image/png;base64,{base64.b64encode(png).decode()}"' in page  # embedded: one file to send
+    assert "demo clock" in page and summary["marks"][0]["what"] == "train-llm queued"
+    assert summary["demo_time"]["clock_start"] == "08:00"
     snapshot = json.loads((tmp_path / "cluster-snapshot.json").read_text())
     kinds = {obj["kind"] for obj in snapshot["objects"]}
     assert {"Workload", "ClusterQueue", "LocalQueue", "Node", "PyTorchJob"} <= kinds
+
+
+def test_reclaimed_gpu_hours_are_the_records_figure_on_the_demo_clock() -> None:
+    """One definition (the records' gpuHoursReclaimed: release to resume), two clocks said plainly."""
+    from engine.demo import build_summary
+
+    record = {"data": {"reaction": "resume-workers", "outcome": "applied",
+                       "workload": {"namespace": "team-vision", "name": "raycluster-ray-vision-1a2b3"},
+                       "metrics": {"gpuHoursReclaimed": 0.0125}}}
+    run = {"metadata": {"name": "gpuaas-resume-workers-x1y2z",
+                        "labels": {"workflows.argoproj.io/workflow-template": "gpuaas-resume-workers"}},
+           "status": {"phase": "Succeeded", "nodes": {"n": {"type": "Pod", "name": "gpuaas-resume-workers-x1y2z[0]",
+                                                            "outputs": {"parameters": [
+                                                                {"name": "record", "value": json.dumps(record)}]}}}}}
+    summary = build_summary([run], [], [], speed=300.0, wall_seconds=60.0, metrics_mode="", step_mode="in-process",
+                            events_routed=0)
+    assert summary["gpu_hours_reclaimed_wall"] == 0.0125
+    assert summary["gpu_hours_reclaimed"] == 3.75
+    assert summary["gpu_hours_reclaimed_by_workload"] == {"team-vision/raycluster-ray-vision-1a2b3": 3.75}

@@ -112,15 +112,6 @@ def test_bad_arguments_name_the_field(gateway: MetricsGateway) -> None:
         gateway.gpu_activity("team-a", "p", 0)
 
 
-def test_every_dashboard_query_is_valid_promql(gpu_stack: GpuStack) -> None:
-    model = obs.dashboard()
-    for panel in model["panels"]:
-        for target in panel["targets"]:
-            expr = (target["expr"].replace("$__range", "1h").replace('"$tenant"', '".*"')
-                    .replace('"$namespace"', '".*"'))
-            gpu_stack.monitoring.query(expr)  # raises on a parse error (HTTP 400)
-
-
 def test_idle_alert_reaches_the_webhook_with_bearer_token(gpu_stack: GpuStack) -> None:
     receiver = gpu_stack.receiver
     wanted = {("team-a", "nb-idle"), ("team-b", "train-idle"), ("team-c", "infer-idle")}

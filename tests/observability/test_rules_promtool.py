@@ -195,3 +195,32 @@ def test_queue_wait_p90_per_tenant() -> None:
     _run([bucket("10", 50), bucket("60", 90), bucket("300", 100), bucket("+Inf", 100)],
          promql=[{"eval_time": "15m", "expr": obs.TENANT_QUEUE_WAIT_P90, "exp_samples": [
              {"labels": f'{obs.TENANT_QUEUE_WAIT_P90}{{tenant="tenant-a"}}', "value": 60}]}])
+
+
+def test_borrowed_and_waiting_per_tenant_count_each_queue_once() -> None:
+    """Kueue v0.19 labels its gauges with replica_role; a follower replica reports the same values."""
+    def cq(metric: str, queue: str, flavor: str, role: str, instance: str = "10.0.0.1:8443") -> str:
+        return (f'{metric}{{cluster_queue="{queue}",cohort="gpus",flavor="{flavor}",resource="nvidia.com/gpu",'
+                f'replica_role="{role}",instance="{instance}"}}')
+
+    series = []
+    for role, instance in (("leader", "10.0.0.1:8443"), ("follower", "10.0.0.2:8443")):
+        series += [(cq("kueue_cluster_queue_resource_usage", "tenant-a", "a100", role, instance), "6x10"),
+                   (cq("kueue_cluster_queue_nominal_quota", "tenant-a", "a100", role, instance), "4x10"),
+                   (cq("kueue_cluster_queue_resource_usage", "tenant-a", "h100", role, instance), "1x10"),
+                   (cq("kueue_cluster_queue_nominal_quota", "tenant-a", "h100", role, instance), "2x10"),
+                   (cq("kueue_cluster_queue_resource_usage", "tenant-b", "a100", role, instance), "1x10"),
+                   (cq("kueue_cluster_queue_nominal_quota", "tenant-b", "a100", role, instance), "4x10"),
+                   ((f'kueue_cluster_queue_resource_pending{{cluster_queue="tenant-b",resource="nvidia.com/gpu",'
+                     f'replica_role="{role}",instance="{instance}"}}'), "3x10")]
+    _run(series, promql=[
+        # a100: 6 used of 4 -> 2 borrowed; h100: 1 of 2 -> none (unused quota on one flavor does not offset).
+        {"eval_time": "5m", "expr": obs.TENANT_BORROWED, "exp_samples": [
+            {"labels": f'{obs.TENANT_BORROWED}{{tenant="tenant-a"}}', "value": 2},
+            {"labels": f'{obs.TENANT_BORROWED}{{tenant="tenant-b"}}', "value": 0}]},
+        {"eval_time": "5m", "expr": obs.TENANT_ALLOCATED, "exp_samples": [
+            {"labels": f'{obs.TENANT_ALLOCATED}{{tenant="tenant-a"}}', "value": 7},
+            {"labels": f'{obs.TENANT_ALLOCATED}{{tenant="tenant-b"}}', "value": 1}]},
+        {"eval_time": "5m", "expr": obs.TENANT_PENDING, "exp_samples": [
+            {"labels": f'{obs.TENANT_PENDING}{{tenant="tenant-b"}}', "value": 3}]},
+    ])

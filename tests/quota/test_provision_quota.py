@@ -117,6 +117,9 @@ BAD_INPUT = [
     ({"mode": "sideways"}, "mode: expected hand or capacity"),
     ({"mode": "capacity", "gpus": "4"}, "gpus: expected empty in mode=capacity"),
     ({"mode": "capacity", "dry-run": "maybe"}, "dry-run: expected"),
+    (hand(tenant="team-a", flavor="a100", gpus="4", **{"borrowing-limit": "two"}), "borrowing-limit: expected a whole"),
+    (hand(tenant="team-a", flavor="a100", gpus="4", **{"lending-limit": "6"}), "lending-limit: expected <= gpus (4)"),
+    ({"mode": "capacity", "lending-limit": "1"}, "lending-limit: expected empty in mode=capacity"),
 ]
 
 
@@ -341,3 +344,21 @@ def test_capacity_includes_a_v1beta1_cluster_queue_with_spec_cohort(gateway: Kub
     assert result.plan.observed["clusterQueues"] == ["team-a", "team-b", "team-old"]
     quotas = {name: gpu_quotas(gateway.get(R.CLUSTER_QUEUE, name))["a100"] for name in ("team-a", "team-b", "team-old")}
     assert quotas == {"team-a": 8, "team-b": 4, "team-old": 4}, "weights 2:1:1 (default weight 1) over 16"
+
+
+def test_hand_sets_borrowing_and_lending_limits_then_no_op(gateway: KubernetesGateway, server: ApiServer) -> None:
+    """What `gpuaas quota advise` submits for limits: set on the GPU quota, kept on a later resize."""
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    gateway.create(R.CLUSTER_QUEUE, K.cluster_queue("team-a", 4))
+    params = hand(tenant="team-a", flavor="a100", gpus="4", **{"borrowing-limit": "0", "lending-limit": "2"})
+    result = run(gateway, params, POLICY)
+    assert result.outcome == "applied", result.errors
+    cq = gateway.get(R.CLUSTER_QUEUE, "team-a")
+    (resource,) = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert resource == {"name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 0, "lendingLimit": 2}
+    assert_valid_kueue(cq)
+    server.reset_counters()
+    assert run(gateway, params, POLICY).outcome == "no-op" and server.write_count == 0
+    assert run(gateway, hand(tenant="team-a", flavor="a100", gpus="6"), POLICY).outcome == "applied"
+    (resource,) = gateway.get(R.CLUSTER_QUEUE, "team-a")["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert resource == {"name": "nvidia.com/gpu", "nominalQuota": 6, "borrowingLimit": 0, "lendingLimit": 2}

@@ -1,5 +1,5 @@
-"""Routers over the Sensors under test: the hand-written fixture (always) and the RENDERED
-manifests/ that `gpuaas render` writes (once they exist)."""
+"""Routers over the Sensors under test: the hand-written fixture and the RENDERED manifests/ that
+`gpuaas render` writes (committed, so always there: a missing one fails, it never skips)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,6 @@ def _rendered_has_sensors() -> bool:
 def stack(request: pytest.FixtureRequest) -> Stack:
     """A fresh router (no remembered state) per test, for each set of Sensors."""
     if request.param == "rendered":
-        if not _rendered_has_sensors():
-            pytest.skip("manifests/ has no rendered Sensors yet (helper artifacts renders them)")
+        assert _rendered_has_sensors(), f"{RENDERED_MANIFESTS} has no rendered Sensor: run `gpuaas render`"
         return make_stack(RENDERED_MANIFESTS)
     return make_stack(FIXTURE_MANIFESTS)

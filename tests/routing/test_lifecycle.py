@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.routing.conftest import Stack
+from tests.routing.conftest import RENDERED_MANIFESTS, Stack, make_stack
 from tests.support.argo_events import (
     alertmanager_payload,
     calendar_event,
@@ -239,16 +239,23 @@ def test_concurrent_routing_loses_and_duplicates_nothing(stack: Stack) -> None:
 
 class TestCapacityTracking:
     """`gpuaas-provision-quota` (capacity mode) on GPU Node changes and the reconcile clock.
-    Only the rendered manifests have it; the hand-written fixture does not."""
+
+    Only the rendered Sensors track capacity (the hand-written fixture models the Workload and
+    Alertmanager sensors only), so these run against manifests/ alone; a rendered set without
+    the node source or the calendar is a failure, never a skip."""
+
+    @pytest.fixture
+    def stack(self) -> Stack:
+        return make_stack(RENDERED_MANIFESTS)
 
     @pytest.fixture
     def nodes(self, stack: Stack) -> tuple[str, str]:
-        for info in stack.router.event_sources.values():
-            for event_name, kind in info.events.items():
-                block = (stack.router.event_source_specs[info.name].get(kind) or {}).get(event_name) or {}
-                if kind == "resource" and block.get("resource") == "nodes":
-                    return info.name, event_name
-        pytest.skip("these Sensors do not track GPU Nodes")
+        found = [(info.name, event_name) for info in stack.router.event_sources.values()
+                 for event_name, kind in info.events.items()
+                 if kind == "resource" and ((stack.router.event_source_specs[info.name].get(kind) or {})
+                                            .get(event_name) or {}).get("resource") == "nodes"]
+        assert found, "the rendered EventSources watch no Nodes: gpuaas-provision-quota would never see capacity change"
+        return found[0]
 
     def node_event(self, stack: Stack, nodes: tuple[str, str], kind: str, body: dict, old: dict | None = None) -> Any:
         event = resource_event(*nodes, kind, body, old)
@@ -277,7 +284,6 @@ class TestCapacityTracking:
     def test_reconcile_clock_provisions_capacity(self, stack: Stack) -> None:
         clocks = [(info.name, name) for info in stack.router.event_sources.values()
                   for name, kind in info.events.items() if kind == "calendar"]
-        if not clocks:
-            pytest.skip("no calendar EventSource in these manifests")
+        assert clocks, "the rendered EventSources have no calendar: capacity would never be reconciled"
         result = stack.router.route(calendar_event(*clocks[0]))
         assert templates(result) == ["gpuaas-provision-quota"], explain(result)

@@ -5,8 +5,8 @@ Reusable by any area's tests:
 
     from tests.support.prometheus import require_monitoring, running_monitoring, AlertWebhookReceiver
 
-`require_monitoring()` skips the calling test with the reason (missing binaries and how to install
-them). CI installs the Debian packages, so the skip is for laptops only.
+`require_monitoring()` FAILS the calling test with the reason (missing binaries and how to install
+them): a tier that cannot run must never pass silently. `make setup` installs the Debian packages.
 """
 
 from __future__ import annotations
@@ -23,19 +23,21 @@ from typing import Any
 
 import pytest
 
-from engine.monitoring import Monitoring, availability
+from engine.monitoring import Availability, Monitoring, availability
 
 
-def require_monitoring() -> None:
-    """Skip the current test when prometheus / prometheus-alertmanager / promtool are absent."""
+def require_monitoring() -> Availability:
+    """Fail the current test, saying how to fix it (`make setup`), when prometheus / alertmanager / promtool
+    are absent: CI never skips a tier silently."""
     found = availability()
     if not found.ok:
-        pytest.skip(f"real Prometheus/Alertmanager needed: {found.reason}")
+        pytest.fail(f"real Prometheus/Alertmanager needed: {found.reason}; run `make setup`", pytrace=False)
+    return found
 
 
 @contextmanager
 def running_monitoring(**kwargs: Any) -> Iterator[Monitoring]:
-    """Start engine.monitoring.Monitoring (skipping if absent), wait for its targets, stop it after."""
+    """Start engine.monitoring.Monitoring (failing if absent), wait for its targets, stop it after."""
     require_monitoring()
     monitoring = Monitoring(**kwargs)
     monitoring.start()

@@ -1,0 +1,240 @@
+"""Every command answers bad input with one line, a non-zero exit and no traceback.
+
+One table per command (`gpuaas render|route|demo|audit`, `python -m steps`): the argv, the exit
+code, and words the message must contain (what was expected, or what was found). Each row checks
+the same promise: stderr is exactly one line, it starts with the command's name, it has no
+traceback, nothing lands on stdout, and the exit code is the documented one.
+
+The `gpuaas` rows run in-process through `gpuaas.cli.main` (an uncaught exception fails the row
+with its traceback); the rows whose point is the process (`python -m steps`, a render with no Go
+on PATH) run as subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cli import main
+from tests.audit.workflows import history, write_archive
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = "gpuaas-on-admitted-a1b2c"  # a run of tests.audit.workflows.history()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with the inputs the tables name: a run archive, snapshots, bad files."""
+    for name in ("ARGO_SERVER", "ARGO_TOKEN", "ARGO_NAMESPACE", "KUBECONFIG", "GPUAAS_KUBE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    write_archive(tmp_path / "runs.db", list(history().values()))
+    (tmp_path / "cluster-snapshot.json").write_text(json.dumps({"objects": []}))
+    (tmp_path / "a-file").write_text("not a folder\n")
+    (tmp_path / "broken.json").write_text("{\n")
+    (tmp_path / "list.json").write_text("[]\n")
+    (tmp_path / "object.json").write_text("{}\n")
+    (tmp_path / "empty-folder").mkdir()
+    (tmp_path / "params.json").write_text(json.dumps([{"name": "namespace", "value": "team-a"},
+                                                      {"name": "workload", "value": "job-train-1"}]))
+    (tmp_path / "kubeconfig").write_text("garbage\n")
+    return tmp_path
+
+
+def check_one_line_error(code: int, out: str, err: str, *, expected_code: int, prefix: str,
+                         words: tuple[str, ...]) -> None:
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert code == expected_code, f"exit {code}, expected {expected_code}; stderr: {err}"
+    assert len(lines) == 1, f"expected one line on stderr, found {len(lines)}:\n{err}"
+    assert lines[0].startswith(prefix), lines[0]
+    for word in words:
+        assert word in lines[0], f"{word!r} missing from: {lines[0]}"
+    assert out == "", f"nothing on stdout for bad input, found: {out[:300]}"
+
+
+GPUAAS_CASES = [
+    # (id, argv, exit code, words the one line must contain)
+    ("no-command", [], 2, ("required: COMMAND", "--help")),
+    ("unknown-command", ["bogus"], 2, ("invalid choice: 'bogus'",)),
+    # render
+    ("render-out-is-a-file", ["render", "--out", "a-file", "--no-validate"], 2, ("expected a folder", "found a file")),
+    ("render-out-unwritable", ["render", "--out", "/proc/gpuaas", "--no-validate"], 2, ("expected a folder this user can write",)),
+    ("render-check-out-is-a-file", ["render", "--out", "a-file", "--check", "--no-validate"], 2, ("found a file",)),
+    ("render-workload-version", ["render", "--workload-version", "v9"], 2, ("invalid choice: 'v9'",)),
+    # route
+    ("route-no-event", ["route"], 2, ("give exactly one of",)),
+    ("route-event-and-events", ["route", "object.json", "--events", "object.json"], 2, ("give exactly one of",)),
+    ("route-missing-file", ["route", "nope.json"], 2, ("cannot read nope.json",)),
+    ("route-folder-as-event", ["route", "empty-folder"], 2, ("cannot read empty-folder",)),
+    ("route-not-json", ["route", "broken.json"], 2, ("not a JSON CloudEvent",)),
+    ("route-not-an-object", ["route", "list.json"], 2, ("expected a CloudEvent JSON object", "found list")),
+    ("route-no-source", ["route", "object.json"], 2, ("'source'", "expected the EventSource name")),
+    ("route-events-missing", ["route", "--events", "nope.jsonl"], 2, ("cannot read --events nope.jsonl",)),
+    ("route-events-bad-line", ["route", "--events", "broken.json"], 2, ("broken.json:1",)),
+    ("route-manifests-missing", ["route", "--manifests", "nope", "object.json"], 2, ("does not exist",)),
+    ("route-manifests-without-sensors", ["route", "--manifests", "empty-folder", "object.json"], 2,
+     ("no Sensor found",)),
+    ("route-output", ["route", "--output", "yaml", "object.json"], 2, ("invalid choice: 'yaml'",)),
+    # demo (each fails before the engine starts)
+    ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number above 0", "found 0")),
+    ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number above 0", "found -5")),
+    ("demo-speed-nan", ["demo", "--speed", "nan"], 2, ("found nan",)),
+    ("demo-speed-word", ["demo", "--speed", "fast"], 2, ("found 'fast'",)),
+    ("demo-output-dir-is-a-file", ["demo", "--output-dir", "a-file"], 2, ("expected a folder", "found a file")),
+    ("demo-output-dir-unwritable", ["demo", "--output-dir", "/proc/gpuaas"], 2, ("this user can write",)),
+    ("demo-manifests-missing", ["demo", "--manifests", "nope"], 2, ("not found", "gpuaas render")),
+    ("demo-manifests-empty", ["demo", "--manifests", "empty-folder"], 2, ("found no WorkflowTemplate",)),
+    # audit
+    ("audit-no-source", ["audit"], 2, ("no history source",)),
+    ("audit-two-sources", ["audit", "--archive", "runs.db", "--argo-server", "127.0.0.1:9"], 2, ("not both",)),
+    ("audit-archive-missing", ["audit", "--archive", "nope.db"], 2, ("found no file at nope.db",)),
+    ("audit-archive-not-sqlite", ["audit", "--archive", "broken.json"], 2, ("expected a SQLite run archive",)),
+    ("audit-archive-a-folder", ["audit", "--archive", "empty-folder"], 2, ("--archive",)),
+    ("audit-reaction-unknown", ["audit", "--archive", "runs.db", "--reaction", "bogus"], 2,
+     ("expected one of", "on-admitted", "found 'bogus'")),
+    ("audit-since", ["audit", "--archive", "runs.db", "--since", "yesterday"], 2, ("found 'yesterday'",)),
+    ("audit-until", ["audit", "--archive", "runs.db", "--until", "5x"], 2, ("found '5x'",)),
+    ("audit-outcome", ["audit", "--archive", "runs.db", "--outcome", "weird"], 2, ("invalid choice: 'weird'",)),
+    ("audit-ca-file", ["audit", "--argo-server", "https://127.0.0.1:9", "--ca-file", "nope.pem"], 2,
+     ("found no file at nope.pem",)),
+    ("audit-argo-unreachable", ["audit", "--argo-server", "http://127.0.0.1:9"], 2, ("cannot connect",)),
+    ("audit-show-unknown-run", ["audit", "show", "nope", "--archive", "runs.db"], 2, ("found no run 'nope'",)),
+    ("audit-show-no-run", ["audit", "show", "--archive", "runs.db"], 2, ("required: RUN",)),
+    ("audit-report-no-html", ["audit", "report", "--archive", "runs.db"], 2, ("required: --html",)),
+    ("audit-report-onto-a-file", ["audit", "report", "--html", "a-file", "--archive", "runs.db"], 2,
+     ("expected a folder", "found a file")),
+    ("audit-report-unwritable", ["audit", "report", "--html", "/proc/gpuaas", "--archive", "runs.db"], 2,
+     ("this user can write",)),
+    ("audit-report-reaction-unknown", ["audit", "report", "--html", "out", "--archive", "runs.db", "--reaction", "x"],
+     2, ("found 'x'",)),
+    ("audit-resubmit-bad-snapshot", ["audit", "resubmit", RUN, "--archive", "runs.db", "--snapshot", "broken.json"],
+     2, ("--snapshot broken.json", "cannot read it")),
+    ("audit-resubmit-snapshot-shape", ["audit", "resubmit", RUN, "--archive", "runs.db", "--snapshot", "list.json"],
+     2, ("--snapshot list.json", "expected")),
+    ("audit-resubmit-snapshot-missing", ["audit", "resubmit", RUN, "--archive", "runs.db", "--snapshot", "nope.json"],
+     2, ("found no file at nope.json",)),
+    ("audit-resubmit-parameter-value", ["audit", "resubmit", RUN, "--archive", "runs.db", "-p", "dry-run=maybe"], 2,
+     ("dry-run", "'maybe'", "fix the -p value")),
+    ("audit-resubmit-parameter-unknown", ["audit", "resubmit", RUN, "--archive", "runs.db", "-p", "nope=1"], 2,
+     ("expected one of the run's parameters",)),
+    ("audit-resubmit-parameter-form", ["audit", "resubmit", RUN, "--archive", "runs.db", "-p", "dry-run"], 2,
+     ("expected NAME=VALUE",)),
+    ("audit-resubmit-unknown-run", ["audit", "resubmit", "nope", "--archive", "runs.db"], 2, ("found no run 'nope'",)),
+]
+
+
+@pytest.mark.parametrize(("argv", "code", "words"), [c[1:] for c in GPUAAS_CASES], ids=[c[0] for c in GPUAAS_CASES])
+def test_gpuaas_answers_bad_input_with_one_line(workdir: Path, capsys: pytest.CaptureFixture[str],
+                                                argv: list[str], code: int, words: tuple[str, ...]) -> None:
+    try:
+        exit_code = main(argv)
+    except SystemExit as stop:  # argparse
+        exit_code = int(stop.code or 0)
+    captured = capsys.readouterr()
+    command = "gpuaas" + (f" {argv[0]}" if argv and argv[0] in ("render", "route", "demo", "audit") else "")
+    check_one_line_error(exit_code, captured.out, captured.err, expected_code=code, prefix=command, words=words)
+
+
+def test_the_archive_is_untouched_by_a_refused_resubmission(workdir: Path) -> None:
+    import sqlite3
+
+    def rows() -> list[tuple[str, str]]:
+        with sqlite3.connect(workdir / "runs.db") as db:
+            return db.execute("SELECT uid, name FROM archived_workflows ORDER BY uid").fetchall()
+
+    before = rows()
+    assert main(["audit", "resubmit", RUN, "--archive", "runs.db", "-p", "dry-run=maybe"]) == 2
+    assert rows() == before
+
+
+def _process(argv: list[str], cwd: Path, **env: str) -> tuple[int, str, str]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "GPUAAS_KUBE_URL")}
+    done = subprocess.run(argv, cwd=cwd, env={**environ, **env}, capture_output=True, text=True, timeout=120,
+                          check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+STEPS_CASES = [
+    ("no-arguments", [], ("usage: python -m steps <reaction> PARAMS_FILE",)),
+    ("unknown-reaction", ["bogus", "params.json"], ("expected a reaction", "release-workers", "found 'bogus'")),
+    ("option-as-reaction", ["-x"], ("found '-x'",)),
+    ("no-params-file", ["release-workers"], ("expected release-workers PARAMS_FILE", "found 0 argument")),
+    ("too-many-arguments", ["release-workers", "params.json", "extra"], ("found 2 argument",)),
+    ("params-file-missing", ["release-workers", "nope.json"], ("found nothing at nope.json",)),
+    ("params-file-a-folder", ["release-workers", "empty-folder"], ("found a folder",)),
+]
+
+
+@pytest.mark.parametrize(("argv", "words"), [c[1:] for c in STEPS_CASES], ids=[c[0] for c in STEPS_CASES])
+def test_steps_answers_a_wrong_command_line_with_one_line_and_writes_nothing(workdir: Path, argv: list[str],
+                                                                           words: tuple[str, ...]) -> None:
+    outputs = workdir / "outputs"
+    code, out, err = _process([sys.executable, "-m", "steps", *argv], workdir, GPUAAS_OUTPUTS_DIR=str(outputs))
+    check_one_line_error(code, out, err, expected_code=2, prefix="python -m steps: ", words=words)
+    assert not outputs.exists(), "a wrong command line is not a reaction run: no outputs, no record"
+
+
+def test_steps_help_lists_the_reactions_and_writes_nothing(workdir: Path) -> None:
+    outputs = workdir / "outputs"
+    code, out, err = _process([sys.executable, "-m", "steps", "--help"], workdir, GPUAAS_OUTPUTS_DIR=str(outputs))
+    assert (code, err) == (0, "")
+    assert out.startswith("usage: python -m steps <reaction> PARAMS_FILE")
+    reactions = sorted(p.stem.replace("_", "-") for p in (REPO / "steps" / "reactions").glob("[a-z]*.py"))
+    assert [line.strip() for line in out.split("reactions:\n", 1)[1].splitlines()] == reactions
+    assert not outputs.exists()
+
+
+@pytest.mark.parametrize(("case", "env", "words"), [
+    ("no-kubeconfig", {"KUBECONFIG": "nope", "HOME": "."}, ("expected a Kubernetes API", "set KUBECONFIG")),
+    ("garbage-kubeconfig", {"KUBECONFIG": "kubeconfig"}, ("expected a Kubernetes API", "kubeconfig: TypeError")),
+])
+def test_steps_without_a_kubernetes_api_records_a_failure_without_a_traceback(workdir: Path, case: str,
+                                                                             env: dict[str, str],
+                                                                             words: tuple[str, ...]) -> None:
+    """A reaction run (the command line is right): the step contract holds (record, outputs, exit 1), and
+    stderr is one line, not the client's traceback."""
+    outputs = workdir / "outputs"
+    code, out, err = _process([sys.executable, "-m", "steps", "release-workers", "params.json"], workdir,
+                              GPUAAS_OUTPUTS_DIR=str(outputs), **env)
+    assert code == 1 and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("release-workers: failed: "), err
+    assert all(word in lines[0] for word in words), lines[0]
+    assert (outputs / "outcome").read_text() == "failed"
+    assert json.loads(out)["data"]["outcome"] == "failed"
+
+
+@pytest.mark.parametrize(("params", "words"), [
+    ([{"name": "namespace", "value": "team-a"}, {"name": "workload", "value": "w"},
+      {"name": "dry-run", "value": "maybe"}], ("dry-run: expected \"true\" or \"false\", found 'maybe'",)),
+    ("not json", ("PARAMS_FILE: expected JSON",)),
+], ids=["dry-run-maybe", "params-not-json"])
+def test_steps_bad_parameter_is_recorded_rejected_input_in_one_line(workdir: Path, params: object,
+                                                                  words: tuple[str, ...]) -> None:
+    """A bad parameter value is a reaction's recorded outcome, not a usage error: `rejected-input`,
+    exit 0 by the step contract (ARCHITECTURE section 1: Argo must not retry it), one line on stderr."""
+    (workdir / "bad.json").write_text(params if isinstance(params, str) else json.dumps(params))
+    outputs = workdir / "outputs"
+    code, out, err = _process([sys.executable, "-m", "steps", "release-workers", "bad.json"], workdir,
+                              GPUAAS_OUTPUTS_DIR=str(outputs), GPUAAS_KUBE_URL="http://127.0.0.1:9")
+    assert code == 0 and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("release-workers: rejected-input: "), err
+    assert all(word in lines[0] for word in words), lines[0]
+    assert (outputs / "outcome").read_text() == "rejected-input"
+    assert json.loads(out)["data"]["outcome"] == "rejected-input"
+
+
+def test_render_without_the_go_toolchain_is_its_own_exit_code(workdir: Path) -> None:
+    """`render --check` must not say "stale" (1) when it could not check: 3, one line, what to do."""
+    no_tools = workdir / "empty-folder"
+    code, out, err = _process([sys.executable, "-m", "gpuaas.cli", "render", "--check"], workdir,
+                              PATH=str(no_tools))
+    check_one_line_error(code, out, err, expected_code=3, prefix="gpuaas render: ",
+                         words=("no `go` command is on PATH", "--no-validate"))
