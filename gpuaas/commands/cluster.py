@@ -42,12 +42,23 @@ def _progress(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    state_dir = getattr(args, "state_dir", None)
+    if state_dir is not None and state_dir.exists() and not state_dir.is_dir():
+        print(f"gpuaas cluster {args.action}: --state-dir: expected a folder (or a path to create), found a file "
+              f"at {state_dir}; pass another path", file=sys.stderr)
+        return 2
     return {"build": _build, "up": _up, "down": _down, "status": _status}[args.action](args)
 
 
 def _build(args: argparse.Namespace) -> int:
-    from gpuaas.cluster.binaries import BuildFailed, build_all, cache_dir
+    from gpuaas.cluster.binaries import BuildFailed, build_all, cache_dir, components
 
+    known = [c.name for c in components()]
+    unknown = sorted(set(args.components) - set(known))
+    if unknown:
+        print(f"gpuaas cluster build: expected components among {', '.join(known)}, found {', '.join(unknown)}; "
+              "name folders under stack/", file=sys.stderr)
+        return 2
     started = time.monotonic()
     try:
         results = build_all(args.components or None, progress=_progress)
