@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpuaas.cluster import processes
 from gpuaas.cluster.stack import Cluster
-from gpuaas.cluster.state import ClusterState
+from gpuaas.cluster.state import ClusterState, ProcessRecord
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 
@@ -40,10 +40,9 @@ def test_a_pid_now_running_another_program_is_left_alone(tmp_path: Path) -> None
     stranger = subprocess.Popen([SLEEP, "300"])
     try:
         state = ClusterState(state_dir=str(tmp_path))
-        record = processes.start("etcd", [SLEEP, "300"], log=tmp_path / "etcd.log")
-        record.pid = stranger.pid
-        record.argv = ["/nonexistent/etcd", "--data-dir=x"]  # what was recorded; the pid now runs `sleep`
-        state.processes["etcd"] = record
+        # What was recorded for etcd; the pid now runs `sleep`.
+        state.processes["etcd"] = ProcessRecord(name="etcd", pid=stranger.pid, argv=["/nonexistent/etcd"],
+                                                log=str(tmp_path / "etcd.log"), state="ready")
         state.save()
         processes._children.clear()
 
