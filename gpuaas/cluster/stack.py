@@ -130,8 +130,12 @@ class Cluster:
 
     def _start(self, name: str, argv: list[str], *, endpoint: str = "", env: dict[str, str] | None = None) -> ProcessRecord:
         self.progress(f"  starting {name}")
-        record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
-                                 endpoint=endpoint)
+        try:
+            record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
+                                     endpoint=endpoint)
+        except OSError as error:
+            raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
+                               "`gpuaas cluster build` if a program is missing") from None
         self.state.processes[name] = record
         self.state.save()
         return record

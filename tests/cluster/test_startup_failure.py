@@ -23,7 +23,9 @@ def test_a_failing_component_stops_the_cluster_and_shows_its_log(tmp_path: Path,
     for script in (serving, failing):
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setattr(stack, "program", lambda component, name: fake / name)
-    monkeypatch.setattr(stack.readiness, "http_ok", lambda url, **_: lambda: None)  # etcd counts as ready
+    # etcd's /health counts as answered; the apiserver's /readyz never does (it must be seen exiting).
+    monkeypatch.setattr(stack.readiness, "http_ok",
+                        lambda url, **_: lambda: None if url.endswith("/health") else f"GET {url}: refused")
 
     cluster = Cluster(tmp_path / "state", progress=lambda line: None)
     with pytest.raises(ClusterError) as failed:
