@@ -112,8 +112,9 @@ class Cluster:
             state.save()
             self.progress(f"start-up failed: stopping the {len(self.running())} processes started")
             self.down(quiet=True)
-            state.phase = "failed"
-            state.save()
+            stopped = self.load() or state  # down() marked each process stopped
+            stopped.phase = "failed"
+            stopped.save()
             if isinstance(error, (readiness.NotReady, ClusterError)):
                 raise ClusterError(str(error)) from None
             raise

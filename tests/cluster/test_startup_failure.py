@@ -37,4 +37,5 @@ def test_a_failing_component_stops_the_cluster_and_shows_its_log(tmp_path: Path,
     assert cluster.running() == []
     state = ClusterState.load(tmp_path / "state")
     assert state is not None and state.phase == "failed"
-    assert {name: record.state for name, record in state.processes.items()}["etcd"] in ("stopped", "ready")
+    assert {name: record.state for name, record in state.processes.items()} == {
+        "etcd": "stopped", "kube-apiserver": "stopped"}
