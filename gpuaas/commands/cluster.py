@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,7 +48,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuaas cluster {args.action}: --state-dir: expected a folder (or a path to create), found a file "
               f"at {state_dir}; pass another path", file=sys.stderr)
         return 2
-    return {"build": _build, "up": _up, "down": _down, "status": _status}[args.action](args)
+    try:
+        return {"build": _build, "up": _up, "down": _down, "status": _status}[args.action](args)
+    except BrokenPipeError:  # `gpuaas cluster status | head`: the reader left, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _build(args: argparse.Namespace) -> int:
