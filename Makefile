@@ -4,9 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup system-packages demo test render lint bench clean cluster-build cluster cluster-down
+.PHONY: setup system-packages node-packages node-images demo test render lint bench clean cluster-build cluster cluster-down
 
-setup: $(STAMP) system-packages
+setup: $(STAMP) system-packages node-packages
 
 # Prometheus and Alertmanager are Debian packages; the tests and the demo start their own copies.
 system-packages:
@@ -14,6 +14,22 @@ system-packages:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; fi; \
 	fi
+
+# The real node of the real-stack tier (tests/realstack, docs/real-stack-pods.md): containerd, runc and
+# the CNI plugins run pods; debootstrap builds the step image's base; gcc compiles the pause container;
+# socat forwards the `kubernetes` Service to the API server.
+NODE_PACKAGES := containerd runc containernetworking-plugins debootstrap socat iproute2 openssl gcc libc6-dev
+node-packages:
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for the real node:" $$missing; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
+	fi
+
+# The node's images (pause, argoexec, the step image) into .stack-cache/images; builds kubelet/argoexec if absent.
+node-images: setup
+	$(BIN)/python -m gpuaas.cluster.images
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +66,7 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/engine.py
+	$(BIN)/python benchmarks/pod_runtime.py
 
 clean:
 	rm -rf $(VENV) demo-report .pytest_cache

@@ -1401,7 +1401,31 @@ def serve_forever(port: int = 0, on_ready: Callable[[str], None] | None = None) 
         server.stop()
 
 
+def main(argv: list[str]) -> int:
+    """`python -m engine.apiserver [PORT]`: a wrong PORT is one line and exit 2, not a traceback."""
+    import sys
+
+    name = "python -m engine.apiserver"
+    if argv and argv[0] in ("-h", "--help"):
+        print(f"usage: {name} [PORT]  (serves on 127.0.0.1; PORT 0 or none: a free port)")
+        return 0
+    if len(argv) > 1:
+        print(f"{name}: expected one PORT (or none), found {len(argv)} arguments", file=sys.stderr)
+        return 2
+    text = argv[0] if argv else "0"
+    if not text.isdigit() or int(text) > 65535:
+        print(f"{name}: expected a TCP port 0-65535 (0: a free one), found {text!r}", file=sys.stderr)
+        return 2
+    try:
+        serve_forever(int(text))
+    except OSError as error:
+        print(f"{name}: cannot listen on 127.0.0.1:{text}: {(error.strerror or str(error)).lower()}; "
+              "pick another port (0: a free one)", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
     import sys
 
-    serve_forever(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    sys.exit(main(sys.argv[1:]))

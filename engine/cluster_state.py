@@ -60,8 +60,8 @@ def write(gateway: KubernetesGateway, path: Path) -> int:
 
 def read(path: Path) -> list[dict[str, Any]]:
     try:
-        snapshot = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as error:
+        snapshot = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # ValueError: JSONDecodeError, UnicodeDecodeError
         raise ValueError(f"snapshot {path}: cannot read it ({error}); expected the demo's "
                          "demo-report/cluster-snapshot.json") from error
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("objects"), list):
@@ -121,13 +121,19 @@ def main(argv: list[str]) -> int:
 
     from steps.gateways.errors import KubernetesError
 
-    if not argv or argv[0] in ("-h", "--help"):
-        print(main.__doc__.strip().splitlines()[0].strip("`"), file=sys.stderr if not argv else sys.stdout)
-        return 0 if argv else 2
+    usage = ("usage: python -m engine.cluster_state FILE...  (apply a snapshot's objects, status included, to "
+             "the Kubernetes API at $GPUAAS_KUBE_URL, else $KUBECONFIG)")
+    if not argv:
+        print(f"python -m engine.cluster_state: {usage}", file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
+        print(usage)
+        return 0
     try:
+        snapshots = [(path, read(Path(path))) for path in argv]  # every file is checked before any write
         gateway = KubernetesGateway()
-        for path in argv:
-            applied = apply(gateway, read(Path(path)))
+        for path, objects in snapshots:
+            applied = apply(gateway, objects)
             print(f"applied {len(applied)} objects from {path} to {gateway.configuration.host}")
     except (ValueError, KubernetesError) as error:
         print(f"python -m engine.cluster_state: {error}", file=sys.stderr)

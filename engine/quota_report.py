@@ -84,19 +84,21 @@ def section(output: Path, summary: dict[str, Any]) -> str:
         reason = summary.get("quota_advice_unavailable", "the demo ran without Prometheus")
         return f"<h2>Quota advice</h2><p>Not computed: {html.escape(str(reason))}.</p>"
     demo_hours = (summary.get("demo_time") or {}).get("demo_hours", 0.0) or 1.0
+    speed = (summary.get("demo_time") or {}).get("speed", 1.0) or 1.0  # Prometheus saw wall seconds
     image = _chart(output, advice, demo_hours, str((summary.get("demo_time") or {}).get("clock_start") or "08:00"))
     embedded = "data:image/png;base64," + base64.b64encode((output / image).read_bytes()).decode("ascii")
     rows = []
     for t in advice["tenants"]:
         u = t["usage"]
         change = f"{u['nominal']} -> {t['newNominal']}" if t["newNominal"] is not None else t["verdict"]
-        wait = f"{u['wait_p90_seconds']:.1f} s" if u.get("wait_p90_seconds") is not None else "-"
+        wait = (f"{u['wait_p90_seconds'] * speed / 60:.0f} min" if u.get("wait_p90_seconds") is not None
+                else "-")
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
             t["tenant"], u["nominal"], f"{u['allocated_mean']:.1f}", f"{u['allocated_p95']:.1f}",
             f"{u['demand_p95']:.1f}", f"{u['borrowed_mean']:.1f}", f"{u['lent_mean']:.1f}", wait, change,
             "; ".join(t["reasons"]))) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("tenant", "nominal", "alloc mean", "alloc p95", "demand p95",
-                                              "borrowed", "lent", "wait p90", "advice", "why"))
+                                              "borrowed", "lent", "wait p90 (demo time)", "advice", "why"))
     commands = "".join(f"<li><code>{html.escape(s['command'])}</code></li>" for s in advice["submissions"])
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in advice["notes"])
     return (f"<h2>Quota advice (<code>gpuaas quota advise</code> on this run's Prometheus)</h2>"

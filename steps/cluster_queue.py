@@ -45,6 +45,21 @@ def gpu_quotas(cluster_queue: Mapping) -> dict[str, int]:
     return out
 
 
+def gpu_lending_limits(cluster_queue: Mapping) -> dict[str, int]:
+    """flavor -> lendingLimit of nvidia.com/gpu, where the queue sets one.
+
+    Kueue's ClusterQueue webhook refuses a lendingLimit above the nominalQuota (on update too), so a
+    resize that lowers the quota must know the limit the queue already has.
+    """
+    out = {}
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") == GPU_RESOURCE and resource.get("lendingLimit") is not None:
+                    out[flavor["name"]] = _whole(resource["lendingLimit"])
+    return out
+
+
 def gpus_in_use(cluster_queue: Mapping) -> dict[str, int]:
     """flavor -> GPUs the queue holds: the larger of status.flavorsUsage and flavorsReservation."""
     out: dict[str, int] = {}

@@ -47,6 +47,10 @@ def read_params(path: str) -> dict[str, str]:
     except OSError as error:
         raise RejectedInput("PARAMS_FILE", "a readable file holding the step parameters", f"{path} ({error.strerror})",
                             "Argo writes it from the script template's source: '{{inputs.parameters}}'") from None
+    except UnicodeDecodeError as error:
+        raise RejectedInput("PARAMS_FILE", "UTF-8 JSON (a list of {name, value})",
+                            f"a byte that is not UTF-8 (0x{error.object[error.start]:02x} at offset {error.start})",
+                            "save the file as UTF-8") from None
     try:
         data = json.loads(text) if text.strip() else []
     except json.JSONDecodeError as error:

@@ -16,6 +16,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -43,6 +47,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "params.json").write_text(json.dumps([{"name": "namespace", "value": "team-a"},
                                                       {"name": "workload", "value": "job-train-1"}]))
     (tmp_path / "kubeconfig").write_text("garbage\n")
+    (tmp_path / "latin1.json").write_bytes(b'{"source": "caf\xe9"}\n')  # not UTF-8
     return tmp_path
 
 
@@ -77,15 +82,18 @@ GPUAAS_CASES = [
     ("route-no-source", ["route", "object.json"], 2, ("'source'", "expected the EventSource name")),
     ("route-events-missing", ["route", "--events", "nope.jsonl"], 2, ("cannot read --events nope.jsonl",)),
     ("route-events-bad-line", ["route", "--events", "broken.json"], 2, ("broken.json:1",)),
+    ("route-not-utf8", ["route", "latin1.json"], 2, ("latin1.json", "expected UTF-8", "found")),
+    ("route-events-not-utf8", ["route", "--events", "latin1.json"], 2, ("latin1.json", "expected UTF-8", "found")),
     ("route-manifests-missing", ["route", "--manifests", "nope", "object.json"], 2, ("does not exist",)),
     ("route-manifests-without-sensors", ["route", "--manifests", "empty-folder", "object.json"], 2,
      ("no Sensor found",)),
     ("route-output", ["route", "--output", "yaml", "object.json"], 2, ("invalid choice: 'yaml'",)),
     # demo (each fails before the engine starts)
-    ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number above 0", "found 0")),
-    ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number above 0", "found -5")),
+    ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number of 1 or more", "found 0")),
+    ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number of 1 or more", "found -5")),
     ("demo-speed-nan", ["demo", "--speed", "nan"], 2, ("found nan",)),
     ("demo-speed-word", ["demo", "--speed", "fast"], 2, ("found 'fast'",)),
+    ("demo-speed-below-real-time", ["demo", "--speed", "1e-300"], 2, ("expected a number of 1 or more", "found 1e-300")),
     ("demo-output-dir-is-a-file", ["demo", "--output-dir", "a-file"], 2, ("expected a folder", "found a file")),
     ("demo-output-dir-unwritable", ["demo", "--output-dir", "/proc/gpuaas"], 2, ("this user can write",)),
     ("demo-manifests-missing", ["demo", "--manifests", "nope"], 2, ("not found", "gpuaas render")),
@@ -220,12 +228,16 @@ def test_steps_without_a_kubernetes_api_records_a_failure_without_a_traceback(wo
     ([{"name": "namespace", "value": "team-a"}, {"name": "workload", "value": "w"},
       {"name": "dry-run", "value": "maybe"}], ("dry-run: expected \"true\" or \"false\", found 'maybe'",)),
     ("not json", ("PARAMS_FILE: expected JSON",)),
-], ids=["dry-run-maybe", "params-not-json"])
+    (b'[{"name": "namespace", "value": "caf\xe9"}]', ("PARAMS_FILE: expected UTF-8",)),
+], ids=["dry-run-maybe", "params-not-json", "params-not-utf8"])
 def test_steps_bad_parameter_is_recorded_rejected_input_in_one_line(workdir: Path, params: object,
                                                                   words: tuple[str, ...]) -> None:
     """A bad parameter value is a reaction's recorded outcome, not a usage error: `rejected-input`,
     exit 0 by the step contract (ARCHITECTURE section 1: Argo must not retry it), one line on stderr."""
-    (workdir / "bad.json").write_text(params if isinstance(params, str) else json.dumps(params))
+    if isinstance(params, bytes):
+        (workdir / "bad.json").write_bytes(params)
+    else:
+        (workdir / "bad.json").write_text(params if isinstance(params, str) else json.dumps(params))
     outputs = workdir / "outputs"
     code, out, err = _process([sys.executable, "-m", "steps", "release-workers", "bad.json"], workdir,
                               GPUAAS_OUTPUTS_DIR=str(outputs), GPUAAS_KUBE_URL="http://127.0.0.1:9")
@@ -244,3 +256,103 @@ def test_render_without_the_go_toolchain_is_its_own_exit_code(workdir: Path) -> 
                               PATH=str(no_tools))
     check_one_line_error(code, out, err, expected_code=3, prefix="gpuaas render: ",
                          words=("no `go` command is on PATH", "--no-validate"))
+
+
+def test_render_over_a_corrupted_manifest_is_one_line(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A committed file that is not UTF-8 (a bad merge, an editor's encoding) is stale, not a traceback."""
+    out = workdir / "manifests"
+    assert main(["render", "--out", str(out), "--no-validate"]) == 0
+    victim = next(out.joinpath("base").glob("*.yaml"))
+    victim.write_bytes(b"caf\xe9: 1\n")
+    capsys.readouterr()
+    assert main(["render", "--check", "--out", str(out), "--no-validate"]) == 1
+    assert capsys.readouterr().out == f"would change: {victim}\n"
+    assert main(["render", "--out", str(out), "--no-validate"]) == 0
+    assert main(["render", "--check", "--out", str(out), "--no-validate"]) == 0
+
+
+@contextmanager
+def _http_server(status: int, content_type: str, body: bytes) -> Iterator[str]:
+    """A real HTTP server on loopback that answers every GET the same way (not an Argo Server)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.mark.parametrize(("status", "content_type", "body", "words"), [
+    (404, "application/json", (b'{"kind": "Status", "code": 404, "message": "the server could not find the '
+                               b'requested resource"}'), ("404", "expected the Argo Server's API", "check --argo-server")),
+    (200, "text/html", b"<html><body>Log in with OpenShift</body></html>",
+     ("expected JSON from the Argo Server's API", "found an HTML page", "check --argo-server")),
+], ids=["answers-404", "answers-a-login-page"])
+@pytest.mark.parametrize("action", [[], ["show", "gpuaas-on-admitted-a1b2c"],
+                                    ["report", "--html", "report"]], ids=["list", "show", "report"])
+def test_audit_against_a_server_that_is_not_argo_is_one_line(workdir: Path, capsys: pytest.CaptureFixture[str],
+                                                             status: int, content_type: str, body: bytes,
+                                                             words: tuple[str, ...], action: list[str]) -> None:
+    """A wrong --argo-server (the Kubernetes API, a UI path, a login proxy in front of Argo) is the
+    commonest mistake with a live source: one line that says so, never the HTTP client's traceback."""
+    with _http_server(status, content_type, body) as url:
+        try:
+            exit_code = main(["audit", *action[:1], "--argo-server", url, *action[1:]])
+        except SystemExit as stop:
+            exit_code = int(stop.code or 0)
+    captured = capsys.readouterr()
+    check_one_line_error(exit_code, captured.out, captured.err, expected_code=2, prefix="gpuaas audit",
+                         words=words)
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port something already listens on (what `python -m engine.apiserver 8080` meets when
+    8080 is taken)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield taken.getsockname()[1]
+
+
+ENGINE_CASES = [
+    # (id, argv after `python -m`, words); {busy} is a port in use
+    ("apiserver-port-word", ["engine.apiserver", "abc"], ("expected a TCP port", "found 'abc'")),
+    ("apiserver-port-range", ["engine.apiserver", "99999"], ("expected a TCP port", "found '99999'")),
+    ("apiserver-port-busy", ["engine.apiserver", "{busy}"], ("already in use", "another port")),
+    ("apiserver-two-ports", ["engine.apiserver", "1", "2"], ("expected one PORT", "found 2")),
+    ("cluster-state-no-file", ["engine.cluster_state"], ("usage: python -m engine.cluster_state FILE",)),
+    ("cluster-state-missing", ["engine.cluster_state", "nope.json"], ("nope.json", "cannot read it")),
+    ("cluster-state-not-json", ["engine.cluster_state", "broken.json"], ("broken.json", "cannot read it")),
+    ("cluster-state-shape", ["engine.cluster_state", "list.json"], ("expected {\"objects\": [...]}", "found list")),
+    ("cluster-state-not-utf8", ["engine.cluster_state", "latin1.json"], ("latin1.json", "cannot read it")),
+    ("cluster-state-no-api", ["engine.cluster_state", "cluster-snapshot.json"], ("expected a Kubernetes API",)),
+]
+
+
+@pytest.mark.parametrize(("argv", "words"), [c[1:] for c in ENGINE_CASES], ids=[c[0] for c in ENGINE_CASES])
+def test_the_engine_commands_the_docs_show_answer_bad_input_with_one_line(workdir: Path, busy_port: int,
+                                                                          argv: list[str],
+                                                                          words: tuple[str, ...]) -> None:
+    """docs/reactions.md and docs/local-engine.md tell users to run these two by hand."""
+    argv = [word.replace("{busy}", str(busy_port)) for word in argv]
+    code, out, err = _process([sys.executable, "-m", *argv], workdir, HOME=str(workdir),
+                              PYTHONPATH=str(REPO))
+    check_one_line_error(code, out, err, expected_code=2, prefix=f"python -m {argv[0]}", words=words)

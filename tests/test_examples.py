@@ -100,3 +100,45 @@ def test_the_documented_recipe_is_the_one_tested() -> None:
                  ".venv/bin/python -m engine.cluster_state examples/cluster/team-a.json",
                  ".venv/bin/python -m steps release-workers examples/steps/release-workers.json"):
         assert line in recipe, line
+
+
+def _rendered(kind: str, name: str) -> dict:
+    import yaml
+
+    for path in (REPO / "manifests" / "base").rglob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if doc and doc.get("kind") == kind and doc["metadata"]["name"] == name:
+                return doc
+    raise AssertionError(f"no rendered {kind} {name}")
+
+
+def test_idle_alert_group_is_what_the_products_rule_and_route_send() -> None:
+    """The example group carries exactly the labels the rendered GPUWorkloadIdle rule gives its alerts
+    (its `by (namespace, pod)` plus the rule's labels), grouped as the AlertmanagerConfig's idle route
+    groups, from the receiver the Prometheus Operator names `<namespace>/<AlertmanagerConfig>/<receiver>`
+    (prometheus-operator v0.93.0 pkg/alertmanager/amcfg.go makeNamespacedString)."""
+    event = json.loads((EXAMPLES / "events" / "idle-alert-group.json").read_text())
+    body = event["data"]["body"]
+    rule = next(r for g in _rendered("PrometheusRule", "gpuaas-gpu")["spec"]["groups"] for r in g["rules"]
+                if r.get("alert") == "GPUWorkloadIdle")
+    config = _rendered("AlertmanagerConfig", "gpuaas-idle")
+    route = next(r for r in config["spec"]["route"]["routes"] if r["receiver"] == "gpuaas-idle-webhook")
+    for alert in body["alerts"]:
+        assert set(alert["labels"]) == {"alertname", "namespace", "pod", *rule["labels"]}, alert["labels"]
+        assert {k: alert["labels"][k] for k in rule["labels"]} == rule["labels"]
+        assert set(alert["annotations"]) == set(rule["annotations"])
+    assert set(body["groupLabels"]) == set(route["groupBy"])
+    assert body["receiver"] == f"{config['metadata']['namespace']}/{config['metadata']['name']}/{route['receiver']}"
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (EXAMPLES / "events").iterdir()))
+def test_example_event_data_has_the_fields_argo_events_writes(example: str) -> None:
+    """argo-events v1.9.11 pkg/eventsources/events/event-data.go: ResourceEventData is {type, body, oldBody,
+    group, version, resource} and WebhookEventData {header, body}; `metadata` is `omitempty` and the
+    rendered EventSources set none, so a real event has no `metadata` key."""
+    path = EXAMPLES / "events" / example
+    for line in path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]:
+        event = json.loads(line)
+        expected = {"resource": {"type", "body", "oldBody", "group", "version", "resource"},
+                    "webhook": {"header", "body"}}[event["type"]]
+        assert set(event["data"]) == expected, example

@@ -433,9 +433,8 @@ class KueueController:
         if evicted and evicted.get("status") == "True":
             C.set_condition(workload.conditions, C.EVICTED, False, C.REASON_QUOTA_RESERVED,
                             f"Previously: {evicted.get('message', '')}", now)
-        if C.is_true(workload.conditions, C.REQUEUED):
-            C.set_condition(workload.conditions, C.REQUEUED, False, C.REASON_QUOTA_RESERVED,
-                            C.quota_reserved_message(assignment.cluster_queue), now)
+        # Requeued stays as it is: Kueue's SetQuotaReservation resets Evicted and Preempted only, and
+        # Requeued's lastTransitionTime is where Kueue measures the admission wait from.
 
     def _release(self, workload: _Workload, now: datetime, *, evicted: bool, reason: str = C.REASON_PENDING,
                  message: str = C.MSG_DEACTIVATED,

@@ -11,8 +11,9 @@ status and Workloads, so the local demo's Prometheus holds what a real cluster's
 `gpuaas quota advise` and the dashboard read it unchanged. `replica_role` is "standalone" (one
 Kueue, no leader election).
 
-Admission wait = QuotaReserved's lastTransitionTime - the Workload's creation (Kueue measures from
-creation or the last requeue); each admission is observed once.
+Admission wait = QuotaReserved's lastTransitionTime - the time the Workload was queued: the last
+transition of its `Requeued` condition when it has one, else its creation (Kueue v0.19.2
+pkg/workload/workload.go QueuedWaitTime); each admission is observed once.
 """
 
 from __future__ import annotations
@@ -64,11 +65,14 @@ class KueueMetrics:
 
     def _observe_admissions(self, workloads: list[dict[str, Any]], queue_of: Callable[[dict], str | None]) -> None:
         for workload in workloads:
-            for condition in (workload.get("status") or {}).get("conditions") or []:
+            conditions = (workload.get("status") or {}).get("conditions") or []
+            requeued = next((c for c in conditions if c.get("type") == "Requeued"), None)
+            for condition in conditions:
                 if condition.get("type") != "QuotaReserved" or condition.get("status") != "True":
                     continue
                 admitted = _time(condition.get("lastTransitionTime"))
-                created = _time(workload["metadata"].get("creationTimestamp"))
+                created = _time((requeued or {}).get("lastTransitionTime")
+                                or workload["metadata"].get("creationTimestamp"))
                 key = (workload["metadata"].get("uid", workload["metadata"]["name"]), condition.get("lastTransitionTime"))
                 queue = queue_of(workload)
                 if admitted is None or created is None or queue is None or key in self._observed:

@@ -158,6 +158,13 @@ class ArgoServerHistory:
             raise HistoryError(f"{self.where}: cannot connect ({error}); check --argo-server") from error
         except HeraException as error:
             raise HistoryError(f"{self.where}: {what}: {error}") from error
+        except ValueError as error:  # a 200 that is not the API's JSON: a UI path, a login proxy, another server
+            document = str(getattr(error, "doc", "") or "").lstrip()
+            found = ("an HTML page" if document.startswith("<") else
+                     f"a body of another shape ({type(error).__name__})")
+            raise HistoryError(f"{self.where}: {what}: expected JSON from the Argo Server's API, found {found}; "
+                               "check --argo-server: the Argo Server's base URL (e.g. https://argo-server.argo:2746), "
+                               "not its UI path or a login proxy in front of it") from error
 
     @staticmethod
     def _dict(model: Any) -> dict[str, Any]:
@@ -166,8 +173,16 @@ class ArgoServerHistory:
     def _pages(self, what: str, function: Any, **kwargs: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         continue_token: str | None = None
+        from hera.exceptions import NotFound
+
         while True:
-            page = self._call(what, function, limit=str(PAGE_SIZE), continue_=continue_token, **kwargs)
+            try:
+                page = self._call(what, function, limit=str(PAGE_SIZE), continue_=continue_token, **kwargs)
+            except NotFound as error:  # a list never 404s on an Argo Server (an unknown namespace lists nothing)
+                raise HistoryError(f"{self.where}: {what}: 404 Not Found ({error.args[0] if error.args else error}); "
+                                   f"expected the Argo Server's API under {self.connection.url}/api/v1/; "
+                                   "check --argo-server: the Argo Server's base URL (e.g. "
+                                   "https://argo-server.argo:2746)") from error
             items += [self._dict(item) for item in page.items or []]
             continue_token = page.metadata.continue_ if page.metadata else None
             if not continue_token:

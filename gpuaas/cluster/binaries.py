@@ -48,9 +48,9 @@ GENERATED_FILES: dict[str, dict[str, dict[str, str]]] = {
 
 UNBUILDABLE: dict[str, str] = {
     "github.com/argoproj/argo-workflows/v4/cmd/argoexec":
-        "the v4.0.5 module zip lacks workflow/executor/osspecific/signal_linux.go (in the repository at that tag), "
-        "so argoexec does not compile for Linux from the module; it runs inside workflow pods, which KWOK "
-        "nodes never run",
+        "upstream's workflow/executor/osspecific/signal_linux.go is a symlink, which module zips omit, so "
+        "argoexec does not compile for Linux from the module as is; gpuaas.cluster.toolchain builds it "
+        "(static, from a copy with the link restored) for the step pods' image",
 }
 """Tools a go.mod pins that cannot be built from the published module, and why (skipped, reported)."""
 

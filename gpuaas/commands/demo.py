@@ -17,15 +17,18 @@ REQUIRED_KINDS = ("WorkflowTemplate", "Sensor", "EventSource")
 
 
 def _speed(text: str) -> float:
-    """--speed: demo seconds per wall second, a finite number above 0."""
+    """--speed: demo seconds per wall second, a finite number of 1 or more.
+
+    Below 1 the demo clock runs slower than the wall clock: the story's five demo hours would take
+    more than five real hours (and near 0 the pauses overflow the platform's sleep)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of demo seconds per wall second (e.g. 300), "
                                          f"found {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0 (300 runs the story in about a minute), "
-                                         f"found {text}")
+    if not math.isfinite(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of 1 or more (1 is real time; 300 runs the story in "
+                                         f"about a minute), found {text}")
     return value
 
 
@@ -39,7 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", choices=("auto", "prometheus", "in-process"), default="auto",
                         help="auto: real Prometheus/Alertmanager when installed, else the in-process idle rule")
     parser.add_argument("--speed", type=_speed, default=300.0,
-                        help="demo seconds per wall second (default: 300)")
+                        help="demo seconds per wall second, 1 or more (default: 300)")
     parser.add_argument("--output", choices=("table", "json"), default="table",
                         help="table: progress, timeline and summary; json: summary.json on stdout")
 

@@ -74,8 +74,9 @@ def _render(args: argparse.Namespace) -> int:
                 print(f"  {problem}", file=sys.stderr)
             return EXIT_INVALID
     out: Path = args.out
+    # Compare bytes: a committed file that is not UTF-8 (a bad merge, an editor) is just stale.
     changed = [path for path, text in files.items()
-               if not (out / path).is_file() or (out / path).read_text() != text]
+               if not (out / path).is_file() or (out / path).read_bytes() != text.encode("utf-8")]
     stale = [str(p.relative_to(out)) for sub in MANAGED if (out / sub).is_dir()
              for p in sorted((out / sub).rglob("*.yaml")) if str(p.relative_to(out)) not in files]
     if args.check:
@@ -87,7 +88,7 @@ def _render(args: argparse.Namespace) -> int:
     for path in changed:
         target = out / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(files[path])
+        target.write_text(files[path], encoding="utf-8")
     for path in stale:
         (out / path).unlink()
     print(f"gpuaas render: {len(files)} files in {out} ({len(changed)} written, {len(stale)} removed)")

@@ -83,16 +83,25 @@ def _read_events(args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
                 yield from _read_lines(str(args.events), handle)
         except OSError as exc:
             raise _InputError(f"cannot read --events {args.events}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise _InputError(_not_utf8(str(args.events), exc)) from None
         return
     path = args.event
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except OSError as exc:
         raise _InputError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise _InputError(_not_utf8(str(path), exc)) from None
     try:
         yield str(path), json.loads(text)
     except ValueError as exc:
         raise _InputError(f"{path}: not a JSON CloudEvent: {exc}") from None
+
+
+def _not_utf8(name: str, error: UnicodeDecodeError) -> str:
+    return (f"{name}: expected UTF-8 JSON (CloudEvents as the EventSource publishes them), found a byte "
+            f"that is not UTF-8 (0x{error.object[error.start]:02x}); save the file as UTF-8")
 
 
 def _read_lines(name: str, handle: TextIO) -> Iterator[tuple[str, Any]]:

@@ -6,7 +6,7 @@ with the workloads (and come in two spellings, `pod`/`namespace` or `exported_po
 `exported_namespace`), while a GPU's temperature or error counters must stay ONE continuous series,
 otherwise `increase()` misses the jump of an error counter the moment a new pod takes the GPU.
 
-`node` is dcgm-exporter's `Hostname` (renamed `hostname` in dcgm-exporter 4.5.3+), which the
+`node` is dcgm-exporter's `Hostname` (renamed `hostname` on its main branch after 4.5.3-4.8.2), which the
 exporter takes from `NODE_NAME` (set by the GPU Operator) and otherwise from the host name.
 
 Field names are dcgm-exporter's (etc/default-counters.csv): `DCGM_FI_DEV_GPU_TEMP`,
@@ -181,10 +181,14 @@ def alerts(settings: HealthSettings = DEFAULT_SETTINGS) -> list[dict[str, Any]]:
              "DCGM_FI_DEV_ROW_REMAP_FAILURE: the GPU ran out of spare memory rows to replace failing ones.",
              "Take the GPU out of service: cordon and drain the node, and RMA the GPU.",
              "gpurowremapfailure")},
+        # Deleted nodes are matched on `node` alone: kube_node_info also carries kernel_version,
+        # kubelet_version, os_image..., so a node upgraded and rebooted gets a NEW info series, and
+        # matching on every label would take it for a deleted node and hide the GPU it lost.
         {"alert": ALERT_VANISHED,
          "expr": (f"max_over_time({GPU_INFO}[{s.vanished_window}])\n"
                   f"unless on (UUID) {GPU_INFO}\n"
-                  f"unless on (node) (max_over_time(kube_node_info[{s.vanished_window}]) unless kube_node_info)"),
+                  f"unless on (node) (max by (node) (max_over_time(kube_node_info[{s.vanished_window}]))\n"
+                  f"                  unless on (node) kube_node_info)"),
          "for": s.vanished_for,
          "labels": _labels("critical"),
          "annotations": _annotations(

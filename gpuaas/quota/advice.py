@@ -17,7 +17,8 @@ module only decides. The rules, per cohort:
 5. Limits: a tenant that borrowed while another tenant of the cohort queued (and did not queue
    itself) gets a `borrowingLimit` (Kueue lets a borrower keep the GPUs until its workloads end
    unless preemption is configured); a tenant that queued while part of its own quota was lent out
-   (and borrowed nothing) gets a `lendingLimit` that keeps its demand at home. When tenants that
+   (and borrowed nothing) gets a `lendingLimit` that keeps its demand at home; a lowered quota takes
+   a `lendingLimit` above it down with it (Kueue rejects lendingLimit > nominalQuota). When tenants that
    borrow also queue, the cohort is simply too small: that is a note, not a limit.
 
 "No change" is an answer too: every tenant gets a verdict and the reasons for it.
@@ -205,6 +206,12 @@ def _advise_cohort(cohort: str, members: list[TenantAdvice], settings: AdviceSet
             taker.reasons.append(f"{short - got} more GPUs needed than the cohort's idle quota has")
             notes.append(f"cohort {cohort or '(none)'}: {u.tenant} needs {short - got} more GPUs than any tenant "
                          "can spare: add GPU nodes (the capacity mode of gpuaas-provision-quota then shares them)")
+    for donor in donors:
+        d = donor.usage
+        if donor.new_nominal is not None and d.lending_limit is not None and d.lending_limit > donor.new_nominal:
+            donor.lending_limit = donor.new_nominal
+            donor.reasons.append(f"lendingLimit {d.lending_limit} goes down to {donor.new_nominal} with the quota "
+                                 "(Kueue rejects a lendingLimit above the nominal quota)")
     for donor in donors:
         if spare[donor.usage.tenant] > 0 and donor.new_nominal is None:
             d = donor.usage

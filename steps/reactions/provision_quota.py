@@ -46,6 +46,7 @@ from steps.cluster_queue import (
     Loan,
     admit_namespace,
     cohort_of,
+    gpu_lending_limits,
     gpu_quotas,
     gpus_in_use,
     groups_equal,
@@ -368,6 +369,12 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
             raise RejectedInput("gpus", f">= {in_use - lent} (ClusterQueue {request.tenant} uses {in_use} GPU(s) of "
                                 f"{request.flavor}{f', {lent} of them lent' if lent else ''})", request.gpus,
                                 "wait for work to finish, or deactivate it first")
+        kept_lending = gpu_lending_limits(cq).get(request.flavor)
+        if request.lending_limit is None and kept_lending is not None and kept_lending > wanted:
+            raise RejectedInput("lending-limit", f"a value <= {wanted} when the quota goes below ClusterQueue "
+                                f"{request.tenant}'s lendingLimit {kept_lending} for {request.flavor} (Kueue rejects "
+                                "a lendingLimit above the nominal quota)", f"empty (keep lendingLimit {kept_lending})",
+                                f"pass lending-limit={request.gpus} (or less) together with gpus={request.gpus}")
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
         new_groups = set_gpu_quota(groups, request.flavor, wanted, extras, request.limits)
         spec_patch: JSON = {}

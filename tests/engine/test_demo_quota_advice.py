@@ -43,3 +43,20 @@ def test_without_prometheus_the_report_says_why(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert "quota_advice" not in summary and "without Prometheus" in summary["quota_advice_unavailable"]
     assert "Not computed: the demo ran without Prometheus" in (tmp_path / "index.html").read_text()
+
+
+def test_the_report_shows_queue_wait_in_demo_time(tmp_path: Path) -> None:
+    """Prometheus measured the run in wall seconds; the page's timeline and chart are in demo time.
+    research's PyTorchJob queued about 90 demo minutes (18 wall seconds at 300x): the table says so."""
+    from engine.quota_report import section
+
+    usage = {"nominal": 4, "allocated_mean": 4.5, "allocated_p95": 8.0, "demand_p95": 8.0, "borrowed_mean": 1.7,
+             "lent_mean": 0.2, "wait_p90_seconds": 18.0}
+    summary = {"demo_time": {"speed": 300.0, "wall_seconds": 66.0, "demo_hours": 5.5},
+               "quota_advice": {"window": "66s of wall time (the whole demo)", "wall_seconds": 66, "notes": [],
+                                "submissions": [], "series": {"research": {}},
+                                "tenants": [{"tenant": "research", "usage": usage, "verdict": "no change",
+                                             "newNominal": None, "reasons": ["r"]}]}}
+    page = section(tmp_path, summary)
+    assert "<td>90 min</td>" in page and "18.0 s" not in page
+    assert "wait p90 (demo time)" in page

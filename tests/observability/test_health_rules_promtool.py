@@ -153,8 +153,8 @@ def test_row_remap_failure_pages(spelling: str) -> None:
           ("11m", health.ALERT_REMAP_FAILURE, [firing(health.ALERT_REMAP_FAILURE, "1")])])
 
 
-def _node(name: str, values: str) -> tuple[str, str]:
-    series = (f'kube_node_info{{node="{name}",kernel_version="6.1.0",kubelet_version="v1.36.3",'
+def _node(name: str, values: str, kernel: str = "6.1.0") -> tuple[str, str]:
+    series = (f'kube_node_info{{node="{name}",kernel_version="{kernel}",kubelet_version="v1.36.3",'
               f'job="kube-state-metrics"}}')
     return (series, values)
 
@@ -171,6 +171,18 @@ def test_a_gpu_that_vanishes_from_an_existing_node_pages(spelling: str) -> None:
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
+def test_a_gpu_that_does_not_come_back_after_a_node_upgrade_pages(spelling: str) -> None:
+    # kube_node_info carries kernel_version, kubelet_version, os_image...: node-a rebooted into a new
+    # kernel at 20m, so its old info series ended and a new one began. The node still exists; gpu1
+    # did not come back after the reboot and must page like any vanished GPU.
+    _run([(dcgm(UTIL, gpu=0, spelling=spelling, ns="team-a", pod="nb-0"), "50x90"),
+          (dcgm(UTIL, gpu=1, spelling=spelling, ns="team-a", pod="nb-0"), "50x30"),
+          _node("node-a", "1x19"), _node("node-a", "_x20 1x70", kernel="6.12.0")],
+         [("40m", health.ALERT_VANISHED, []),
+          ("41m", health.ALERT_VANISHED, [firing(health.ALERT_VANISHED, "1", gpu=1)])])
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
 def test_a_node_removed_on_purpose_is_not_a_vanished_gpu(spelling: str) -> None:
     # node-b is scaled down: its GPUs and its Node object go together. node-c's exporter dies: both page.
     _run([(dcgm(UTIL, host="node-b", gpu=0, spelling=spelling), "0x30"),
@@ -184,7 +196,7 @@ def test_a_node_removed_on_purpose_is_not_a_vanished_gpu(spelling: str) -> None:
 
 
 def test_hostname_of_newer_exporters_is_the_node_too() -> None:
-    """dcgm-exporter 4.5.3+ spells the label `hostname`."""
+    """dcgm-exporter after 4.5.3-4.8.2 (main, commit d5e5f51) spells the label `hostname`."""
     series = dcgm(TEMP).replace('Hostname="node-a"', 'hostname="node-a"')
     _run([(series, "95x30")], [("20m", health.ALERT_TEMPERATURE, [firing(health.ALERT_TEMPERATURE, "95")])])
 

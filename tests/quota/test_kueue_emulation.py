@@ -162,6 +162,9 @@ def test_deactivation_evicts_suspends_and_frees_quota_then_reactivation_requeues
     readmitted = wl(gateway, "team-a", name)
     assert condition(readmitted, "Admitted")[0] == "True"
     assert condition(readmitted, "Evicted")[:2] == ("False", "QuotaReserved")
+    # Admission leaves Requeued as it is (Kueue v0.19.2 workload.SetQuotaReservation resets Evicted and
+    # Preempted only); its lastTransitionTime is when the wait for this admission began.
+    assert condition(readmitted, "Requeued") == ("True", "Reactivated", "The workload was reactivated")
     assert gateway.get(R.JOB, "trainer", "team-a")["spec"]["suspend"] is False
 
 

@@ -362,3 +362,21 @@ def test_hand_sets_borrowing_and_lending_limits_then_no_op(gateway: KubernetesGa
     assert run(gateway, hand(tenant="team-a", flavor="a100", gpus="6"), POLICY).outcome == "applied"
     (resource,) = gateway.get(R.CLUSTER_QUEUE, "team-a")["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
     assert resource == {"name": "nvidia.com/gpu", "nominalQuota": 6, "borrowingLimit": 0, "lendingLimit": 2}
+
+
+def test_hand_lowering_below_the_queue_lending_limit_is_refused_before_kueue_would(
+        gateway: KubernetesGateway, server: ApiServer) -> None:
+    """Kueue's ClusterQueue webhook rejects lendingLimit > nominalQuota on update too (v0.19.2
+    pkg/webhooks/clusterqueue_webhook.go validateLendingLimit). Lowering `gpus` under the lendingLimit
+    the queue already has would be an API error mid-run: refuse it up front and say what to pass."""
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    gateway.create(R.CLUSTER_QUEUE, K.cluster_queue("team-a", 8, lending_limit=6))
+    server.reset_counters()
+    refused = run(gateway, hand(tenant="team-a", flavor="a100", gpus="4"), POLICY)
+    assert refused.outcome == "rejected-input" and server.write_count == 0
+    assert "lending-limit" in refused.errors[0] and "lendingLimit 6" in refused.errors[0]
+    assert "lending-limit=4" in refused.errors[0], "says what to pass"
+    applied = run(gateway, hand(tenant="team-a", flavor="a100", gpus="4", **{"lending-limit": "4"}), POLICY)
+    assert applied.outcome == "applied", applied.errors
+    (resource,) = gateway.get(R.CLUSTER_QUEUE, "team-a")["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert resource == {"name": "nvidia.com/gpu", "nominalQuota": 4, "lendingLimit": 4}

@@ -194,3 +194,17 @@ def test_no_samples_is_said_not_guessed() -> None:
     result = advise([usage("a", 4, samples=0)], AdviceSettings())
     (a,) = result.tenants
     assert not a.changes and "no Kueue samples" in a.reasons[0]
+
+
+def test_a_lowered_quota_takes_its_lending_limit_down_with_it() -> None:
+    """Kueue rejects lendingLimit > nominalQuota: lowering 8 -> 4 a queue that has lendingLimit 6 must
+    submit lending-limit 4 too, or provision-quota (and Kueue's webhook) would refuse the submission."""
+    result = advise([usage("idle", 8, demand_p95=1, lending_limit=6),
+                     usage("short", 2, demand_p95=6, queued_fraction=1)])
+    idle = next(t for t in result.tenants if t.usage.tenant == "idle")
+    assert (idle.new_nominal, idle.lending_limit) == (4, 4)
+    assert submission(idle)["parameters"] == {"mode": "hand", "tenant": "idle", "flavor": "a100", "gpus": "4",
+                                              "lending-limit": "4"}
+    assert any("lendingLimit 6" in r for r in idle.reasons)
+    kept = advise([usage("idle", 8, demand_p95=1, lending_limit=3), usage("short", 2, demand_p95=6, queued_fraction=1)])
+    assert next(t for t in kept.tenants if t.usage.tenant == "idle").lending_limit is None, "3 <= 4: nothing to change"

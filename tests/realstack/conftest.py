@@ -1,29 +1,38 @@
-"""The real-stack tier: one real control plane (`gpuaas cluster up`) for the whole session.
+"""Fixtures of the real-stack tier (every test here is marked `realstack`; none is ever skipped).
 
-Every test under tests/realstack is marked `realstack`. The cluster is started once per session in
-a temporary state dir and stopped at the end; set `GPUAAS_REAL_CLUSTER=<state dir>` to reuse a
-cluster you started with `gpuaas cluster up --state-dir DIR` (it is then left running).
-Binaries come from `gpuaas cluster build` (`make test` runs it first); a missing one is built here,
-and a failure to build or start fails the tests loudly, never skips them.
+- `real_cluster`: the whole control plane from `gpuaas cluster up` (kube-apiserver, controller-manager,
+  scheduler, KWOK GPU nodes, Kueue, KEDA, Prometheus), once per session in a temporary state dir and
+  stopped at the end; `GPUAAS_REAL_CLUSTER=<state dir>` reuses a cluster you started with
+  `gpuaas cluster up --state-dir DIR` (it is then left running). Binaries come from
+  `gpuaas cluster build` (`make test` runs it first); a failure to build or start fails the tests.
+- `control_plane`, `step_image`, `real_node`: a minimal control plane and a real node (kubelet +
+  containerd) that runs the step image's pods (docs/real-stack-pods.md). The images build once
+  (cached under .stack-cache/images across runs).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kubernetes import client, config
 
 from gpuaas.cluster.binaries import build_all
+from gpuaas.cluster.images import BuiltImage, build_argoexec_image, build_pause_image, build_step_image
+from gpuaas.cluster.node import Node, NodeCredentials, NodeNetwork
 from gpuaas.cluster.stack import Cluster, ClusterError
+from tests.realstack.control_plane import ControlPlane
 from tests.support.real_cluster import RealCluster
 
 REUSE_ENV = "GPUAAS_REAL_CLUSTER"
 HERE = Path(__file__).resolve().parent
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.realstack)
@@ -50,3 +59,61 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         yield RealCluster(cluster, Path(state.kubeconfig))
     finally:
         cluster.down(quiet=True)
+
+
+NODE_NAME = "gpuaas-node"
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane()
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def step_image() -> BuiltImage:
+    return build_step_image()
+
+
+@dataclass
+class RunningNode:
+    node: Node
+    api: client.CoreV1Api
+    ready_seconds: float
+    import_seconds: dict[str, float]
+
+
+@pytest.fixture(scope="session")
+def real_node(control_plane: ControlPlane, step_image: BuiltImage) -> Iterator[RunningNode]:
+    pause, argoexec = build_pause_image(), build_argoexec_image()
+    network = NodeNetwork.choose()
+    credentials = NodeCredentials.issue(control_plane.pki / "ca.crt", control_plane.pki / "ca.key",
+                                        control_plane.server, NODE_NAME, control_plane.workdir / "node-pki",
+                                        node_ips=[network.node_ip])
+    node = Node(credentials, network=network)
+    try:
+        node.start()
+        ready = node.wait_ready()
+        imported = node.import_images([pause.archive, argoexec.archive, step_image.archive])
+        api = client.CoreV1Api(config.new_client_from_config(str(control_plane.admin_kubeconfig)))
+        _wait_for_default_service_account(api)
+        yield RunningNode(node, api, ready, imported)
+    finally:
+        node.stop()
+
+
+def _wait_for_default_service_account(api: client.CoreV1Api, timeout: float = 60.0) -> None:
+    """The controller-manager creates ServiceAccount `default` and ConfigMap `kube-root-ca.crt` per namespace."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            api.read_namespaced_service_account("default", "default")
+            api.read_namespaced_config_map("kube-root-ca.crt", "default")
+            return
+        except client.ApiException:
+            time.sleep(0.5)
+    raise AssertionError("kube-controller-manager did not create ServiceAccount default/default in time")

@@ -1,0 +1,716 @@
+"""A real Kubernetes node on this machine: containerd + runc + the kubelet, joined to an API server.
+
+Why a real node: the WorkflowTemplates' step pods must run as on a cluster (Argo's executor,
+outputs, exit codes, retries, exit handlers), and only a kubelet runs a pod as a kubelet does.
+Everything here is the real program, configured for this VM:
+
+| part | what | configured for this VM because |
+|---|---|---|
+| network | a Linux bridge of its own (`gpuaas-NNN`), a /24 for pods, Debian's CNI `bridge` + `host-local` + `loopback` plugins | loopback-only machine: the bridge is host-internal, nothing is routed out; the node IP is the bridge's address (the kubelet refuses a loopback node IP) |
+| containerd | Debian's 1.6, CRI plugin, overlayfs snapshotter, runc, cgroupfs; every path in the node's work folder | `restrict_oom_score_adj`: the VM denies CAP_SYS_RESOURCE, so runc cannot lower a container's oom_score_adj below containerd's own (the pause container asks for -998) |
+| kubelet | built from the pinned `k8s.io/kubernetes`, `failCgroupV1: false`, cgroup root of its own, pod logs in the work folder | the cgroup hierarchy is v1; two nodes must not share cgroups or pod logs |
+| API service forwarder | **a stand-in for kube-proxy, for the `kubernetes` Service only**: socat on the Service's ClusterIP:443, forwarding to the API server on 127.0.0.1 | the API server binds 127.0.0.1 (it publishes no endpoints for a loopback address), so a pod's in-cluster config has nothing to reach without it |
+
+One node per machine at a time: the kubelet's device-plugin socket path
+(`/var/lib/kubelet/device-plugins/kubelet.sock`) is compiled in, whatever the root folder. A lock
+file serializes nodes (a second start waits, then fails with who holds it).
+
+    network = NodeNetwork.choose()
+    credentials = NodeCredentials.issue(ca_cert, ca_key, server_url, "gpuaas-node", workdir, [network.node_ip])
+    with Node(credentials, network=network) as node:   # start() ... stop(); stop() removes every trace
+        node.import_images(build_all())
+        node.wait_ready()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+import yaml
+
+from gpuaas.cluster.toolchain import KUBELET, ToolMissing, cni_plugin_dir, debian_tool, go_binary
+
+CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+NODE_LOCK = Path("/run/lock/gpuaas-kubelet.lock")
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+"""Compiled into the kubelet (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.KubeletSocket), whatever --root-dir says."""
+POD_SUBNETS = ipaddress.ip_network("10.244.0.0/16")
+"""Each node takes a free /24 of this range for its bridge and pods."""
+DEFAULT_PAUSE_IMAGE = "gpuaas.local/pause:3.10.2"
+
+
+class NodeError(RuntimeError):
+    """The node could not start or stop cleanly; the message says what failed and where its log is."""
+
+
+def _run(command: list[str], what: str, *, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise NodeError(f"{what} failed (exit {done.returncode}): {' '.join(command)}: "
+                        f"{(done.stdout + done.stderr).strip()[-800:]}")
+    return done
+
+
+def _log_tail(path: Path, lines: int = 12) -> str:
+    if not path.exists():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _rss_kib(pid: int) -> int:
+    """Resident memory of one process in KiB (0 if it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# --- network -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeNetwork:
+    """The node's bridge and pod subnet: node IP = first address, pods from .10 on."""
+
+    bridge: str
+    subnet: ipaddress.IPv4Network
+
+    @property
+    def node_ip(self) -> str:
+        return str(self.subnet.network_address + 1)
+
+    @classmethod
+    def choose(cls) -> NodeNetwork:
+        """A /24 of 10.244.0.0/16 that no interface or route of this machine uses yet."""
+        used: list[ipaddress.IPv4Network] = []
+        for line in _run(["ip", "-4", "-o", "addr", "show"], "listing addresses").stdout.splitlines():
+            used.append(ipaddress.ip_interface(line.split()[3]).network)
+        for line in _run(["ip", "-4", "route", "show"], "listing routes").stdout.splitlines():
+            destination = line.split()[0]
+            if destination != "default":
+                used.append(ipaddress.ip_network(destination, strict=False))
+        candidates = list(POD_SUBNETS.subnets(new_prefix=24))[1:]
+        start = secrets.randbelow(len(candidates))
+        for subnet in candidates[start:] + candidates[:start]:
+            if not any(subnet.overlaps(other) for other in used):
+                return cls(bridge=f"gpuaas-{subnet.network_address.packed[2]}", subnet=subnet)
+        raise NodeError(f"no free /24 in {POD_SUBNETS} for the node's pods: every one overlaps an address or route")
+
+    def cni_config(self, ipam_dir: Path) -> dict:
+        """The CNI network: Debian's bridge plugin on our bridge, host-local IPAM, loopback."""
+        return {
+            "cniVersion": "1.0.0", "name": "gpuaas-pods",
+            "plugins": [
+                {"type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "dataDir": str(ipam_dir),
+                          "ranges": [[{"subnet": str(self.subnet), "rangeStart": str(self.subnet.network_address + 10),
+                                       "gateway": self.node_ip}]],
+                          "routes": [{"dst": "0.0.0.0/0"}]}},
+                {"type": "loopback"},
+            ],
+        }
+
+    def create(self) -> None:
+        _run(["ip", "link", "add", self.bridge, "type", "bridge"], f"creating bridge {self.bridge}")
+        _run(["ip", "addr", "add", f"{self.node_ip}/{self.subnet.prefixlen}", "dev", self.bridge], "addressing the bridge")
+        _run(["ip", "link", "set", self.bridge, "up"], "bringing the bridge up")
+
+    def add_address(self, address: str) -> None:
+        _run(["ip", "addr", "add", f"{address}/32", "dev", self.bridge], f"adding {address} to {self.bridge}")
+
+    def delete(self) -> None:
+        _run(["ip", "link", "del", self.bridge], f"deleting bridge {self.bridge}", check=False)
+
+
+# --- credentials -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeCredentials:
+    """What the kubelet presents and trusts: its kubeconfig (system:node:NAME), serving cert, cluster CA."""
+
+    node_name: str
+    server: str
+    ca_cert: Path
+    kubeconfig: Path
+    serving_cert: Path
+    serving_key: Path
+
+    @classmethod
+    def issue(cls, ca_cert: Path, ca_key: Path, server: str, node_name: str, directory: Path,
+              node_ips: Iterable[str] = ()) -> NodeCredentials:
+        """Sign a client cert (CN system:node:NAME, O system:nodes) and a serving cert with the cluster CA.
+
+        The Node authorizer and NodeRestriction admission recognise the kubelet by exactly that
+        subject; the serving cert lets an API server started with `--kubelet-certificate-authority`
+        verify the kubelet when it proxies `kubectl logs`.
+        """
+        openssl = debian_tool("openssl")
+        directory.mkdir(parents=True, exist_ok=True)
+
+        def sign(name: str, subject: str, extensions: str) -> tuple[Path, Path]:
+            key, csr, cert, ext = (directory / f"{name}.{suffix}" for suffix in ("key", "csr", "crt", "ext"))
+            _run([openssl, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+                  "-subj", subject], f"a key for {name}")
+            ext.write_text(extensions)
+            _run([openssl, "x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key),
+                  "-CAcreateserial", "-CAserial", str(directory / "ca.srl"), "-out", str(cert), "-days", "7",
+                  "-extfile", str(ext)], f"signing {name}")
+            return cert, key
+
+        client_cert, client_key = sign("kubelet-client", f"/O=system:nodes/CN=system:node:{node_name}",
+                                       "extendedKeyUsage=clientAuth\n")
+        names = ",".join([f"DNS:{node_name}", "DNS:localhost", "IP:127.0.0.1", *(f"IP:{ip}" for ip in node_ips)])
+        serving_cert, serving_key = sign("kubelet-serving", f"/O=system:nodes/CN=system:node:{node_name}",
+                                         f"subjectAltName={names}\nextendedKeyUsage=serverAuth\n")
+        kubeconfig = directory / "kubelet.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "node",
+            "clusters": [{"name": "cluster", "cluster": {"server": server, "certificate-authority": str(ca_cert)}}],
+            "users": [{"name": node_name, "user": {"client-certificate": str(client_cert),
+                                                    "client-key": str(client_key)}}],
+            "contexts": [{"name": "node", "context": {"cluster": "cluster", "user": node_name}}],
+        }))
+        return cls(node_name, server, ca_cert, kubeconfig, serving_cert, serving_key)
+
+
+# --- processes -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Daemon:
+    """One long-running program with its log; stopped by the pid we started."""
+
+    name: str
+    command: list[str]
+    log: Path
+    process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def require_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise NodeError(f"{self.name} exited with {self.process.returncode}; last lines of {self.log}:\n"
+                            f"{_log_tail(self.log)}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if not self.alive():
+            return
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+
+
+@dataclass
+class Containerd:
+    """containerd with the CRI plugin, every path under `workdir`, for one node."""
+
+    workdir: Path
+    network: NodeNetwork
+    sandbox_image: str = DEFAULT_PAUSE_IMAGE
+    daemon: _Daemon | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.workdir / "containerd.sock"
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "containerd.toml"
+
+    def config(self) -> str:
+        """containerd 1.6's config (version 2): CRI on runc with cgroupfs, CNI from Debian's plugins."""
+        root, state = self.workdir / "root", self.workdir / "state"
+        return f"""version = 2
+root = "{root}"
+state = "{state}"
+[grpc]
+  address = "{self.socket}"
+[ttrpc]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{self.sandbox_image}"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  # This VM denies CAP_SYS_RESOURCE: runc cannot lower oom_score_adj (the sandbox asks for -998).
+  restrict_oom_score_adj = true
+  # Network namespaces under the node's own state folder, not /var/run/netns.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "{debian_tool('runc')}"
+        Root = "{state / 'runc'}"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{cni_plugin_dir()}"
+    conf_dir = "{self.workdir / 'cni'}"
+"""
+
+    def start(self) -> None:
+        (self.workdir / "cni").mkdir(parents=True, exist_ok=True)
+        (self.workdir / "cni" / "10-gpuaas.conflist").write_text(
+            json.dumps(self.network.cni_config(self.workdir / "cni-ipam"), indent=2))
+        self.config_path.write_text(self.config())
+        self.daemon = _Daemon("containerd", [debian_tool("containerd"), "--config", str(self.config_path)],
+                              self.workdir / "containerd.log")
+        self.daemon.start()
+
+    def ctr(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run `ctr` against this containerd, in the CRI's `k8s.io` namespace."""
+        return _run([debian_tool("ctr"), "--address", str(self.socket), "--namespace", "k8s.io", *arguments],
+                    f"ctr {arguments[0] if arguments else ''}", check=check)
+
+    def ready(self) -> bool:
+        return self.socket.exists() and self.ctr("version", check=False).returncode == 0
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            assert self.daemon is not None
+            self.daemon.require_alive()
+            if time.monotonic() > deadline:
+                raise NodeError(f"containerd did not answer on {self.socket} within {timeout:.0f}s; "
+                                f"log {self.daemon.log}:\n{_log_tail(self.daemon.log)}")
+            time.sleep(0.2)
+
+    def import_image(self, archive: Path) -> None:
+        """`ctr images import` of an OCI archive (see gpuaas.cluster.images); the CRI sees it at once."""
+        self.ctr("images", "import", "--no-unpack=false", str(archive))
+
+    def images(self) -> list[str]:
+        return [line for line in self.ctr("images", "ls", "-q").stdout.splitlines() if not line.startswith("sha256:")]
+
+    def shim_pids(self) -> list[int]:
+        """containerd-shim processes this containerd started (their command line names our socket)."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmdline and cmdline[0].endswith(b"containerd-shim-runc-v2") and str(self.socket).encode() in cmdline:
+                pids.append(int(entry.name))
+        return pids
+
+    def remove_all_tasks(self) -> None:
+        """Kill and delete every container task, then every container (the node's pods, gone)."""
+        if not self.ready():
+            return
+        for line in self.ctr("tasks", "ls", check=False).stdout.splitlines()[1:]:
+            task = line.split()[0]
+            self.ctr("tasks", "kill", "--signal", "SIGKILL", task, check=False)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            listed = self.ctr("tasks", "ls", check=False).stdout.splitlines()[1:]
+            if all(" STOPPED" in line or "STOPPED" in line.split() for line in listed):
+                break
+            time.sleep(0.2)
+        for line in self.ctr("tasks", "ls", check=False).stdout.splitlines()[1:]:
+            self.ctr("tasks", "delete", "--force", line.split()[0], check=False)
+        for container in self.ctr("containers", "ls", "-q", check=False).stdout.split():
+            self.ctr("containers", "delete", container, check=False)
+
+    def stop(self) -> None:
+        self.remove_all_tasks()
+        for pid in self.shim_pids():  # a shim whose task could not be deleted
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if self.daemon is not None:
+            self.daemon.stop()
+
+
+@dataclass
+class Kubelet:
+    """The kubelet from the pinned Kubernetes module, registered as `credentials.node_name`."""
+
+    workdir: Path
+    credentials: NodeCredentials
+    network: NodeNetwork
+    containerd_socket: Path
+    cgroup_root: str
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict] = field(default_factory=list)
+    daemon: _Daemon | None = None
+
+    def configuration(self) -> dict:
+        """The KubeletConfiguration: cgroup v1 allowed, loopback-only machine, paths under workdir."""
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            # KEP-5573: since v1.35 the kubelet refuses cgroup v1 unless told; this VM has only v1.
+            "failCgroupV1": False,
+            "address": self.network.node_ip, "port": 10250, "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": 0,
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                               "x509": {"clientCAFile": str(self.credentials.ca_cert)}},
+            # Any client certificate signed by the cluster CA may use the kubelet API (the API server's
+            # kubelet client among them): a test node, not a multi-tenant one.
+            "authorization": {"mode": "AlwaysAllow"},
+            "tlsCertFile": str(self.credentials.serving_cert),
+            "tlsPrivateKeyFile": str(self.credentials.serving_key),
+            "cgroupDriver": "cgroupfs", "cgroupRoot": self.cgroup_root, "cgroupsPerQOS": True,
+            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+            "podLogsDir": str(self.workdir / "pod-logs"),
+            "staticPodPath": str(self.workdir / "static-pods"),
+            "registerNode": True,
+            "registerWithTaints": self.taints,
+            "failSwapOn": False,
+            # The node shares this machine: no evictions and no image garbage collection (the images
+            # are imported, not pullable), no node-allocatable enforcement on the machine's cgroups.
+            "evictionHard": {},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "enforceNodeAllocatable": [],
+            "resolvConf": "",
+            "serializeImagePulls": False,
+            "localStorageCapacityIsolation": False,
+        }
+
+    def start(self) -> None:
+        for folder in ("root", "pod-logs", "static-pods"):
+            (self.workdir / folder).mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "kubelet.yaml"
+        config.write_text(yaml.safe_dump(self.configuration()))
+        labels = ",".join(f"{key}={value}" for key, value in sorted(self.labels.items()))
+        command = [str(go_binary(KUBELET)), "--config", str(config), "--kubeconfig", str(self.credentials.kubeconfig),
+                   "--root-dir", str(self.workdir / "root"), "--hostname-override", self.credentials.node_name,
+                   "--node-ip", self.network.node_ip, "-v", "1"]
+        if labels:
+            command += ["--node-labels", labels]
+        self.daemon = _Daemon("kubelet", command, self.workdir / "kubelet.log")
+        self.daemon.start()
+
+    def stop(self) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+
+
+@dataclass
+class ApiServiceForwarder:
+    """STAND-IN for kube-proxy, for the `kubernetes` Service only (see the module docstring).
+
+    socat listens on the Service's ClusterIP and port (an address added to the node's bridge, so
+    only this machine and its pods reach it) and forwards each connection to the API server.
+    """
+
+    cluster_ip: str
+    port: int
+    upstream: str
+    log: Path
+    daemon: _Daemon | None = None
+
+    def start(self) -> None:
+        host, _, upstream_port = self.upstream.rpartition(":")
+        self.daemon = _Daemon("api-service-forwarder (stand-in for kube-proxy)",
+                              [debian_tool("socat"), f"TCP-LISTEN:{self.port},bind={self.cluster_ip},fork,reuseaddr",
+                               f"TCP:{host}:{upstream_port}"], self.log)
+        self.daemon.start()
+
+    def stop(self) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+
+
+# --- the node ------------------------------------------------------------------------------------------
+
+
+def _cgroup_hierarchies() -> list[Path]:
+    """The mounted cgroup v1 hierarchies (cpu, memory, ..., name=systemd), not the unified one."""
+    hierarchies = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, kind, *_ = line.split()
+        if kind == "cgroup" and point.startswith(str(CGROUP_V1_ROOT)):
+            hierarchies.append(Path(point))
+    return sorted(set(hierarchies))
+
+
+def _create_cgroup(name: str) -> None:
+    for hierarchy in _cgroup_hierarchies():
+        group = hierarchy / name
+        group.mkdir(exist_ok=True)
+        for inherited in ("cpuset.cpus", "cpuset.mems"):  # a v1 cpuset child starts empty
+            if (group / inherited).exists() and not (group / inherited).read_text().strip():
+                (group / inherited).write_text((hierarchy / inherited).read_text())
+
+
+def _remove_cgroup(name: str) -> None:
+    for hierarchy in _cgroup_hierarchies():
+        group = hierarchy / name
+        if not group.exists():
+            continue
+        for directory, _, _ in sorted(os.walk(group), key=lambda entry: len(entry[0]), reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+
+
+def _unmount_under(root: Path) -> None:
+    prefix = str(root.resolve())
+    mounted = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for point in sorted((m for m in mounted if m == prefix or m.startswith(prefix + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
+class Node:
+    """containerd + kubelet (+ the API service stand-in) as one component: start, ready, stop.
+
+    `stop()` leaves nothing behind: pods' processes, mounts, cgroups, the bridge, the work folder.
+    """
+
+    def __init__(self, credentials: NodeCredentials, *, workdir: Path | None = None,
+                 labels: dict[str, str] | None = None, taints: list[dict] | None = None,
+                 sandbox_image: str = DEFAULT_PAUSE_IMAGE, lock_timeout: float = 600.0,
+                 network: NodeNetwork | None = None) -> None:
+        self.credentials = credentials
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-node-"))
+        self.labels = {"gpuaas.io/pod-runtime": "kubelet", **(labels or {})}
+        self.taints = taints or []
+        self.sandbox_image = sandbox_image
+        self.lock_timeout = lock_timeout
+        self.network: NodeNetwork | None = network
+        """Chosen at start() unless given (give it to put the node IP in the kubelet's serving cert)."""
+        self.containerd: Containerd | None = None
+        self.kubelet: Kubelet | None = None
+        self.forwarder: ApiServiceForwarder | None = None
+        self.cgroup_root = f"gpuaas-{secrets.token_hex(4)}"
+        self._lock: int | None = None
+        self.started_at: float | None = None
+        self._created_dirs: list[Path] = []
+
+    # lifecycle ----------------------------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def _acquire_lock(self) -> None:
+        NODE_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = os.open(NODE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    holder = os.pread(self._lock, 64, 0).decode(errors="replace").strip()
+                    os.close(self._lock)
+                    self._lock = None
+                    raise NodeError(f"another gpuaas node holds {NODE_LOCK} ({holder}) after {self.lock_timeout:.0f}s: "
+                                    "the kubelet's device-plugin socket is one per machine; stop that node first")
+                time.sleep(1)
+        os.ftruncate(self._lock, 0)
+        os.pwrite(self._lock, f"pid {os.getpid()} node {self.credentials.node_name}\n".encode(), 0)
+
+    def start(self) -> None:
+        """Bridge, containerd, kubelet, API service forwarder; returns once containerd answers."""
+        self._acquire_lock()
+        self.started_at = time.monotonic()
+        self._created_dirs = [d for d in (DEVICE_PLUGIN_SOCKET.parent, DEVICE_PLUGIN_SOCKET.parent.parent)
+                              if not d.exists()]
+        try:
+            self.network = self.network or NodeNetwork.choose()
+            self.network.create()
+            _create_cgroup(self.cgroup_root)
+            self.containerd = Containerd(self.workdir / "containerd", self.network, self.sandbox_image)
+            self.containerd.start()
+            self.containerd.wait_ready()
+            self._start_forwarder()
+            self.kubelet = Kubelet(self.workdir / "kubelet", self.credentials, self.network,
+                                   self.containerd.socket, f"/{self.cgroup_root}", self.labels, self.taints)
+            self.kubelet.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _kubernetes_service(self) -> tuple[str, int]:
+        """ClusterIP and port of Service default/kubernetes, read with the node's own credentials."""
+        from kubernetes import client, config
+
+        api = client.CoreV1Api(config.new_client_from_config(str(self.credentials.kubeconfig)))
+        service = api.read_namespaced_service("kubernetes", "default")
+        return service.spec.cluster_ip, service.spec.ports[0].port
+
+    def _start_forwarder(self) -> None:
+        assert self.network is not None
+        cluster_ip, port = self._kubernetes_service()
+        self.network.add_address(cluster_ip)
+        upstream = self.credentials.server.removeprefix("https://").rstrip("/")
+        self.forwarder = ApiServiceForwarder(cluster_ip, port, upstream, self.workdir / "api-service-forwarder.log")
+        self.forwarder.start()
+
+    def import_images(self, archives: Iterable[Path]) -> dict[str, float]:
+        """Import image archives into the node's containerd; seconds per archive."""
+        assert self.containerd is not None, "start the node first"
+        seconds = {}
+        for archive in archives:
+            started = time.monotonic()
+            self.containerd.import_image(Path(archive))
+            seconds[Path(archive).name] = time.monotonic() - started
+        return seconds
+
+    def wait_ready(self, timeout: float = 120.0) -> float:
+        """Wait for the Node object's Ready condition; seconds since start()."""
+        from kubernetes import client, config
+
+        api = client.CoreV1Api(config.new_client_from_config(str(self.credentials.kubeconfig)))
+        deadline = time.monotonic() + timeout
+        last = "not registered"
+        while time.monotonic() < deadline:
+            for daemon in (self.kubelet.daemon if self.kubelet else None,
+                           self.containerd.daemon if self.containerd else None):
+                if daemon is not None:
+                    daemon.require_alive()
+            try:
+                node = api.read_node(self.credentials.node_name)
+                ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
+                if ready is not None and ready.status == "True":
+                    assert self.started_at is not None
+                    return time.monotonic() - self.started_at
+                last = f"Ready={ready.status}: {ready.message}" if ready else "no Ready condition yet"
+            except client.ApiException as error:
+                last = f"{error.status} {error.reason}"
+            time.sleep(0.5)
+        log = self.kubelet.daemon.log if self.kubelet and self.kubelet.daemon else None
+        raise NodeError(f"node {self.credentials.node_name} not Ready within {timeout:.0f}s ({last}); "
+                        f"kubelet log {log}:\n{_log_tail(log) if log else ''}")
+
+    def memory_kib(self) -> dict[str, int]:
+        """Resident memory of the node's programs: kubelet, containerd, its shims, the forwarder."""
+        figures: dict[str, int] = {}
+        for name, part in (("kubelet", self.kubelet), ("containerd", self.containerd), ("forwarder", self.forwarder)):
+            daemon = part.daemon if part else None
+            if daemon and daemon.process:
+                figures[name] = _rss_kib(daemon.process.pid)
+        if self.containerd:
+            figures["shims"] = sum(_rss_kib(pid) for pid in self.containerd.shim_pids())
+        return figures
+
+    def stop(self) -> None:
+        """Stop everything started, in reverse, and remove every trace (idempotent)."""
+        try:
+            if self.kubelet:
+                self.kubelet.stop()
+            if self.containerd:
+                self.containerd.stop()
+            if self.forwarder:
+                self.forwarder.stop()
+            _unmount_under(self.workdir)
+            _remove_cgroup(self.cgroup_root)
+            if self._lock is not None:  # the socket is ours while we hold the lock
+                DEVICE_PLUGIN_SOCKET.unlink(missing_ok=True)
+                for directory in self._created_dirs:
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+            if self.network:
+                self.network.delete()
+            if self._own_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+        finally:
+            self.kubelet = self.containerd = self.forwarder = self.network = None
+            if self._lock is not None:
+                os.close(self._lock)
+                self._lock = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m gpuaas.cluster.node`: run one node in the foreground until SIGTERM or Ctrl-C.
+
+    Signs the node's credentials with the cluster CA, starts the node, imports the image archives,
+    waits for Ready, prints one JSON line (node IP, timings, daemon pids, containerd socket) on
+    stdout, then keeps the node up; on SIGTERM/SIGINT it stops the node and removes every trace.
+    A long-running parent (`gpuaas cluster up`, a benchmark) runs it as a child process.
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.node", description=main.__doc__.splitlines()[0])
+    parser.add_argument("--server", required=True, help="API server URL, https://127.0.0.1:PORT")
+    parser.add_argument("--ca-cert", type=Path, required=True, help="the cluster CA certificate (PEM)")
+    parser.add_argument("--ca-key", type=Path, required=True, help="the cluster CA key, to sign the kubelet's certificates")
+    parser.add_argument("--name", default="gpuaas-node", help="node name (default gpuaas-node)")
+    parser.add_argument("--image", type=Path, action="append", default=[], metavar="ARCHIVE",
+                        help="OCI archive to import (repeat; see python -m gpuaas.cluster.images)")
+    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="node label (repeat)")
+    args = parser.parse_args(argv)
+
+    stopping = {"signal": None}
+
+    def request_stop(number: int, _frame: object) -> None:
+        stopping["signal"] = number
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    credentials_dir = Path(tempfile.mkdtemp(prefix="gpuaas-node-pki-"))
+    network = NodeNetwork.choose()
+    labels = dict(label.split("=", 1) for label in args.label)
+    try:
+        credentials = NodeCredentials.issue(args.ca_cert, args.ca_key, args.server, args.name, credentials_dir,
+                                            [network.node_ip])
+        node = Node(credentials, network=network, labels=labels)
+        print(f"starting node {args.name} ({network.bridge}, {network.subnet})...", file=sys.stderr, flush=True)
+        node.start()
+        try:
+            ready = node.wait_ready()
+            imported = node.import_images(args.image)
+            assert node.kubelet and node.containerd and node.kubelet.daemon and node.containerd.daemon
+            pids = {"kubelet": node.kubelet.daemon.process.pid, "containerd": node.containerd.daemon.process.pid}
+            if node.forwarder and node.forwarder.daemon and node.forwarder.daemon.process:
+                pids["api-service-forwarder"] = node.forwarder.daemon.process.pid
+            print(json.dumps({"node": args.name, "node_ip": network.node_ip, "bridge": network.bridge,
+                              "ready_s": round(ready, 3), "import_s": {k: round(v, 3) for k, v in imported.items()},
+                              "pids": pids, "containerd_socket": str(node.containerd.socket),
+                              "workdir": str(node.workdir)}), flush=True)
+            while stopping["signal"] is None:
+                for part in (node.kubelet, node.containerd):
+                    if part and part.daemon:
+                        part.daemon.require_alive()
+                time.sleep(0.5)
+        finally:
+            node.stop()
+    except (NodeError, ToolMissing, OSError) as error:
+        print(f"gpuaas node: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(credentials_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
