@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from routing.gjson import Document, go_json, go_json_text, valid_json
+from routing.gotime import unix_nanos
 
 
 class EventError(ValueError):
@@ -38,6 +39,7 @@ class ArgoEvent:
     subject: str
     time: datetime
     data: str | None
+    time_nanos: int = 0  # nanoseconds beyond `time`'s microseconds (Go keeps them; filters compare them)
     _document: Document | None = field(default=None, repr=False)
     _context_document: Document | None = field(default=None, repr=False)
     _valid_json: bool | None = field(default=None, repr=False)
@@ -48,6 +50,11 @@ class ArgoEvent:
         if self._valid_json is None:
             self._valid_json = self.data is not None and valid_json(self.data)
         return self._valid_json
+
+    @property
+    def unix_nanos(self) -> int:
+        """The event time in nanoseconds since the Unix epoch, as Go's time.Time holds it."""
+        return unix_nanos(self.time, self.time_nanos)
 
     @property
     def document(self) -> Document:
@@ -89,20 +96,26 @@ def go_time(moment: datetime) -> str:
 
 
 def parse_time(text: str) -> datetime:
+    return parse_time_nanos(text)[0]
+
+
+def parse_time_nanos(text: str) -> tuple[datetime, int]:
+    """An RFC 3339 time and the nanoseconds beyond its microseconds (Python keeps six digits)."""
     value = text.strip()
     if value.endswith(("Z", "z")):
         value = value[:-1] + "+00:00"
-    # Python < 3.11 rejects >6 fractional digits; trim nanoseconds
+    nanos = 0
     if "." in value:
         head, _, rest = value.partition(".")
         digits = ""
-        while rest and rest[0].isdigit():
+        while rest and rest[0] in "0123456789":
             digits, rest = digits + rest[0], rest[1:]
+        nanos = int((digits[6:9] or "0").ljust(3, "0"))
         value = f"{head}.{digits[:6]}{rest}"
     moment = datetime.fromisoformat(value)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment
+    return moment, nanos
 
 
 def _go_sorted_json(value: Any) -> str:
@@ -162,9 +175,10 @@ def from_cloudevent(event: dict[str, Any], now: datetime | None = None, source_t
     else:
         data = None
     time_text = event.get("time")
+    nanos = 0
     if time_text:
         try:
-            moment = parse_time(str(time_text))
+            moment, nanos = parse_time_nanos(str(time_text))
         except ValueError:
             raise EventError(f"CloudEvent field 'time' is not RFC 3339: found {time_text!r}") from None
     else:
@@ -178,4 +192,5 @@ def from_cloudevent(event: dict[str, Any], now: datetime | None = None, source_t
         subject=event["subject"],
         time=moment,
         data=data,
+        time_nanos=nanos,
     )

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from routing.event import ArgoEvent
 from routing.gjson import GjsonPath, Result, UnsupportedPath, compile_path
-from routing.goregexp import GoRegexpError, compile_go_regexp
-from routing.gotemplate import Template, TemplateError, parse_template
-from routing.govaluate import Expression, ExpressionError
+from routing.goregexp import GoRegexpError, GoRegexpUnsupported, compile_go_regexp
+from routing.gostrconv import GoNumberError, go_quote, parse_float
+from routing.gotemplate import Template, TemplateError, TemplateUnsupported, parse_template
+from routing.gotime import GoTimeError, load_location, local_clock, local_date, parse_clock, wall_clock_nanos
+from routing.govaluate import Expression, ExpressionError, ExpressionPanic
 
 _COMPARATORS = (">=", ">", "=", "!=", "<", "<=", "")
 _GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
@@ -37,10 +38,26 @@ class Verdict:
     passed: bool
     reason: str  # why it failed (or "" when it passed)
     evaluated: bool = True  # False when a filter (Lua script) could not be evaluated here
+    errors: tuple[str, ...] = ()  # filter groups that returned an error (expr, data, time), as Filter() does
+
+
+_UNSUPPORTED = "\x00not-evaluated\x00"
+
+
+class _NotEvaluated(Exception):
+    """A filter uses something gpuaas route does not evaluate (like a Lua script)."""
+
+
+class _Panic(Exception):
+    """govaluate panics inside Filter: the sensor process crashes (whatever the logical operators)."""
 
 
 class _Failure(Exception):
     """A filter error: the Go code returns (false, err)."""
+
+    def __init__(self, message: str, stage: str = "") -> None:
+        super().__init__(message)
+        self.stage = stage
 
 
 def _quote(text: str, limit: int = 120) -> str:
@@ -63,6 +80,7 @@ class DataFilter:
     comparator: str
     template: Template | None
     template_error: str | None
+    template_unsupported: bool
     patterns: list[tuple[str, re.Pattern[str] | None, str | None]]
 
     @property
@@ -72,7 +90,7 @@ class DataFilter:
     def check(self, event: ArgoEvent) -> tuple[bool, str]:
         """(matched, explanation). Raises _Failure for what Go treats as an error."""
         if self.path is None:
-            raise _Failure(f"{self.label}: {self.path_error}")
+            raise _NotEvaluated(f"{self.label}: {self.path_error}")
         result = self.path.get(event.document)
         if not result.exists():
             raise _Failure(
@@ -84,9 +102,13 @@ class DataFilter:
         shown_input = result.string()
         if self.template is not None or self.template_error is not None:
             if self.template is None:
+                if self.template_unsupported:
+                    raise _NotEvaluated(f"{self.label}: {self.template_error}")
                 raise _Failure(f"{self.label}: template does not parse: {self.template_error}")
             try:
                 out = self.template.execute({"Input": result.string()})
+            except TemplateUnsupported as exc:
+                raise _NotEvaluated(f"{self.label}: template: {exc}") from None
             except TemplateError as exc:
                 raise _Failure(f"{self.label}: template failed: {exc}") from None
             if out in ("", "<no value>"):
@@ -105,7 +127,7 @@ class DataFilter:
         actual = result.bool()
         for value in self.values:
             if value not in _GO_BOOLS:
-                raise _Failure(f'{self.label}: strconv.ParseBool: parsing {_quote(value)}: invalid syntax')
+                raise _Failure(f'{self.label}: strconv.ParseBool: parsing {go_quote(value)}: invalid syntax')
             if _GO_BOOLS[value] == actual:
                 return True, ""
         return False, f"{self.label}: value {_quote(shown)} (as bool: {str(actual).lower()}) is not {' or '.join(self.values)}"
@@ -115,9 +137,9 @@ class DataFilter:
         op = self.comparator or "="
         for value in self.values:
             try:
-                wanted = float(value)
-            except ValueError:
-                raise _Failure(f'{self.label}: strconv.ParseFloat: parsing {_quote(value)}: invalid syntax') from None
+                wanted = parse_float(value)
+            except GoNumberError as exc:
+                raise _Failure(f"{self.label}: {exc}") from None
             if _compare_number(actual, op, wanted):
                 return True, ""
         wanted_text = " or ".join(f"{op} {v}" for v in self.values)
@@ -127,6 +149,8 @@ class DataFilter:
         op = self.comparator or "="
         for text, pattern, error in self.patterns:
             if pattern is None:
+                if error and error.startswith(_UNSUPPORTED):
+                    raise _NotEvaluated(f"{self.label}: {error[len(_UNSUPPORTED):]}")
                 raise _Failure(f"{self.label}: {error}")
             matched = pattern.search(actual) is not None
             if (op == "=" and matched) or (op == "!=" and not matched):
@@ -190,17 +214,20 @@ def _compile_data(index: int, spec: dict[str, Any]) -> DataFilter:
     except UnsupportedPath as exc:
         path_error = str(exc)
     values = [str(v) for v in (spec.get("value") or [])]
-    template, template_error = None, None
+    template, template_error, template_unsupported = None, None, False
     if spec.get("template"):
         try:
             template = parse_template(str(spec["template"]))
         except TemplateError as exc:
             template_error = str(exc)
+            template_unsupported = isinstance(exc, TemplateUnsupported)
     patterns: list[tuple[str, re.Pattern[str] | None, str | None]] = []
     if spec.get("type") == "string":
         for value in values:
             try:
                 patterns.append((value, compile_go_regexp(value), None))
+            except GoRegexpUnsupported as exc:
+                patterns.append((value, None, _UNSUPPORTED + str(exc)))
             except GoRegexpError as exc:
                 patterns.append((value, None, str(exc)))
     return DataFilter(
@@ -213,6 +240,7 @@ def _compile_data(index: int, spec: dict[str, Any]) -> DataFilter:
         comparator=str(spec.get("comparator") or ""),
         template=template,
         template_error=template_error,
+        template_unsupported=template_unsupported,
         patterns=patterns,
     )
 
@@ -228,6 +256,7 @@ class ExprFilter:
     expression: Expression | None
     parse_error: str | None
     fields: list[tuple[str, str, GjsonPath | None, str | None]]  # (name, path text, path, error)
+    parse_panic: bool = False  # govaluate panics while parsing (a trailing backslash)
 
     @property
     def label(self) -> str:
@@ -237,7 +266,7 @@ class ExprFilter:
         params: dict[str, Any] = {}
         for name, path_text, path, error in self.fields:
             if path is None:
-                raise _Failure(f"{self.label}: field {name}: {error}")
+                raise _NotEvaluated(f"{self.label}: field {name}: {error}")
             result: Result = path.get(event.document)
             if not result.exists():
                 raise _Failure(f"{self.label}: path '{path_text}' (field {name}) does not exist")
@@ -248,10 +277,14 @@ class ExprFilter:
 def _compile_expr(index: int, spec: dict[str, Any]) -> ExprFilter:
     text = str(spec.get("expr", ""))
     expression, parse_error = None, None
+    parse_panic = False
     try:
         expression = Expression(text)
+    except GoRegexpUnsupported as exc:
+        parse_error = _UNSUPPORTED + str(exc)
     except ExpressionError as exc:
         parse_error = str(exc)
+        parse_panic = isinstance(exc, ExpressionPanic)
     fields = []
     for f in spec.get("fields") or []:
         path_text = str(f.get("path", ""))
@@ -259,7 +292,8 @@ def _compile_expr(index: int, spec: dict[str, Any]) -> ExprFilter:
             fields.append((str(f.get("name", "")), path_text, compile_path(path_text), None))
         except UnsupportedPath as exc:
             fields.append((str(f.get("name", "")), path_text, None, str(exc)))
-    return ExprFilter(index=index, text=text, expression=expression, parse_error=parse_error, fields=fields)
+    return ExprFilter(index=index, text=text, expression=expression, parse_error=parse_error, fields=fields,
+                      parse_panic=parse_panic)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,28 +307,35 @@ class DependencyFilters:
     exprs: list[ExprFilter] | None
     expr_or: bool
     context: dict[str, str] | None
-    time: tuple[str, str] | None
+    time: tuple[str, str, str] | None  # start, stop, timezone
     script: str
     filters_or: bool
 
     def evaluate(self, event: ArgoEvent) -> Verdict:
         errors: list[str] = []
+        failed: list[str] = []
 
-        def stage(result: tuple[bool, str | None, str]) -> tuple[bool, str]:
+        def stage(name: str, result: tuple[bool, str | None, str]) -> tuple[bool, str]:
             passed, error, why = result
             if error is not None:
                 if not self.filters_or:
-                    raise _Failure(error)
+                    raise _Failure(error, name)
                 errors.append(error)
+                failed.append(name)
             return passed, why
 
         try:
-            expr_ok, expr_why = stage(self._exprs(event))
-            data_ok, data_why = stage(self._data(event))
+            expr_ok, expr_why = stage("expr", self._exprs(event))
+            data_ok, data_why = stage("data", self._data(event))
             ctx_ok, ctx_why = self._context(event)
-            time_ok, time_why = stage(self._time(event))
+            time_ok, time_why = stage("time", self._time(event))
         except _Failure as exc:
-            return Verdict(False, str(exc))
+            return Verdict(False, str(exc), errors=(exc.stage,))
+        except _NotEvaluated as exc:
+            return Verdict(False, f"{exc}; cannot tell whether it passes", evaluated=False)
+        except _Panic as exc:
+            return Verdict(False, f"{exc} -- govaluate panics here: the sensor process crashes on this event and "
+                                  f"restarts, and nothing fires", errors=("panic",))
         script_set = bool(self.script)
         if not self.filters_or:
             for ok, why in ((expr_ok, expr_why), (data_ok, data_why), (ctx_ok, ctx_why), (time_ok, time_why)):
@@ -309,15 +350,20 @@ class DependencyFilters:
             (self.context is not None, ctx_ok, ctx_why),
             (self.time is not None, time_ok, time_why),
         ]
+        if failed:  # Filter() turns any error into a failure, even when a group passed
+            return Verdict(False, "filter errors (filtersLogicalOperator: or): " + "; ".join(errors),
+                           errors=tuple(failed))
         if any(defined and ok for defined, ok, _ in parts):
             return Verdict(True, "")
         if script_set:
             return Verdict(False, _SCRIPT_REASON + " (no other filter passed under filtersLogicalOperator: or)",
-                           evaluated=False)
+                           evaluated=False, errors=tuple(failed))
         whys = [why for defined, ok, why in parts if defined and why] + errors
         if not any(defined for defined, _, _ in parts):
-            return Verdict(False, "filtersLogicalOperator is 'or' but no filter is defined, so nothing can pass")
-        return Verdict(False, "no filter passed (filtersLogicalOperator: or): " + "; ".join(dict.fromkeys(whys)))
+            return Verdict(False, "filtersLogicalOperator is 'or' but no filter is defined, so nothing can pass",
+                           errors=tuple(failed))
+        return Verdict(False, "no filter passed (filtersLogicalOperator: or): " + "; ".join(dict.fromkeys(whys)),
+                       errors=tuple(failed))
 
     def _exprs(self, event: ArgoEvent) -> tuple[bool, str | None, str]:
         """(passed, error, why-not). Mirrors filterExpr."""
@@ -340,12 +386,20 @@ class DependencyFilters:
             if not params:
                 continue
             if f.expression is None:
+                if f.parse_error and f.parse_error.startswith(_UNSUPPORTED):
+                    raise _NotEvaluated(f"{f.label}: {f.parse_error[len(_UNSUPPORTED):]}")
+                if f.parse_panic:
+                    raise _Panic(f"{f.label}: {f.parse_error}")
                 if not self.expr_or:
                     return False, f"{f.label}: {f.parse_error}", ""
                 errors.append(f"{f.label}: {f.parse_error}")
                 continue
             try:
                 result = f.expression.evaluate(params)
+            except GoRegexpUnsupported as exc:
+                raise _NotEvaluated(f"{f.label}: {exc}") from None
+            except ExpressionPanic as exc:
+                raise _Panic(f"{f.label}: {exc}") from None
             except ExpressionError as exc:
                 if not self.expr_or:
                     return False, f"{f.label}: {exc}", ""
@@ -408,34 +462,31 @@ class DependencyFilters:
         return True, ""
 
     def _time(self, event: ArgoEvent) -> tuple[bool, str | None, str]:
+        """(passed, error, why-not). Mirrors filterTime: the window [start, stop) on the event's
+        date, in `timezone` when set (else UTC); stop before start wraps past midnight."""
         if self.time is None:
             return True, None, ""
-        start_text, stop_text = self.time
-        moment = event.time.astimezone(UTC)
+        start_text, stop_text, zone_name = self.time
         try:
-            start = _clock_on(moment, start_text)
-            stop = _clock_on(moment, stop_text)
-        except ValueError as exc:
+            zone = load_location(zone_name)
+        except GoTimeError as exc:
+            return False, f"time filter: invalid timezone '{zone_name}': {exc}", ""
+        moment = event.unix_nanos
+        date = local_date(moment, zone)
+        try:
+            start = wall_clock_nanos(date, parse_clock(date, start_text), zone)
+            stop = wall_clock_nanos(date, parse_clock(date, stop_text), zone)
+        except GoTimeError as exc:
             return False, f"time filter: {exc}", ""
-        if start < stop:
-            ok = start <= moment < stop
-        else:
-            ok = moment >= start or moment < stop
-        why = "" if ok else (
-            f"time filter: event time {moment.strftime('%H:%M:%S')} UTC is outside [{start_text}, {stop_text})"
-        )
-        return ok, None, why
+        ok = start <= moment < stop if start < stop else (moment >= start or moment < stop)
+        if ok:
+            return True, None, ""
+        where = zone_name or "UTC"
+        return False, None, (f"time filter: event time {local_clock(moment, zone)} {where} is outside "
+                             f"[{start_text}, {stop_text}) {where}")
 
 
 _SCRIPT_REASON = "script filter (Lua) is not evaluated by gpuaas route; cannot tell whether it passes"
-
-
-def _clock_on(moment: datetime, text: str) -> datetime:
-    try:
-        clock = datetime.strptime(text, "%H:%M:%S")
-    except ValueError:
-        raise ValueError(f'parsing time "{text}": expected hh:mm:ss') from None
-    return moment.replace(hour=clock.hour, minute=clock.minute, second=clock.second, microsecond=0)
 
 
 def _show(value: Any) -> str:
@@ -456,11 +507,12 @@ def compile_filters(spec: dict[str, Any] | None, filters_logical_operator: str |
     time_spec = spec.get("time")
     return DependencyFilters(
         data=[_compile_data(i + 1, d) for i, d in enumerate(data)] if data else None,
-        data_or=str(spec.get("dataLogicalOperator") or "").lower() == "or",
+        data_or=str(spec.get("dataLogicalOperator") or "") == "or",
         exprs=[_compile_expr(i + 1, e) for i, e in enumerate(exprs)] if exprs is not None else None,
-        expr_or=str(spec.get("exprLogicalOperator") or "").lower() == "or",
+        expr_or=str(spec.get("exprLogicalOperator") or "") == "or",
         context={k: str(v) for k, v in context.items() if v} if isinstance(context, dict) else None,
-        time=(str(time_spec.get("start", "")), str(time_spec.get("stop", ""))) if isinstance(time_spec, dict) else None,
+        time=(str(time_spec.get("start") or ""), str(time_spec.get("stop") or ""), str(time_spec.get("timezone") or ""))
+        if isinstance(time_spec, dict) else None,
         script=str(spec.get("script") or ""),
-        filters_or=str(filters_logical_operator or "").lower() == "or",
+        filters_or=str(filters_logical_operator or "") == "or",  # exact, as filter.go compares
     )

@@ -21,17 +21,23 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from routing.gofmt import go_json_marshal, go_sprint
-from routing.goregexp import compile_go_regexp
+from routing.goregexp import GoRegexpUnsupported, compile_go_regexp
+from routing.gostrconv import go_quote
 
 
 class TemplateError(ValueError):
     """Parse or execution error, worded like Go's so an admin recognises it."""
+
+
+class TemplateUnsupported(TemplateError):
+    """The template uses Go or sprig behaviour this evaluator does not reproduce: not evaluated."""
 
 
 class _NoValue:
@@ -290,6 +296,8 @@ class _Parser:
                     current.append(("nil", None))
                 elif value in self.functions:
                     current.append(("func", value))
+                elif value in GO_BUILTINS or value in SPRIG_FUNCTIONS:
+                    raise TemplateUnsupported(f"the template function {value!r} is not evaluated by gpuaas route")
                 else:
                     raise TemplateError(f'template: function "{value}" not defined')
             elif kind in ("declare", "assign", "comma"):
@@ -362,9 +370,13 @@ def _truth(value: Any) -> bool:
 
 
 def _field(value: Any, name: str, chain_text: str) -> Any:
+    """text/template evalField: a missing key is the invalid value, and a field of the invalid value
+    is still the invalid value (printed `<no value>`); a field of a present JSON null is an error."""
     if isinstance(value, dict):
         return value.get(name, NO_VALUE)
-    if value is None or value is NO_VALUE:
+    if value is NO_VALUE:
+        return NO_VALUE
+    if value is None:
         raise TemplateError(f"template: executing at <{chain_text}>: nil pointer evaluating interface {{}}.{name}")
     raise TemplateError(
         f"template: executing at <{chain_text}>: can't evaluate field {name} in type {_go_type(value)}"
@@ -475,10 +487,13 @@ class Template:
             if piped is not _UNSET:
                 args.append(piped)
             fn = FUNCTIONS[head[1]]
+            args = _check_arguments(head[1], args)
             try:
                 return fn(*args)
             except TemplateError:
                 raise
+            except GoRegexpUnsupported as exc:
+                raise TemplateUnsupported(str(exc)) from None
             except TypeError as exc:
                 raise TemplateError(f"template: error calling {head[1]}: wrong number of args ({exc})") from None
             except (ValueError, KeyError, IndexError, ZeroDivisionError) as exc:
@@ -549,34 +564,74 @@ def _basic_kind(value: Any) -> str:
     return "other"
 
 
-def _compare_check(a: Any, b: Any, ordered: bool) -> None:
-    ka, kb = _basic_kind(a), _basic_kind(b)
-    if (ka == "nil" or kb == "nil") and (ordered or not (ka == kb == "nil")):
-        raise TemplateError("template: error calling comparison: invalid type for comparison")
-    if ka != kb:
-        raise TemplateError("template: error calling comparison: incompatible types for comparison")
-    if ordered and ka in ("bool", "other"):
-        raise TemplateError("template: error calling comparison: invalid type for comparison")
-    if not ordered and ka == "other":
-        raise TemplateError("template: error calling comparison: non-comparable type")
+def _kind_for_comparison(value: Any) -> str:
+    """basicKind after indirectInterface: a missing key and a JSON null are both the invalid value."""
+    if value is None or value is NO_VALUE:
+        return "invalid"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    return "map" if isinstance(value, dict) else "slice"
+
+
+def _type_name(value: Any) -> str:
+    return _go_type(value)
 
 
 def _eq(a: Any, *others: Any) -> bool:
+    """text/template eq: the first argument against each other one (funcs.go)."""
     if not others:
         raise TemplateError("template: error calling eq: missing argument for comparison")
+    k1 = _kind_for_comparison(a)
     for b in others:
-        _compare_check(a, b, ordered=False)
-        if a == b:
+        k2 = _kind_for_comparison(b)
+        truth = False
+        basic = ("bool", "int", "float", "string")
+        if (k1 in basic or k2 in basic) and k1 != k2:
+            if k1 != "invalid" and k2 != "invalid":
+                raise TemplateError(f"template: error calling eq: incompatible types for comparison: "
+                                    f"{_type_name(a)} and {_type_name(b)}")
+        elif k1 in basic:
+            truth = a == b
+        else:  # maps, slices and the invalid value
+            if k1 != k2 and "invalid" not in (k1, k2):
+                raise TemplateError("template: error calling eq: non-comparable types")
+            if k1 == "invalid" or k2 == "invalid":
+                truth = k1 == k2
+            else:
+                raise TemplateError(f"template: error calling eq: non-comparable type {go_sprint(b)}: "
+                                    f"{_type_name(b)}")
+        if truth:
             return True
     return False
 
 
-def _ordered(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
-    def compare(a: Any, b: Any) -> bool:
-        _compare_check(a, b, ordered=True)
-        return op(a, b)
+def _ne(a: Any, b: Any) -> bool:
+    return not _eq(a, b)
 
-    return compare
+
+def _lt(a: Any, b: Any) -> bool:
+    k1, k2 = _kind_for_comparison(a), _kind_for_comparison(b)
+    for kind in (k1, k2):
+        if kind not in ("bool", "int", "float", "string"):
+            raise TemplateError("template: error calling lt: invalid type for comparison")
+    if k1 != k2:
+        raise TemplateError(f"template: error calling lt: incompatible types for comparison: {_type_name(a)} and "
+                            f"{_type_name(b)}")
+    if k1 == "bool":
+        raise TemplateError("template: error calling lt: invalid type for comparison")
+    if k1 == "string":
+        return a.encode("utf-8") < b.encode("utf-8")
+    return a < b
+
+
+def _le(a: Any, b: Any) -> bool:
+    return _lt(a, b) or _eq(a, b)
 
 
 def _index(value: Any, *keys: Any) -> Any:
@@ -605,6 +660,7 @@ def _len(value: Any) -> int:
 
 
 def _printf(fmt: str, *args: Any) -> str:
+    """fmt.Sprintf for the verbs v, s, d, q, f, e, g, t and %% (other verbs: not evaluated)."""
     out: list[str] = []
     arg_i = 0
     i = 0
@@ -614,48 +670,75 @@ def _printf(fmt: str, *args: Any) -> str:
             out.append(c)
             i += 1
             continue
-        m = re.match(r"%([-+# 0]*)(\d*)(?:\.(\d+))?([vsdqftxXgeTb%])", fmt[i:])
-        if not m:
-            out.append(c)
-            i += 1
-            continue
+        m = re.match(r"%([-+# 0]*)(\d*)(?:\.(\d*))?(.?)", fmt[i:], re.DOTALL)
+        assert m is not None
         i += m.end()
-        verb = m.group(4)
+        flags, verb = m.group(1), m.group(4)
         if verb == "%":
             out.append("%")
             continue
+        if verb == "":
+            out.append("%!(NOVERB)")
+            continue
+        if verb not in "vsdqfegt":
+            raise TemplateUnsupported(f"printf verb %{verb} is not evaluated by gpuaas route")
         if arg_i >= len(args):
             out.append(f"%!{verb}(MISSING)")
             continue
         arg = args[arg_i]
         arg_i += 1
         arg = None if arg is NO_VALUE else arg
+        prec = None if m.group(3) is None else int(m.group(3) or "0")
+        text = _format_verb(verb, arg, prec, flags)
         width = int(m.group(2)) if m.group(2) else 0
-        prec = int(m.group(3)) if m.group(3) is not None else None
-        if verb in ("v", "s"):
-            text = go_sprint(arg)
-        elif verb == "q":
-            text = json.dumps(go_sprint(arg), ensure_ascii=False)
-        elif verb == "d":
-            text = str(arg) if isinstance(arg, int) and not isinstance(arg, bool) else f"%!d({_go_type(arg)}={go_sprint(arg)})"
-        elif verb in ("f", "e", "g"):
-            text = (format(arg, f".{6 if prec is None else prec}{verb}") if verb != "g" else go_sprint(arg)) \
-                if isinstance(arg, (int, float)) and not isinstance(arg, bool) else f"%!{verb}({_go_type(arg)}={go_sprint(arg)})"
-        elif verb in ("x", "X"):
-            text = (arg.encode().hex() if isinstance(arg, str) else format(arg, "x")) if isinstance(arg, (str, int)) else go_sprint(arg)
-            text = text.upper() if verb == "X" else text
-        elif verb == "t":
-            text = go_sprint(arg)
-        elif verb == "T":
-            text = _go_type(arg)
-        else:
-            text = go_sprint(arg)
         if width and len(text) < width:
-            text = text.ljust(width) if "-" in m.group(1) else text.rjust(width, "0" if "0" in m.group(1) else " ")
+            if "-" in flags:
+                text = text.ljust(width)
+            elif "0" in flags and verb in "dfeg" and _is_number(arg):
+                sign = text[0] if text[:1] in "+-" else ""
+                text = sign + text[len(sign):].rjust(width - len(sign), "0")
+            else:
+                text = text.rjust(width)
         out.append(text)
     if arg_i < len(args):
-        out.append("%!(EXTRA " + ", ".join(f"{_go_type(a)}={go_sprint(a)}" for a in args[arg_i:]) + ")")
+        out.append("%!(EXTRA " + ", ".join(_bad_verb_operand(a) for a in args[arg_i:]) + ")")
     return "".join(out)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bad_verb_operand(value: Any) -> str:
+    value = None if value is NO_VALUE else value
+    return "<nil>" if value is None else f"{_go_type(value)}={go_sprint(value)}"
+
+
+def _format_verb(verb: str, arg: Any, prec: int | None, flags: str) -> str:
+    """One operand under one verb, as fmt prints it (maps and slices format their elements)."""
+    if arg is None:
+        return "<nil>" if verb == "v" else f"%!{verb}(<nil>)"
+    if verb == "v":
+        return go_sprint(arg)
+    if isinstance(arg, dict):
+        inner = " ".join(f"{_format_verb(verb, k, prec, flags)}:{_format_verb(verb, arg[k], prec, flags)}"
+                         for k in sorted(arg))
+        return f"map[{inner}]"
+    if isinstance(arg, list):
+        return "[" + " ".join(_format_verb(verb, v, prec, flags) for v in arg) + "]"
+    if verb == "s" and isinstance(arg, str):
+        return arg if prec is None else arg[:prec]
+    if verb == "q" and isinstance(arg, str):
+        return go_quote(arg)
+    if verb == "t" and isinstance(arg, bool):
+        return "true" if arg else "false"
+    if verb == "d" and isinstance(arg, int) and not isinstance(arg, bool):
+        return ("+" if "+" in flags and arg >= 0 else "") + str(arg)
+    if verb in "feg" and _is_number(arg) and isinstance(arg, float):
+        if verb == "g" and prec is None:
+            return go_sprint(arg)
+        return format(arg, f"{'+' if '+' in flags else ''}.{6 if prec is None else prec}{verb}")
+    return f"%!{verb}({_go_type(arg)}={go_sprint(arg)})"
 
 
 def _sprint(*args: Any) -> str:
@@ -685,25 +768,65 @@ def _to_string(value: Any) -> str:
 
 
 def _to_int(value: Any) -> int:
+    """spf13/cast ToInt64 (what sprig's int, int64, add, sub, ... use), errors ignored as sprig does."""
     if isinstance(value, bool):
         return int(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value) or not -(2 ** 63) <= value < 2 ** 63:
+            return -(2 ** 63)
         return int(value)
     if isinstance(value, str):
-        try:
-            return int(float(value)) if re.fullmatch(r"[-+]?\d+(\.\d*)?", value.strip()) else 0
-        except ValueError:
-            return 0
+        return _go_parse_int(_trim_zero_decimal(value))
     return 0
 
 
+def _trim_zero_decimal(text: str) -> str:
+    """cast's trimZeroDecimal: "12.000" -> "12"."""
+    found_zero = False
+    for i in range(len(text), 0, -1):
+        c = text[i - 1]
+        if c == ".":
+            if found_zero:
+                return text[:i - 1]
+        elif c == "0":
+            found_zero = True
+        else:
+            return text
+    return text
+
+
+def _go_parse_int(text: str) -> int:
+    """strconv.ParseInt(text, 0, 64), 0 on error: base prefixes, a leading 0 is octal, _ between digits."""
+    match = re.fullmatch(r"([+-]?)(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|0[0-7_]*|[1-9][0-9_]*)", text)
+    if not match:
+        return 0
+    sign, digits = match.groups()
+    if "_" in digits and (digits.endswith("_") or "__" in digits or re.match(r"^[1-9]", digits) is None
+                          and not re.match(r"^0[xXbBoO]?_?[0-9a-fA-F]", digits)):
+        return 0
+    body = digits.replace("_", "")
+    if len(body) > 1 and body[0] == "0" and body[1] not in "xXbBoO":
+        number = int(body, 8)
+    else:
+        number = int(body, 0)
+    number = -number if sign == "-" else number
+    return number if -(2 ** 63) <= number < 2 ** 63 else 0
+
+
 def _to_float(value: Any) -> float:
+    """spf13/cast ToFloat64: numbers, bools, strconv.ParseFloat of strings; 0 otherwise."""
+    from routing.gostrconv import GoNumberError, parse_float
+
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str):
         try:
-            return float(value)
-        except ValueError:
+            return parse_float(value)
+        except GoNumberError:
             return 0.0
     return 0.0
 
@@ -730,15 +853,25 @@ def _trunc(n: int, value: str) -> str:
 
 
 def _dig(*args: Any) -> Any:
+    """sprig dig: keys..., default, map; its type assertions fail (an error) on anything but maps."""
     if len(args) < 3:
-        raise TemplateError("template: error calling dig: wrong number of args")
+        raise TemplateError("template: error calling dig: dig needs at least three arguments")
     *keys, default, mapping = args
-    value = mapping
-    for key in keys:
-        if isinstance(value, dict) and key in value:
-            value = value[key]
-        else:
+    if not isinstance(mapping, dict):
+        raise TemplateError(f"template: error calling dig: interface conversion: interface {{}} is "
+                            f"{'nil' if mapping is None else _go_type(mapping)}, not map[string]interface {{}}")
+    if not all(isinstance(k, str) for k in keys):
+        raise TemplateError("template: error calling dig: interface conversion: key is not string")
+    value: Any = mapping
+    for i, key in enumerate(keys):
+        if not isinstance(value, dict):
+            raise TemplateError(f"template: error calling dig: interface conversion: interface {{}} is "
+                                f"{'nil' if value is None else _go_type(value)}, not map[string]interface {{}}")
+        if key not in value:
             return default
+        value = value[key]
+        if i == len(keys) - 1:
+            return value
     return value
 
 
@@ -761,8 +894,34 @@ def _join(sep: str, values: Any) -> str:
     return sep.join(_to_string(v) for v in (values or []))
 
 
+def go_upper(text: str) -> str:
+    """strings.ToUpper: unicode.ToUpper rune by rune (simple mapping: ß stays ß, Python says SS)."""
+    return "".join(u if len(u := c.upper()) == 1 else c for c in text)
+
+
+def go_lower(text: str) -> str:
+    """strings.ToLower: unicode.ToLower rune by rune (simple mapping)."""
+    return "".join(u if len(u := c.lower()) == 1 else c for c in text)
+
+
+def _go_title_rune(c: str) -> str:
+    t = c.title()
+    return t if len(t) == 1 else c
+
+
 def _title(value: str) -> str:
-    return re.sub(r"(^|\s)(\S)", lambda m: m.group(1) + m.group(2).upper(), value)
+    """strings.Title: the first letter of each word to title case; words are separated by anything
+    but letters, digits and `_` (ASCII), or by Unicode spaces."""
+    out = []
+    previous = " "
+    for c in value:
+        if ord(previous) < 0x80:
+            separator = not (previous.isalnum() or previous == "_")
+        else:
+            separator = previous.isspace()
+        out.append(_go_title_rune(c) if separator else c)
+        previous = c
+    return "".join(out)
 
 
 def _kebab(value: str) -> str:
@@ -833,11 +992,11 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "printf": _printf,
     "println": lambda *a: " ".join(go_sprint(_plain(v)) for v in a) + "\n",
     "eq": _eq,
-    "ne": lambda a, b: not _eq(a, b),
-    "lt": _ordered(lambda a, b: a < b),
-    "le": _ordered(lambda a, b: a <= b),
-    "gt": _ordered(lambda a, b: a > b),
-    "ge": _ordered(lambda a, b: a >= b),
+    "ne": _ne,
+    "lt": _lt,
+    "le": _le,
+    "gt": lambda a, b: not _le(a, b),
+    "ge": lambda a, b: not _lt(a, b),
     # sprig: defaults and flow
     "default": _default,
     "empty": _empty,
@@ -845,8 +1004,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "ternary": _ternary,
     # sprig: strings
     "toString": _to_string,
-    "upper": lambda s: str(s).upper(),
-    "lower": lambda s: str(s).lower(),
+    "upper": lambda s: go_upper(s),
+    "lower": lambda s: go_lower(s),
     "title": _title,
     "trim": lambda s: str(s).strip(),
     "trimAll": lambda chars, s: str(s).strip(chars),
@@ -910,6 +1069,40 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
+# Every function argo-events' templates can call (text/template's builtins and sprig v3.3.0's
+# FuncMap): a template using one that FUNCTIONS does not implement is "not evaluated", never a
+# parse error (which would make a parameter fall back to its default: a guess).
+GO_BUILTINS = frozenset({"and", "call", "html", "index", "js", "len", "not", "or", "print", "printf", "println",
+                         "slice", "urlquery", "eq", "ge", "gt", "le", "lt", "ne"})
+SPRIG_FUNCTIONS = frozenset({
+    "abbrev", "abbrevboth", "add", "add1", "add1f", "addf", "adler32sum", "ago", "all", "any", "append",
+    "atoi", "b32dec", "b32enc", "b64dec", "b64enc", "base", "bcrypt", "biggest", "buildCustomCert",
+    "camelcase", "cat", "ceil", "chunk", "clean", "coalesce", "compact", "concat", "contains", "date",
+    "dateInZone", "dateModify", "date_in_zone", "date_modify", "decryptAES", "deepCopy", "deepEqual",
+    "default", "derivePassword", "dict", "dig", "dir", "div", "divf", "duration", "durationRound", "empty",
+    "encryptAES", "env", "expandenv", "ext", "fail", "first", "float64", "floor", "fromJson", "genCA",
+    "genCAWithKey", "genPrivateKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert",
+    "genSignedCertWithKey", "get", "getHostByName", "has", "hasKey", "hasPrefix", "hasSuffix", "hello",
+    "htmlDate", "htmlDateInZone", "htpasswd", "indent", "initial", "initials", "int", "int64", "isAbs", "join",
+    "kebabcase", "keys", "kindIs", "kindOf", "last", "list", "lower", "max", "maxf", "merge", "mergeOverwrite",
+    "min", "minf", "mod", "mul", "mulf", "mustAppend", "mustChunk", "mustCompact", "mustDateModify",
+    "mustDeepCopy", "mustFirst", "mustFromJson", "mustHas", "mustInitial", "mustLast", "mustMerge",
+    "mustMergeOverwrite", "mustPrepend", "mustRegexFind", "mustRegexFindAll", "mustRegexMatch",
+    "mustRegexReplaceAll", "mustRegexReplaceAllLiteral", "mustRegexSplit", "mustRest", "mustReverse",
+    "mustSlice", "mustToDate", "mustToJson", "mustToPrettyJson", "mustToRawJson", "mustUniq", "mustWithout",
+    "must_date_modify", "nindent", "nospace", "now", "omit", "osBase", "osClean", "osDir", "osExt", "osIsAbs",
+    "pick", "pluck", "plural", "prepend", "quote", "randAlpha", "randAlphaNum", "randAscii", "randBytes",
+    "randInt", "randNumeric", "regexFind", "regexFindAll", "regexMatch", "regexQuoteMeta", "regexReplaceAll",
+    "regexReplaceAllLiteral", "regexSplit", "repeat", "replace", "rest", "reverse", "round", "semver",
+    "semverCompare", "seq", "set", "sha1sum", "sha256sum", "sha512sum", "shuffle", "slice", "snakecase",
+    "sortAlpha", "split", "splitList", "splitn", "squote", "sub", "subf", "substr", "swapcase", "ternary",
+    "title", "toDate", "toDecimal", "toJson", "toPrettyJson", "toRawJson", "toString", "toStrings", "trim",
+    "trimAll", "trimPrefix", "trimSuffix", "trimall", "trunc", "tuple", "typeIs", "typeIsLike", "typeOf",
+    "uniq", "unixEpoch", "unset", "until", "untilStep", "untitle", "upper", "urlJoin", "urlParse", "uuidv4",
+    "values", "without", "wrap", "wrapWith",
+})
+
+
 _CACHE: dict[str, Template] = {}
 
 
@@ -921,3 +1114,72 @@ def parse_template(source: str) -> Template:
         if len(_CACHE) < 4096:
             _CACHE[source] = template
     return template
+
+
+# Go signatures of the functions above (text/template checks every argument against them before
+# the call: `lower` on a map, `trunc` with a float64 count, `get` on a list are errors, not
+# conversions). "any" is interface{} (a missing key arrives as nil); "value" is a builtin's
+# reflect.Value (passed as is); a trailing "..." makes the last type variadic.
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    "and": ("value", "value..."), "or": ("value", "value..."), "not": ("value",), "len": ("value",),
+    "index": ("value", "value..."), "print": ("any...",), "printf": ("string", "any..."), "println": ("any...",),
+    "eq": ("value", "value..."), "ne": ("value", "value"), "lt": ("value", "value"), "le": ("value", "value"),
+    "gt": ("value", "value"), "ge": ("value", "value"),
+    "default": ("any", "any..."), "empty": ("any",), "coalesce": ("any...",), "ternary": ("any", "any", "bool"),
+    "toString": ("any",), "upper": ("string",), "lower": ("string",), "title": ("string",), "trim": ("string",),
+    "trimAll": ("string", "string"), "trimPrefix": ("string", "string"), "trimSuffix": ("string", "string"),
+    "trunc": ("int", "string"), "replace": ("string", "string", "string"), "contains": ("string", "string"),
+    "hasPrefix": ("string", "string"), "hasSuffix": ("string", "string"), "quote": ("any...",),
+    "squote": ("any...",), "cat": ("any...",), "nospace": ("string",), "kebabcase": ("string",),
+    "snakecase": ("string",), "repeat": ("int", "string"), "substr": ("int", "int", "string"),
+    "split": ("string", "string"), "splitList": ("string", "string"), "join": ("string", "any"),
+    "b64enc": ("string",), "b64dec": ("string",), "sha256sum": ("string",), "sha1sum": ("string",),
+    "regexMatch": ("string", "string"), "regexFind": ("string", "string"),
+    "regexReplaceAll": ("string", "string", "string"), "int": ("any",), "int64": ("any",), "float64": ("any",),
+    "atoi": ("string",), "add": ("any...",), "sub": ("any", "any"), "mul": ("any", "any..."), "div": ("any", "any"),
+    "mod": ("any", "any"), "max": ("any", "any..."), "min": ("any", "any..."), "add1": ("any",),
+    "toJson": ("any",), "mustToJson": ("any",), "toRawJson": ("any",), "toPrettyJson": ("any",),
+    "fromJson": ("string",), "list": ("any...",), "first": ("any",), "last": ("any",), "rest": ("any",),
+    "has": ("any", "any"), "uniq": ("any",), "dict": ("any...",), "get": ("map", "string"),
+    "hasKey": ("map", "string"), "keys": ("map...",), "pluck": ("string", "map..."), "dig": ("any...",),
+}
+
+
+def _check_arguments(name: str, args: list[Any]) -> list[Any]:
+    """text/template's evalArg/validateType for one call: arity, then each argument's type."""
+    signature = SIGNATURES.get(name)
+    if signature is None:
+        return args
+    variadic = signature[-1].endswith("...")
+    fixed = signature[:-1] if variadic else signature
+    if len(args) < len(fixed) or (not variadic and len(args) != len(fixed)):
+        want = f"at least {len(fixed)}" if variadic else str(len(fixed))
+        raise TemplateError(f"template: wrong number of args for {name}: want {want} got {len(args)}")
+    checked = []
+    for i, arg in enumerate(args):
+        kind = fixed[i] if i < len(fixed) else signature[-1][:-3]
+        checked.append(_check_type(name, kind, arg))
+    return checked
+
+
+def _check_type(name: str, kind: str, value: Any) -> Any:
+    if kind == "value":
+        return value
+    if kind == "any":
+        return None if value is NO_VALUE else value
+    if value is NO_VALUE and kind == "map":  # a missing key is the zero map
+        return None
+    if value is NO_VALUE:
+        raise TemplateError(f"template: executing at <{name}>: invalid value; expected {_go_param(kind)}")
+    ok = {"string": isinstance(value, str), "bool": isinstance(value, bool),
+          "int": isinstance(value, int) and not isinstance(value, bool), "map": isinstance(value, dict)}[kind]
+    if not ok:
+        got = "interface {}" if value is None else _go_type(value)
+        raise TemplateError(f"template: executing at <{name}>: wrong type for value; expected "
+                            f"{_go_param(kind)}; got {got}")
+    return value
+
+
+def _go_param(kind: str) -> str:
+    return {"map": "map[string]interface {}"}.get(kind, kind)
+

@@ -23,7 +23,7 @@ from typing import Any
 
 from routing.event import ArgoEvent
 from routing.gjson import Document, GjsonPath, UnsupportedPath, compile_path
-from routing.gotemplate import Template, TemplateError, parse_template
+from routing.gotemplate import Template, TemplateError, TemplateUnsupported, parse_template
 from routing.sjson import SjsonError, set_path
 
 STRING = "String"
@@ -31,6 +31,10 @@ STRING = "String"
 
 class ParameterError(ValueError):
     """A parameter could not be resolved or applied: the trigger fails."""
+
+
+class ParameterNotEvaluated(ParameterError):
+    """The parameter uses something gpuaas route does not evaluate: it cannot tell what is submitted."""
 
 
 @dataclass
@@ -49,6 +53,7 @@ class TriggerParameter:
     _context_key_path: GjsonPath | None = None
     _template: Template | None = None
     _compile_error: str | None = None
+    _compile_unsupported: bool = False  # the key or template uses something gpuaas route does not evaluate
 
     @property
     def label(self) -> str:
@@ -85,15 +90,21 @@ class TriggerParameter:
         if template_text:
             try:
                 if self._template is None:
+                    if self._compile_unsupported:
+                        raise TemplateUnsupported(self._compile_error or "not evaluated")
                     raise TemplateError(self._compile_error or "template does not parse")
                 out = self._template.execute({"Input": document.value})
                 if out in ("", "<no value>"):
                     raise TemplateError(f"template evaluated to empty string or no value: {template_text}")
                 return out, STRING
+            except TemplateUnsupported as exc:
+                raise ParameterNotEvaluated(f"{self.label}: template {template_text!r}: {exc}") from None
             except TemplateError as exc:
                 problems.append(f"template {template_text!r} failed: {exc}")
         if key_text:
             if key_path is None:
+                if self._compile_unsupported:
+                    raise ParameterNotEvaluated(f"{self.label}: {self._compile_error}")
                 problems.append(self._compile_error or f"key {key_text!r} cannot be compiled")
             else:
                 result = key_path.get(document)
@@ -120,9 +131,14 @@ def _data_document(event: ArgoEvent) -> tuple[Document | None, str]:
     if content_type in ("application/yaml", "text/yaml"):
         import yaml
 
+        # ghodss/yaml.YAMLToJSON: decode, then json.Marshal (map keys sorted, Go number spelling).
+        # PyYAML stands in for go-yaml v2 here: scalars they resolve differently (1e+21 without a dot,
+        # timestamps) are not guaranteed to match (docs/route.md).
+        from routing.gofmt import go_json_marshal
+
         try:
-            return Document(json.dumps(yaml.safe_load(event.data or ""), separators=(",", ":"))), ""
-        except yaml.YAMLError as exc:
+            return Document(go_json_marshal(yaml.safe_load(event.data or ""))), ""
+        except (yaml.YAMLError, TypeError) as exc:
             return None, f"failed converting yaml event data to JSON: {exc}"
     return None, f"unsupported event content type: {content_type}"
 
@@ -155,6 +171,7 @@ def compile_parameters(specs: list[dict[str, Any]] | None) -> list[TriggerParame
                 param._template = parse_template(template_text)
         except (UnsupportedPath, TemplateError) as exc:
             param._compile_error = str(exc)
+            param._compile_unsupported = isinstance(exc, (UnsupportedPath, TemplateUnsupported))
         params.append(param)
     return params
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from routing.event import ArgoEvent, from_cloudevent
 from routing.manifests import ManifestError, load_argo_events_objects
-from routing.parameters import ParameterError, apply_parameters, compile_parameters
+from routing.parameters import ParameterError, ParameterNotEvaluated, apply_parameters, compile_parameters
 from routing.sensor import (
     K8S_TRIGGER,
     WORKFLOW_TRIGGER,
@@ -48,6 +48,8 @@ class Triggered:
     dependencies: list[str]
     operation: str
     type: str = WORKFLOW_TRIGGER
+    resource: dict[str, Any] | None = field(default=None, repr=False)  # parameters applied, before the
+    # trigger adds its labels and namespace (what the sensor passes to Execute)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sensor": self.sensor, "trigger": self.trigger, "workflow": self.workflow,
@@ -64,6 +66,7 @@ class Skipped:
     dependency: str | None
     reason: str
     trigger: str | None = None
+    stage: str | None = field(default=None, repr=False)  # where a firing trigger failed (TriggerFailure)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sensor": self.sensor, "dependency": self.dependency, "reason": self.reason}
@@ -120,7 +123,11 @@ class Router:
             kind = obj.get("kind")
             try:
                 if kind == "Sensor":
-                    self.sensors.append(compile_sensor(obj))
+                    compiled = compile_sensor(obj)
+                    self.sensors.append(compiled)
+                    self.load_warnings.extend(f"Sensor {compiled.name}: {problem}" for problem in compiled.problems)
+                    if compiled.rejected:
+                        self.load_warnings.append(f"Sensor {compiled.name}: {_rejected_reason(compiled.rejected)}")
                 elif kind == "EventSource":
                     info = _event_source_info(obj)
                     self.event_sources[info.name] = info
@@ -148,8 +155,9 @@ class Router:
                         f"(it defines: {', '.join(self.event_sources[dep.event_source].events) or 'nothing'})"
                     )
         self._lock = threading.Lock()
-        self._saved: dict[tuple[str, str], dict[str, ArgoEvent]] = {}
-        self._recent: OrderedDict[str, float] = OrderedDict()
+        self._saved: dict[tuple[str, str, str], dict[str, ArgoEvent]] = {}
+        # event ids each trigger connection processed in the last minute (trigger_conn.go recentMsgsByID)
+        self._recent: dict[tuple[str, str, str], OrderedDict[str, float]] = {}
 
     @classmethod
     def from_manifests(cls, path: Path | str, **kwargs: Any) -> Router:
@@ -194,16 +202,6 @@ class Router:
         matches = self._index.get((event.source, event.subject), [])
         with self._lock:
             now = self.clock()
-            while self._recent and (now - next(iter(self._recent.values())) > _DEDUP_SECONDS
-                                    or len(self._recent) > _RECENT_IDS):
-                self._recent.popitem(last=False)
-            if event.id in self._recent:
-                for sensor, dep in matches:
-                    result.skipped.append(Skipped(sensor.name, dep.name, (
-                        f"event id {event.id} was already processed less than a minute ago; the sensor drops "
-                        f"re-deliveries of the same id (JetStream trigger connection de-duplication)")))
-                return result
-            self._recent[event.id] = now
             matched_sensors = {id(s) for s, _ in matches}
             if self.explain_unsubscribed:
                 for sensor in self.sensors:
@@ -218,42 +216,56 @@ class Router:
                 by_sensor.setdefault(id(sensor), []).append(dep)
             for sensor in self.sensors:
                 deps = by_sensor.get(id(sensor))
-                if deps:
-                    self._route_sensor(sensor, deps, event, result)
+                if not deps:
+                    continue
+                if sensor.rejected:
+                    for dep in deps:
+                        result.skipped.append(Skipped(sensor.name, dep.name, _rejected_reason(sensor.rejected)))
+                    continue
+                self._route_sensor(sensor, deps, event, result, now)
         return result
 
+    def _seen(self, key: tuple[str, str, str], event_id: str, now: float) -> bool:
+        """Whether this trigger connection processed the id less than a minute ago."""
+        recent = self._recent.setdefault(key, OrderedDict())
+        while recent and (now - next(iter(recent.values())) > _DEDUP_SECONDS or len(recent) > _RECENT_IDS):
+            recent.popitem(last=False)
+        return event_id in recent
+
     def _route_sensor(self, sensor: CompiledSensor, deps: list[Dependency], event: ArgoEvent,
-                      result: RouteResult) -> None:
-        passed: list[Dependency] = []
-        for dep in deps:
-            if dep.transform:
-                result.skipped.append(Skipped(sensor.name, dep.name, (
-                    f"dependency has a transform ({', '.join(sorted(dep.transform))}), which gpuaas route does "
-                    f"not evaluate; cannot tell whether its filters pass on the transformed event")))
-                continue
-            if dep.filters is not None:
-                verdict = dep.filters.evaluate(event)
-                if not verdict.passed:
-                    result.skipped.append(Skipped(sensor.name, dep.name, verdict.reason))
-                    continue
-            passed.append(dep)
-        if not passed:
-            return
+                      result: RouteResult, now: float) -> None:
+        """One event through one Sensor: each trigger connection de-duplicates, filters its
+        dependencies (in the order its expression names them) and fires or remembers."""
+        verdicts: dict[str, bool] = {}
+        by_name = {dep.name: dep for dep in deps}
+
+        def passes(dep: Dependency) -> bool:
+            if dep.name not in verdicts:
+                verdicts[dep.name] = self._filter(sensor, dep, event, result)
+            return verdicts[dep.name]
+
         used: set[str] = set()
+        duplicate_for: list[str] = []
         for trigger in sensor.triggers:
             if trigger.conditions is None:
-                result.skipped.append(Skipped(sensor.name, passed[0].name,
+                result.skipped.append(Skipped(sensor.name, deps[0].name,
                                               f"trigger {trigger.name} never runs: {trigger.conditions_error}",
                                               trigger.name))
                 continue
-            relevant = [d for d in passed if d.name in trigger.conditions.names]
-            used.update(d.name for d in relevant)
-            if not trigger.conditions.requires_and:
-                for dep in relevant:
-                    self._fire(sensor, trigger, {dep.name: event}, dep.name, result)
+            trigger_deps = [by_name[name] for name in trigger.conditions.names if name in by_name]
+            if not trigger_deps:
                 continue
-            key = (sensor.name, trigger.name)
-            for dep in relevant:
+            key = (sensor.namespace, sensor.name, trigger.name)
+            if self._seen(key, event.id, now):
+                duplicate_for.append(trigger.name)
+                continue
+            for dep in trigger_deps:
+                if not passes(dep):
+                    continue
+                used.add(dep.name)
+                if not trigger.conditions.requires_and:
+                    self._fire(sensor, trigger, {dep.name: event}, dep.name, result)
+                    continue
                 saved = self._saved.setdefault(key, {})
                 present = set(saved) | {dep.name}
                 if trigger.conditions.satisfied(present):
@@ -267,46 +279,102 @@ class Router:
                     result.skipped.append(Skipped(sensor.name, dep.name, (
                         f"passed its filters and is remembered; trigger {trigger.name} waits for conditions "
                         f"'{trigger.conditions.text}' (not yet received: {', '.join(missing)})"), trigger.name))
-        for dep in passed:
-            if dep.name not in used:
-                result.skipped.append(Skipped(sensor.name, dep.name,
-                                              "passed its filters, but no trigger's conditions reference this dependency"))
+            self._recent[key][event.id] = now
+        if duplicate_for:
+            for dep in deps:
+                result.skipped.append(Skipped(sensor.name, dep.name, (
+                    f"event id {event.id} was already processed less than a minute ago by trigger(s) "
+                    f"{', '.join(duplicate_for)}; the sensor drops re-deliveries of the same id (JetStream "
+                    f"trigger connection de-duplication)")))
+        for dep in deps:
+            if dep.name not in used and verdicts.get(dep.name, True) and not duplicate_for:
+                if dep.name not in verdicts:
+                    passes(dep)
+                if verdicts[dep.name]:
+                    result.skipped.append(Skipped(sensor.name, dep.name,
+                                                  "passed its filters, but no trigger's conditions reference "
+                                                  "this dependency"))
+
+    def _filter(self, sensor: CompiledSensor, dep: Dependency, event: ArgoEvent, result: RouteResult) -> bool:
+        """The dependency's filter verdict; a failure is explained once per event."""
+        if dep.transform:
+            result.skipped.append(Skipped(sensor.name, dep.name, (
+                f"dependency has a transform ({', '.join(sorted(dep.transform))}), which gpuaas route does "
+                f"not evaluate; cannot tell whether its filters pass on the transformed event")))
+            return False
+        if dep.filters is None:
+            return True
+        verdict = dep.filters.evaluate(event)
+        if not verdict.passed:
+            result.skipped.append(Skipped(sensor.name, dep.name, verdict.reason))
+        return verdict.passed
 
     def _fire(self, sensor: CompiledSensor, trigger: Trigger, events: dict[str, ArgoEvent], dep_name: str,
               result: RouteResult) -> None:
         try:
-            obj = self.build_resource(sensor, trigger, events)
-        except ParameterError as exc:
-            result.skipped.append(Skipped(sensor.name, dep_name, f"trigger {trigger.name} fails: {exc}", trigger.name))
+            resource = self.resolve_resource(trigger, events)
+            obj = self._submission(sensor, trigger, resource)
+        except TriggerFailure as exc:
+            result.skipped.append(Skipped(sensor.name, dep_name, f"trigger {trigger.name} fails: {exc}", trigger.name,
+                                          stage=exc.stage))
             return
         result.triggered.append(Triggered(
             sensor=sensor.name, trigger=trigger.name, workflow=obj, dependencies=sorted(events),
-            operation=trigger.operation, type=trigger.type))
+            operation=trigger.operation, type=trigger.type,
+            resource=None if resource is None else json.loads(json.dumps(resource))))
 
     def build_resource(self, sensor: CompiledSensor, trigger: Trigger,
                        events: dict[str, ArgoEvent]) -> dict[str, Any] | None:
         """The object the trigger would submit/create, parameters applied. Raises ParameterError."""
+        return self._submission(sensor, trigger, self.resolve_resource(trigger, events))
+
+    def resolve_resource(self, trigger: Trigger, events: dict[str, ArgoEvent]) -> dict[str, Any] | None:
+        """triggerOne up to Execute: template parameters, the trigger's resource, resource parameters.
+        Raises TriggerFailure naming the stage that failed."""
         resource, resource_error = trigger.resource, trigger.resource_error
         resource_parameters = trigger.resource_parameters
+        operation_type = trigger.type
         if trigger.template_parameters:
-            template = apply_parameters(copy.deepcopy(trigger.template), trigger.template_parameters, events)
-            body = template.get(trigger.type) if isinstance(template.get(trigger.type), dict) else {}
-            if trigger.type in (WORKFLOW_TRIGGER, K8S_TRIGGER):
+            try:
+                template = apply_parameters(copy.deepcopy(trigger.template), trigger.template_parameters, events)
+            except ParameterNotEvaluated as exc:
+                raise TriggerFailure("not-evaluated", str(exc)) from None
+            except ParameterError as exc:
+                raise TriggerFailure("template-parameters", f"failed to apply template parameters: {exc}") from None
+            _check_template_types(template, operation_type)
+            body = template.get(operation_type) if isinstance(template.get(operation_type), dict) else {}
+            if operation_type in (WORKFLOW_TRIGGER, K8S_TRIGGER):
                 resource, resource_error = fetch_resource(body.get("source"))
                 resource_parameters = compile_parameters(body.get("parameters"))
-        if trigger.type not in (WORKFLOW_TRIGGER, K8S_TRIGGER):
+        if operation_type not in (WORKFLOW_TRIGGER, K8S_TRIGGER):
             return None
         if resource is None:
-            raise ParameterError(f"cannot read the trigger resource: {resource_error}")
-        obj = apply_parameters(json.loads(json.dumps(resource)), resource_parameters, events)
+            raise TriggerFailure("fetch", f"cannot read the trigger resource: {resource_error}")
+        try:
+            obj = apply_parameters(json.loads(json.dumps(resource)), resource_parameters, events)
+        except ParameterNotEvaluated as exc:
+            raise TriggerFailure("not-evaluated", str(exc)) from None
+        except ParameterError as exc:
+            raise TriggerFailure("resource-parameters", str(exc)) from None
         if not isinstance(obj, dict):
-            raise ParameterError("the trigger resource is not an object after applying parameters")
+            raise TriggerFailure("resource-parameters", "the trigger resource is not an object after applying "
+                                                        "parameters")
+        return obj
+
+    def _submission(self, sensor: CompiledSensor, trigger: Trigger,
+                    resource: dict[str, Any] | None) -> dict[str, Any] | None:
+        """What Execute sends: the name checks, the trigger's labels, the Sensor's namespace."""
+        if resource is None:
+            return None
+        obj = json.loads(json.dumps(resource))
         metadata = obj.setdefault("metadata", {})
         if trigger.type == WORKFLOW_TRIGGER and not metadata.get("name"):
             if trigger.operation != "submit":
-                raise ParameterError(f"failed to execute the workflow {trigger.operation} operation, no name is given")
+                raise TriggerFailure("execute", f"failed to execute the workflow {trigger.operation} operation, "
+                                                f"no name is given")
             if not metadata.get("generateName"):
-                raise ParameterError("failed to trigger the workflow, neither name nor generateName is given")
+                raise TriggerFailure("execute", "failed to trigger the workflow, neither name nor generateName is "
+                                                "given")
         if (trigger.type == WORKFLOW_TRIGGER and trigger.operation == "submit") or (
             trigger.type == K8S_TRIGGER and trigger.operation == "create"
         ):  # both triggers label what they create (argo-workflow.go, standard-k8s.go)
@@ -320,6 +388,51 @@ class Router:
         if not metadata.get("namespace"):
             metadata["namespace"] = sensor.namespace
         return obj
+
+
+class TriggerFailure(ParameterError):
+    """A firing trigger fails; `stage` says where (template-parameters, fetch, resource-parameters, execute)."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", dict: "object", list: "array"}.get(type(value), "value")
+
+
+def _check_template_types(template: dict[str, Any], kind: str) -> None:
+    """ApplyTemplateParameters decodes the rewritten template into Go's TriggerTemplate: a value of the
+    wrong JSON type in a field the sensor reads is an error there, as here."""
+    expected = {"name": str, "conditions": str}
+    checks: list[tuple[str, Any, type]] = [(f"TriggerTemplate.{k}", template.get(k), t) for k, t in expected.items()]
+    body = template.get(kind)
+    if body is not None and not isinstance(body, dict):
+        checks.append((f"TriggerTemplate.{kind}", body, dict))
+    elif isinstance(body, dict):
+        checks += [(f"{kind}.operation", body.get("operation"), str), (f"{kind}.source", body.get("source"), dict),
+                   (f"{kind}.parameters", body.get("parameters"), list)]
+        for parameter in body.get("parameters") or [] if isinstance(body.get("parameters"), list) else []:
+            checks.append((f"{kind}.parameters", parameter, dict))
+            if isinstance(parameter, dict):
+                checks += [(f"{kind}.parameters.dest", parameter.get("dest"), str),
+                           (f"{kind}.parameters.operation", parameter.get("operation"), str),
+                           (f"{kind}.parameters.src", parameter.get("src"), dict)]
+    for field_name, value, wanted in checks:
+        if value is not None and not isinstance(value, wanted):
+            go_type = {str: "string", dict: "struct", list: "slice"}[wanted]
+            raise TriggerFailure("template-parameters", f"failed to apply template parameters: json: cannot "
+                                 f"unmarshal {_json_kind(value)} into Go struct field {field_name} of type {go_type}")
+
+
+def _rejected_reason(error: str) -> str:
+    return (f"the Sensor controller rejects this Sensor ({error}): it deploys no sensor pod, so nothing in "
+            f"this Sensor fires")
 
 
 def _event_source_info(obj: dict[str, Any]) -> EventSourceInfo:

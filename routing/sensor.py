@@ -18,6 +18,7 @@ import yaml
 from routing.conditions import Conditions, ConditionsError, all_dependencies, parse_conditions
 from routing.filters import DependencyFilters, compile_filters
 from routing.parameters import TriggerParameter, compile_parameters
+from routing.validation import validate_sensor
 
 WORKFLOW_TRIGGER = "argoWorkflow"
 K8S_TRIGGER = "k8s"
@@ -56,6 +57,7 @@ class CompiledSensor:
     dependencies: list[Dependency]
     triggers: list[Trigger]
     problems: list[str] = field(default_factory=list)
+    rejected: str | None = None  # the Sensor controller's validation error: no sensor pod, nothing fires
 
     def dependency(self, name: str) -> Dependency | None:
         return next((d for d in self.dependencies if d.name == name), None)
@@ -64,29 +66,35 @@ class CompiledSensor:
 def compile_sensor(obj: dict[str, Any]) -> CompiledSensor:
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    dependencies = [
-        Dependency(
-            name=str(d.get("name", "")),
-            event_source=str(d.get("eventSourceName", "")),
-            event_name=str(d.get("eventName", "")),
+    declared = spec.get("dependencies") or []
+    names = [str(d.get("name") or "") for d in declared]
+    by_name: dict[str, Dependency] = {}
+    problems: list[str] = []
+    for d in declared:  # the sensor keeps dependencies in a map by name: the last declaration wins
+        name = str(d.get("name") or "")
+        if name in by_name:
+            problems.append(f"dependency {name!r} is declared twice; the sensor uses the last declaration")
+        by_name[name] = Dependency(
+            name=name,
+            event_source=str(d.get("eventSourceName") or ""),
+            event_name=str(d.get("eventName") or ""),
             filters=compile_filters(d.get("filters"), d.get("filtersLogicalOperator")),
             transform=d.get("transform") or None,
         )
-        for d in spec.get("dependencies") or []
-    ]
-    names = [d.name for d in dependencies]
     triggers = [_compile_trigger(t, names) for t in spec.get("triggers") or []]
     return CompiledSensor(
         name=str(metadata.get("name", "")),
         namespace=str(metadata.get("namespace") or "default"),
-        dependencies=dependencies,
+        dependencies=list(by_name.values()),
         triggers=triggers,
+        problems=problems,
+        rejected=validate_sensor(obj),
     )
 
 
 def _compile_trigger(spec: dict[str, Any], dependency_names: list[str]) -> Trigger:
     template = spec.get("template") or {}
-    name = str(template.get("name", ""))
+    name = str(template.get("name") or "")
     conditions, conditions_error = None, None
     try:
         if template.get("conditions"):
@@ -118,22 +126,22 @@ def _compile_trigger(spec: dict[str, Any], dependency_names: list[str]) -> Trigg
     )
 
 
+_SOURCE_ORDER = ("s3", "inline", "file", "url", "git", "configmap", "resource")  # artifacts.GetArtifactReader
+
+
 def fetch_resource(source: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """FetchKubernetesResource for the offline cases: `resource` (object) and `inline` (YAML)."""
+    """FetchKubernetesResource for the offline cases: `inline` (YAML) and `resource` (object). The
+    first location set, in the sensor's order (s3, inline, file, url, git, configmap, resource), wins."""
     if not isinstance(source, dict):
         return None, "trigger has no source (expected source.resource or source.inline)"
-    if isinstance(source.get("resource"), dict):
+    kind = next((k for k in _SOURCE_ORDER if source.get(k) is not None), None)
+    if kind == "resource" and isinstance(source["resource"], dict):
         return copy.deepcopy(source["resource"]), None
-    if isinstance(source.get("resource"), str):
+    if kind in ("resource", "inline") and isinstance(source[kind], str):
         try:
-            return _as_object(yaml.safe_load(source["resource"])), None
+            return _as_object(yaml.safe_load(source[kind])), None
         except (yaml.YAMLError, ValueError, TypeError) as exc:
-            return None, f"source.resource is not a YAML object: {exc}"
-    if isinstance(source.get("inline"), str):
-        try:
-            return _as_object(yaml.safe_load(source["inline"])), None
-        except (yaml.YAMLError, ValueError, TypeError) as exc:
-            return None, f"source.inline is not a YAML object: {exc}"
+            return None, f"source.{kind} is not a YAML object: {exc}"
     present = ", ".join(sorted(source)) or "nothing"
     return None, (f"source {present} is read from outside the Sensor at trigger time; gpuaas route only "
                   f"evaluates source.resource and source.inline")

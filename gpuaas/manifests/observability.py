@@ -332,6 +332,24 @@ def dashboard_configmap(namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
     }
 
 
+def rule_window(policy_text: str | None = None) -> str:
+    """The alert's window: the SHORTEST idle window of the policy (default: the policy gpuaas renders).
+
+    The rule cannot know tenants, and an alert can only start the on-idle step. With the window of
+    the shortest policy, a tenant whose `idle.window` is shorter than the default is looked at as soon
+    as its own window is idle (not after the default's); tenants with longer windows are confirmed by
+    the step over their own window (it reads Prometheus over the tenant's `idle.window`).
+    """
+    from steps.policy import default_policy_text, parse_policy
+
+    policy = parse_policy(policy_text if policy_text is not None else default_policy_text())
+    seconds = min([policy.idle.window_seconds, *(s.window_seconds for s in policy.tenants.values())])
+    whole = round(seconds)
+    return f"{whole // 3600}h" if whole % 3600 == 0 else f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
+
+
 def objects(namespace: str = DEFAULT_NAMESPACE, **webhook: Any) -> list[dict[str, Any]]:
-    """What `gpuaas render` writes: PrometheusRule, AlertmanagerConfig, dashboard ConfigMap."""
-    return [prometheus_rule(namespace), alertmanager_config_object(namespace, **webhook), dashboard_configmap(namespace)]
+    """What `gpuaas render` writes: PrometheusRule (window from the rendered policy), AlertmanagerConfig,
+    dashboard ConfigMap."""
+    return [prometheus_rule(namespace, window=rule_window()), alertmanager_config_object(namespace, **webhook),
+            dashboard_configmap(namespace)]

@@ -82,6 +82,40 @@ class GpuObservation:
         }
 
 
+# -- the judgement (pure; the on-idle step and `gpuaas simulate` both call it) -----------------------
+NO_DATA = "no-data"
+SHORT_COVERAGE = "short-coverage"
+BUSY = "busy"
+IDLENESS_CHECKS = (NO_DATA, SHORT_COVERAGE, BUSY)
+"""The checks idleness must pass, in the order a failure is reported."""
+
+
+def idleness_failures(observations: Any, coverage: Any, max_activity: Any, threshold: Any,
+                      min_coverage: Any) -> tuple[Any, Any, Any]:
+    """Whether each of IDLENESS_CHECKS FAILS: (no data, samples cover too little, a GPU went above the threshold).
+
+    `observations` counts what was seen in the window (GPUs or samples: 0 means no data),
+    `coverage` is the covered share (0-1), `max_activity` the highest activity (0-1; NaN or None
+    when there is no data). Only comparisons are used, so every argument may also be a numpy
+    array: `gpuaas simulate` judges millions of windows with this one rule without steps/ importing
+    numpy. "No data" is never idle, and the threshold is inclusive (activity == threshold is idle).
+    """
+    no_data = observations == 0
+    short = coverage < min_coverage
+    busy = (max_activity > threshold) if max_activity is not None else False
+    return no_data, short, busy
+
+
+def first_idleness_failure(observations: int, coverage: float, max_activity: float | None, threshold: float,
+                           min_coverage: float) -> str | None:
+    """The first check of IDLENESS_CHECKS that fails for one window, or None when idleness is confirmed."""
+    for name, failed in zip(IDLENESS_CHECKS, idleness_failures(observations, coverage, max_activity, threshold,
+                                                                min_coverage), strict=True):
+        if failed:
+            return name
+    return None
+
+
 @dataclass(frozen=True)
 class GpuActivity:
     """The GPU activity of some pods over one window, and how much of the window the data covers."""
@@ -114,19 +148,20 @@ class GpuActivity:
 
     def why_not_idle(self, threshold: float, min_coverage: float = 0.9) -> str | None:
         """The reason idleness is NOT confirmed, as a sentence for the audit record; None if it is."""
+        failed = first_idleness_failure(len(self.gpus), self.coverage, self.max_activity, threshold, min_coverage)
+        if failed is None:
+            return None
         target = f"{self.namespace}/{','.join(self.pods)}"
-        if not self.gpus:
+        if failed == NO_DATA:
             return (f"no DCGM samples for pod {target} in the last {self.window_seconds:g}s "
                     f"(neither {ENGINE_ACTIVE} nor {GPU_UTIL}, in either label spelling): idleness not confirmed")
-        if self.coverage < min_coverage:
+        if failed == SHORT_COVERAGE:
             return (f"DCGM samples for pod {target} cover {self.coverage:.0%} of the {self.window_seconds:g}s "
                     f"window (need {min_coverage:.0%}; largest gap {self.largest_gap_seconds:.1f}s): "
                     "idleness not confirmed")
         busy = [g for g in self.gpus if g.max_activity > threshold]
-        if busy:
-            parts = ", ".join(f"{g.hostname}/gpu{g.gpu} reached {g.max_activity:.0%}" for g in busy)
-            return f"pod {target} used its GPUs in the last {self.window_seconds:g}s ({parts}; threshold {threshold:.0%})"
-        return None
+        parts = ", ".join(f"{g.hostname}/gpu{g.gpu} reached {g.max_activity:.0%}" for g in busy)
+        return f"pod {target} used its GPUs in the last {self.window_seconds:g}s ({parts}; threshold {threshold:.0%})"
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -8,9 +8,11 @@ An alert is a hint that may be minutes old and names one pod. So the step (`step
    ScaledObjects, release record); every running pod of the Workload; the GPU activity of ALL of
    them over the tenant's idle window (metrics gateway, both DCGM label spellings); the tenant's
    releases in the last hour (GPUaaSWorkersReleased Events);
-2. decide (`decide`, pure, table-tested): no-op when there is nothing to release or the GPUs are
-   not provably idle (busy, partly busy, no data, data with holes); skipped-by-policy when exempt,
-   younger than the minimum runtime, or the tenant used its hourly release budget; else release;
+2. decide (`decide`, pure, table-tested): the observed state's plain facts (`IdleFacts`) are
+   judged by `judge`: no-op when there is nothing to release or the GPUs are not provably idle
+   (busy, partly busy, no data, data with holes); skipped-by-policy when exempt, younger than the
+   minimum runtime, or the tenant used its hourly release budget; else release. `gpuaas simulate`
+   replays history through the same `judge`;
 3. plan (`plan_step`, pure): release-workers' plan for the kind (steps.strategies), dry-run when
    asked or when the tenant's policy mode is dry-run;
 4. apply and record (steps.reactions.run_planned): metrics gpusReleased and gpuHoursFreedPerHour
@@ -102,6 +104,29 @@ class IdleState:
         """"Workload <name>" or "<Kind> <name>" carrying gpuaas.io/idle-policy: exempt, else None."""
         return exempt_by(self.workload, self.owner)
 
+    def facts(self, request: IdleRequest, policy: IdlePolicy) -> IdleFacts:
+        """The plain facts `judge` reads; idleness is judged over the tenant's window and threshold."""
+        name = (self.workload or {}).get("metadata", {}).get("name", request.workload)
+        target = f"{request.namespace}/{name}"
+        if self.workload is None:
+            return IdleFacts(target=target, found=False, not_found=self.resolution)
+        activity = self.activity
+        not_idle = idle_summary = None
+        if activity is not None:
+            not_idle = activity.why_not_idle(policy.threshold, policy.min_coverage)
+            if not_idle is None:
+                idle_summary = (f"all {len(activity.gpus)} GPU(s) of {len(self.pods)} pod(s) stayed at or below "
+                                f"{policy.threshold:.0%} for {policy.window_seconds:g}s "
+                                f"(max {activity.max_activity or 0:.1%}, coverage {activity.coverage:.0%})")
+        return IdleFacts(
+            target=target, finished=self.is_true("Finished"),
+            released=self.released_record is not None or not self.active,
+            released_at=(self.released_record or {}).get("releasedAt"), admitted=self.is_true("Admitted"),
+            exempt_by=self.exempt_by, runtime_seconds=self.runtime_seconds or 0.0, pods=len(self.pods),
+            metrics_error=self.metrics_error, activity_observed=activity is not None, not_idle=not_idle,
+            idle_summary=idle_summary or "", releases_last_hour=self.releases_last_hour, tenant=self.tenant,
+            gpus=self.gpus)
+
     # -- what the entry point reads (steps.reactions.run_planned convention) ----------------------
     @property
     def workload_object(self) -> JSON | None:
@@ -125,6 +150,11 @@ class IdleState:
         }
 
 
+JUDGE_GATES = ("not-found", "finished", "released", "not-admitted", "exempt", "too-young", "no-pods",
+               "metrics-error", "not-observed", "not-idle", "hourly-budget", "release")
+"""The rules of `judge`, in the order it applies them."""
+
+
 @dataclass(frozen=True)
 class IdleDecision:
     """What to do and why. `verdict`: release | no-op | skipped-by-policy | retry."""
@@ -134,54 +164,98 @@ class IdleDecision:
     dry_run: bool = False
     gpus: int = 0
     details: Mapping[str, Any] = field(default_factory=dict)
+    gate: str = ""
+    """Which rule of `judge` decided (JUDGE_GATES), so a replay can count outcomes by rule."""
 
     @property
     def releases(self) -> bool:
         return self.verdict == "release"
 
 
-def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDecision:
-    """The idle reaction's whole judgement, as a pure function (table-tested)."""
-    target = f"{request.namespace}/{(state.workload or {}).get('metadata', {}).get('name', request.workload)}"
-    if state.workload is None:
-        return IdleDecision("no-op", (state.resolution or f"workload {target} not found; nothing to release",))
-    if state.is_true("Finished"):
-        return IdleDecision("no-op", (f"workload {target} has finished; on-finished releases what is left",))
-    if state.released_record is not None or not state.active:
-        when = (state.released_record or {}).get("releasedAt")
+@dataclass(frozen=True)
+class IdleFacts:
+    """Everything the idle judgement reads, as plain values.
+
+    The step derives them from what it observed (`IdleState.facts`); `gpuaas simulate` derives
+    them from a replayed history. Both then call the same `judge`, so the simulator applies the
+    production decision, not a copy of it.
+    """
+
+    target: str
+    """"<namespace>/<workload>", for the reasons."""
+    found: bool = True
+    not_found: str = ""
+    """Why the workload was not found (the resolution), when `found` is False."""
+    finished: bool = False
+    released: bool = False
+    """A gpuaas release record is on the workload/owner, or the Workload is inactive."""
+    released_at: str | None = None
+    admitted: bool = True
+    exempt_by: str | None = None
+    runtime_seconds: float = 0.0
+    pods: int = 0
+    metrics_error: str | None = None
+    activity_observed: bool = True
+    not_idle: str | None = None
+    """Why the GPUs are not provably idle (steps.gateways.metrics); None when idleness is confirmed."""
+    idle_summary: str = ""
+    """How idle they were, for the release reason ("all 4 GPU(s) of 2 pod(s) stayed at or below ...")."""
+    releases_last_hour: int = 0
+    tenant: str | None = None
+    gpus: int = 0
+
+
+def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = False) -> IdleDecision:
+    """The idle reaction's whole judgement over plain facts, in order (pure, table-tested):
+    nothing to release -> no-op; exempt / too young -> skipped-by-policy; no pods -> no-op;
+    Prometheus down -> retry; not provably idle -> no-op; hourly budget used -> skipped-by-policy;
+    else release (dry-run when asked or when the tenant's mode is dry-run)."""
+    target = facts.target
+    if not facts.found:
+        return IdleDecision("no-op", (facts.not_found or f"workload {target} not found; nothing to release",),
+                            gate="not-found")
+    if facts.finished:
+        return IdleDecision("no-op", (f"workload {target} has finished; on-finished releases what is left",),
+                            gate="finished")
+    if facts.released:
+        when = facts.released_at
         return IdleDecision("no-op", (f"workload {target} is already released" + (f" (at {when})" if when else "")
-                                      + "; repeated alerts are expected",))
-    if not state.is_true("Admitted"):
-        return IdleDecision("no-op", (f"workload {target} is not admitted; it holds no GPUs to release",))
-    if state.exempt_by:
-        return IdleDecision("skipped-by-policy", (f"{state.exempt_by} is annotated {EXEMPT_KEY}: {EXEMPT_VALUE}",))
-    runtime = state.runtime_seconds or 0.0
+                                      + "; repeated alerts are expected",), gate="released")
+    if not facts.admitted:
+        return IdleDecision("no-op", (f"workload {target} is not admitted; it holds no GPUs to release",),
+                            gate="not-admitted")
+    if facts.exempt_by:
+        return IdleDecision("skipped-by-policy", (f"{facts.exempt_by} is annotated {EXEMPT_KEY}: {EXEMPT_VALUE}",),
+                            gate="exempt")
+    runtime = facts.runtime_seconds
     if runtime < policy.min_runtime_seconds:
         return IdleDecision("skipped-by-policy", (
             (f"workload {target} has run {runtime:.0f}s since admission, less than the minimum runtime "
-            f"{policy.min_runtime_seconds:g}s"),))
-    if not state.pods:
-        return IdleDecision("no-op", (f"workload {target} has no running pods; idleness cannot be confirmed",))
-    if state.metrics_error:
-        return IdleDecision("retry", (f"idleness cannot be confirmed now: {state.metrics_error}",))
-    if state.activity is None:
-        return IdleDecision("no-op", ("GPU activity was not observed",))
-    why_not = state.activity.why_not_idle(policy.threshold, policy.min_coverage)
-    if why_not:
-        return IdleDecision("no-op", (why_not,))
-    if policy.max_releases_per_hour <= 0 or state.releases_last_hour >= policy.max_releases_per_hour:
+            f"{policy.min_runtime_seconds:g}s"),), gate="too-young")
+    if not facts.pods:
+        return IdleDecision("no-op", (f"workload {target} has no running pods; idleness cannot be confirmed",),
+                            gate="no-pods")
+    if facts.metrics_error:
+        return IdleDecision("retry", (f"idleness cannot be confirmed now: {facts.metrics_error}",), gate="metrics-error")
+    if not facts.activity_observed:
+        return IdleDecision("no-op", ("GPU activity was not observed",), gate="not-observed")
+    if facts.not_idle:
+        return IdleDecision("no-op", (facts.not_idle,), gate="not-idle")
+    if policy.max_releases_per_hour <= 0 or facts.releases_last_hour >= policy.max_releases_per_hour:
         return IdleDecision("skipped-by-policy", (
-            (f"tenant {state.tenant} already had {state.releases_last_hour} release(s) in the last hour "
-            f"(maximum {policy.max_releases_per_hour})"),))
-    dry_run = request.dry_run or policy.mode == "dry-run"
-    idle = (f"all {len(state.activity.gpus)} GPU(s) of {len(state.pods)} pod(s) stayed at or below "
-            f"{policy.threshold:.0%} for {policy.window_seconds:g}s (max {state.activity.max_activity or 0:.1%}, "
-            f"coverage {state.activity.coverage:.0%})")
-    reasons = [idle]
+            (f"tenant {facts.tenant} already had {facts.releases_last_hour} release(s) in the last hour "
+            f"(maximum {policy.max_releases_per_hour})"),), gate="hourly-budget")
+    dry_run = dry_run_requested or policy.mode == "dry-run"
+    reasons = [facts.idle_summary]
     if dry_run:
-        reasons.append("dry-run: " + ("requested by the dry-run parameter" if request.dry_run
-                                      else f"tenant {state.tenant} policy mode is dry-run"))
-    return IdleDecision("release", tuple(reasons), dry_run=dry_run, gpus=state.gpus)
+        reasons.append("dry-run: " + ("requested by the dry-run parameter" if dry_run_requested
+                                      else f"tenant {facts.tenant} policy mode is dry-run"))
+    return IdleDecision("release", tuple(reasons), dry_run=dry_run, gpus=facts.gpus, gate="release")
+
+
+def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDecision:
+    """The idle reaction's whole judgement: the observed state's facts, judged (pure, table-tested)."""
+    return judge(state.facts(request, policy), policy, dry_run_requested=request.dry_run)
 
 
 def parse_request(params: Mapping[str, str]) -> IdleRequest:

@@ -24,6 +24,8 @@ INPUT = {"Input": {"name": "w1", "count": 4.0, "big": 1e6, "labels": {"b": "2", 
         ("{{ .Input.labels }}", "map[a:1 b:2]"),
         ("{{ .Input.nothing }}", "<no value>"),
         ("{{ .Input.missing }}", "<no value>"),
+        ("{{ .Input.missing.deeper }}", "<no value>"),  # a field of a missing key is still no value
+        ("{{ toJson .Input.missing.deeper }}", "null"),
         ("{{- range .Input.conds }}{{ if eq .status \"True\" }}{{ .type }} {{ end }}{{ end -}}", "Admitted "),
         ("{{ range $i, $c := .Input.conds }}{{ $i }}={{ $c.type }};{{ end }}", "0=Admitted;1=Evicted;"),
         ("{{ range $k, $v := .Input.labels }}{{ $k }}{{ $v }}{{ end }}", "a1b2"),
@@ -52,7 +54,7 @@ def test_template_renders_like_go(template: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("template", "message"),
     [
-        ("{{ .Input.missing.deeper }}", "nil pointer evaluating interface {}.deeper"),
+        ("{{ .Input.nothing.deeper }}", "nil pointer evaluating interface {}.deeper"),
         ("{{ .Input.name.deeper }}", "can't evaluate field deeper in type string"),
         ("{{ eq .Input.count 4 }}", "incompatible types for comparison"),
         ("{{ index .Input.conds 5 }}", "index out of range"),
@@ -125,13 +127,16 @@ def test_govaluate_parse_errors(expression: str) -> None:
     ("pattern", "text", "expected"),
     [("True", "NotTrue", True), ("^True$", "True\n", False), ("(?m)^b$", "a\nb\nc", True),
      (r"\d+", "x٣", False), ("[[:upper:]]{2}", "aBCd", True), (r"\Qa.b\E", "axb", False),
-     (r"(?P<n>x)|(?<m>y)", "y", True), (r"\x{41}", "A", True), ("a.c", "a\nc", False)],
+     (r"(?P<n>x)|(?<m>y)", "y", True), (r"\x{41}", "A", True), ("a.c", "a\nc", False),
+     (r"\pL", "ä", True), ("(?U)a+", "aaa", True), ("[[:^digit:]]", "1", False), ("a(?i)b|c", "C", True),
+     ("a(?i)b|c", "AB", False), ("(?i)ñ", "Ñ", True), ("a{,2}", "a{,2}", True)],
 )
 def test_go_regexp_semantics(pattern: str, text: str, expected: bool) -> None:
     assert go_match(pattern, text) is expected
 
 
-@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=x)", "(?<!x)", r"\pL", r"a\Z", "(?U)a+", "[[:nope:]]"])
+@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=x)", "(?<!x)", r"a\Z", "[[:nope:]]", "a**", "a*+", "a{1001}",
+                                     r"\ñ", "(?x)a"])
 def test_go_rejects_what_re2_rejects(pattern: str) -> None:
     with pytest.raises(GoRegexpError):
         go_match(pattern, "x")

@@ -227,6 +227,15 @@ class TestConditions:
         assert r.route(cloudevent({}, subject="b")).triggered == []
         assert [t.dependencies for t in r.route(cloudevent({}, subject="c")).triggered] == [["dep-b", "dep-c"]]
 
+    def test_conditions_names_match_dependencies_up_to_dash_and_underscore(self) -> None:
+        """listener.go getDependencyExpression maps every `-` in `conditions` to `_` and each
+        dependency name likewise (listener_test.go: `dep-1a` names the dependency `dep_1a`)."""
+        deps = [{"name": n, "eventSourceName": SOURCE, "eventName": e}
+                for n, e in (("dep-1", EVENT), ("dep_1a", "b"), ("dep-3", "c"))]
+        r = router(sensor(dependencies=deps, conditions="dep-1a && dep_3"))
+        assert r.route(cloudevent({}, subject="b")).triggered == []
+        assert [t.dependencies for t in r.route(cloudevent({}, subject="c")).triggered] == [["dep-3", "dep_1a"]]
+
 
 class TestOtherTriggers:
     def test_k8s_create_trigger_labels_the_object_and_reports_the_operation(self) -> None:
@@ -265,3 +274,20 @@ def test_resource_event_bytes_are_laid_out_as_the_event_source_marshals_them() -
     raw = base64.b64decode(json.loads(params_of(result)[0])["data"]).decode()
     assert raw == ('{"type":"ADD","body":{"kind":"Workload","status":{"a":2,"b":1}},"oldBody":null,'
                    '"group":"kueue.x-k8s.io","version":"v1beta2","resource":"workloads"}')
+
+
+class TestNotEvaluated:
+    """What gpuaas route does not reproduce is reported as such, never replaced by a default."""
+
+    def test_sprig_function_outside_the_evaluator_is_not_guessed(self) -> None:
+        s = sensor(parameters=[param("spec.arguments.parameters.0.value", dataTemplate="{{ .Input.type | sortAlpha }}",
+                                     value="fallback")])
+        result = router(s).route(cloudevent(DATA))
+        assert result.triggered == []
+        (skip,) = [s for s in result.skipped if s.trigger]
+        assert "'sortAlpha' is not evaluated by gpuaas route" in skip.reason
+
+    def test_pretty_modifier_in_a_data_key_is_not_guessed(self) -> None:
+        s = sensor(parameters=[param("spec.arguments.parameters.0.value", dataKey="body|@pretty", value="fallback")])
+        result = router(s).route(cloudevent(DATA))
+        assert result.triggered == [] and any("@pretty" in s.reason for s in result.skipped)

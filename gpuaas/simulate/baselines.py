@@ -1,0 +1,101 @@
+"""What other set-ups would have released on the same history (vectorised; no production code).
+
+- **no automation**: nothing is ever released.
+- **KEDA only** (a ScaledObject per workload, as a KEDA-only set-up would do it): KEDA polls every
+  `pollingInterval` (30 s) and scales to 0 once the metric stayed at or below the activation
+  threshold for `cooldownPeriod` (300 s) after it was last active. No minimum runtime (the first
+  `cooldownPeriod` after start counts: KEDA's `initialCooldownPeriod` defaults to 0), no
+  exemption, no budget, and no coverage check: with `ignoreNullValues` (default true) a query
+  without data reads 0, so missing samples count as inactive.
+- **Kubeflow notebook culler** (notebook-controller defaults `CULL_IDLE_TIME` 1440 min,
+  `IDLENESS_CHECK_PERIOD` 1 min): a Notebook is stopped at the first check more than 24 h after
+  its last activity. The culler reads kernel activity, not GPUs; here a busy GPU sample stands for
+  kernel activity. It applies to Notebooks only.
+
+All release the workload until its end, like a gpuaas release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuaas.simulate.definitions import IdleSamples
+
+
+@dataclass(frozen=True)
+class KedaTimings:
+    polling_interval: float = 30.0
+    cooldown_period: float = 300.0
+
+
+@dataclass(frozen=True)
+class CullerTimings:
+    cull_idle_seconds: float = 1440 * 60.0
+    check_period: float = 60.0
+
+
+def _quiet_runs(samples: IdleSamples, quiet: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of quiet rows per workload: (workload, first row, end row exclusive)."""
+    rows = samples.history.rows
+    count = len(quiet)
+    first_row = np.zeros(count, dtype=bool)
+    first_row[rows.start[rows.count > 0]] = True
+    last_row = np.zeros(count, dtype=bool)
+    last_row[(rows.start + rows.count - 1)[rows.count > 0]] = True
+    previous = np.zeros(count, dtype=bool)
+    previous[1:] = quiet[:-1]
+    previous &= ~first_row
+    following = np.zeros(count, dtype=bool)
+    following[:-1] = quiet[1:]
+    following &= ~last_row
+    starts = np.flatnonzero(quiet & ~previous)
+    ends = np.flatnonzero(quiet & ~following) + 1
+    return rows.owner[starts], starts, ends
+
+
+def _first_per_workload(workload: np.ndarray, when: np.ndarray, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    workload, when = workload[eligible], when[eligible]
+    if len(workload) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    order = np.lexsort((when, workload))
+    workload, when = workload[order], when[order]
+    first = np.ones(len(workload), dtype=bool)
+    first[1:] = workload[1:] != workload[:-1]
+    return workload[first], when[first]
+
+
+def _ceil_to(values: np.ndarray, period: float) -> np.ndarray:
+    return np.ceil(values / period - 1e-9) * period
+
+
+def keda_only(samples: IdleSamples, timings: KedaTimings = KedaTimings()) -> tuple[np.ndarray, np.ndarray]:
+    """(workload, release time) of a KEDA-only set-up."""
+    workloads = samples.history.workloads
+    quiet = ~samples.busy
+    workload, first, end = _quiet_runs(samples, quiet)
+    run_begin = samples.row_begin[first]
+    last = end - 1
+    run_end = samples.row_begin[last] + samples.row_seconds[last]
+    # last active: the busy sample before the run (its poll saw it until this run's first sample), or the start
+    release = _ceil_to(run_begin + timings.cooldown_period, timings.polling_interval)
+    eligible = (release < run_end) & (release < workloads.end[workload])
+    return _first_per_workload(workload, release, eligible)
+
+
+def notebook_culler(samples: IdleSamples, timings: CullerTimings = CullerTimings()) -> tuple[np.ndarray, np.ndarray]:
+    """(workload, release time) of the Kubeflow notebook culler (Notebooks only)."""
+    workloads = samples.history.workloads
+    quiet = ~samples.busy
+    workload, first, end = _quiet_runs(samples, quiet)
+    is_notebook = np.asarray([str(kind).lower() == "notebook" for kind in workloads.kind[workload]], dtype=bool)
+    rows = samples.history.rows
+    at_start = first == rows.start[workload]
+    previous_busy = np.maximum(first - 1, 0)
+    last_activity = np.where(at_start, workloads.start[workload], samples.row_begin[previous_busy])
+    last = end - 1
+    run_end = samples.row_begin[last] + samples.row_seconds[last]
+    release = _ceil_to(last_activity + timings.cull_idle_seconds + 1e-6, timings.check_period)
+    eligible = is_notebook & (release < run_end) & (release < workloads.end[workload])
+    return _first_per_workload(workload, release, eligible)

@@ -1,0 +1,148 @@
+"""One run of `gpuaas simulate`: the given policy, the same policy with the idle window swept, and
+the baselines, all scored on the same history by the same definitions."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from gpuaas.simulate import baselines
+from gpuaas.simulate.alert_rule import Episodes, PodAlerts, RuleTimings
+from gpuaas.simulate.definitions import IdleSamples
+from gpuaas.simulate.history import History
+from gpuaas.simulate.product import ProductTimings, format_duration
+from gpuaas.simulate.replay import Replay
+from gpuaas.simulate.scorecard import Releases, by_tenant, judge_releases, summary
+from gpuaas.simulate.step_window import StepWindow
+from steps.policy import Policy
+
+DEFAULT_SWEEP = (300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0)
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class PolicyRun:
+    """One policy's outcome on the history."""
+
+    name: str
+    kind: str
+    """given | sweep | baseline"""
+    description: str
+    releases: Releases
+    total: dict[str, Any]
+    tenants: dict[str, dict[str, Any]]
+    dry_run_plans: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    deliveries: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "description": self.description, "settings": self.settings,
+                "total": self.total, "tenants": self.tenants, "dryRunPlans": self.dry_run_plans,
+                "onIdleRuns": dict(sorted(self.outcomes.items())), "webhookDeliveries": self.deliveries,
+                "seconds": round(self.seconds, 3)}
+
+
+def with_window(policy: Policy, seconds: float) -> Policy:
+    """The same policy with every tenant's idle window set to `seconds`."""
+    return replace(policy, idle=replace(policy.idle, window_seconds=seconds),
+                   tenants={name: replace(s, window_seconds=seconds) for name, s in policy.tenants.items()})
+
+
+def shortest_window(policy: Policy) -> float:
+    """The rule window `gpuaas render` derives from a policy: its shortest idle window."""
+    return min([policy.idle.window_seconds, *(s.window_seconds for s in policy.tenants.values())])
+
+
+class Simulator:
+    """A history, the definitions' thresholds (the given policy's, per tenant), and cached work."""
+
+    def __init__(self, history: History, policy: Policy, timings: ProductTimings, *,
+                 reaction_delay: float = 0.0, progress: Progress | None = None) -> None:
+        self.history = history
+        self.policy = policy
+        self.timings = timings
+        self.reaction_delay = reaction_delay
+        self.progress = progress
+        tenants = history.workloads.tenant
+        by_tenant_threshold = {t: policy.idle_for(t).threshold for t in set(tenants.tolist())}
+        thresholds = np.asarray([by_tenant_threshold[t] for t in tenants.tolist()], dtype=np.float64)
+        self.samples = IdleSamples.of(history, thresholds)
+        self.window = StepWindow(history)
+        self._alerts: dict[RuleTimings, tuple[PodAlerts, Episodes]] = {}
+
+    def _alert_episodes(self, rule: RuleTimings) -> tuple[PodAlerts, Episodes]:
+        if rule not in self._alerts:
+            alerts = PodAlerts(self.history, rule)
+            self._alerts[rule] = (alerts, alerts.episodes())
+        return self._alerts[rule]
+
+    def _scored(self, name: str, kind: str, description: str, workload: np.ndarray, when: np.ndarray,
+                started: float, **extra: Any) -> PolicyRun:
+        releases = judge_releases(self.samples, workload, when)
+        run = PolicyRun(name=name, kind=kind, description=description, releases=releases,
+                        total=summary(self.samples, releases), tenants=by_tenant(self.samples, releases), **extra)
+        run.seconds = time.perf_counter() - started
+        return run
+
+    def run_policy(self, name: str, kind: str, policy: Policy, rule: RuleTimings, *,
+                   mode: str | None = None) -> PolicyRun:
+        started = time.perf_counter()
+        alerts, episodes = self._alert_episodes(rule)
+        replay = Replay(self.history, self.window, alerts, episodes, policy, self.timings.notifications,
+                        reaction_delay=self.reaction_delay, mode=mode)
+        report = (lambda share: self.progress(name, share)) if self.progress else None
+        result = replay.run(report)
+        settings = {"policy": {"default": policy.idle.to_dict(),
+                               "tenants": {t: s.to_dict() for t, s in sorted(policy.tenants.items())}},
+                    "rule": {"window": format_duration(rule.window_seconds), "for": format_duration(rule.for_seconds),
+                             "threshold": rule.threshold},
+                    "alertmanager": {"groupWait": format_duration(self.timings.notifications.group_wait),
+                                     "groupInterval": format_duration(self.timings.notifications.group_interval),
+                                     "repeatInterval": format_duration(self.timings.notifications.repeat_interval)}}
+        if mode:
+            settings["modeOverride"] = mode
+        description = (f"idle.window {format_duration(policy.idle.window_seconds)}, rule window "
+                       f"{format_duration(rule.window_seconds)} + for {format_duration(rule.for_seconds)}")
+        return self._scored(name, kind, description, result.release_workload, result.release_time, started,
+                            dry_run_plans=len(result.dry_run_workload), outcomes=result.outcomes,
+                            deliveries=result.deliveries, settings=settings)
+
+    def run_baselines(self) -> list[PolicyRun]:
+        runs = []
+        started = time.perf_counter()
+        runs.append(self._scored("no automation", "baseline", "nothing is released", np.zeros(0, np.int64),
+                                 np.zeros(0), started))
+        started = time.perf_counter()
+        keda = baselines.KedaTimings()
+        workload, when = baselines.keda_only(self.samples, keda)
+        runs.append(self._scored(
+            "KEDA only", "baseline", f"scale to 0 after {keda.cooldown_period:g}s at or below the threshold (polling "
+            f"{keda.polling_interval:g}s); no minimum runtime, no coverage check", workload, when, started,
+            settings={"pollingInterval": keda.polling_interval, "cooldownPeriod": keda.cooldown_period}))
+        started = time.perf_counter()
+        culler = baselines.CullerTimings()
+        workload, when = baselines.notebook_culler(self.samples, culler)
+        runs.append(self._scored(
+            "Kubeflow culler", "baseline", f"Notebooks stopped {culler.cull_idle_seconds / 3600:g}h after their last "
+            "activity (notebook-controller default)", workload, when, started,
+            settings={"cullIdleTime": culler.cull_idle_seconds, "idlenessCheckPeriod": culler.check_period}))
+        return runs
+
+    def compare(self, *, sweep: Sequence[float] = DEFAULT_SWEEP, mode: str | None = None,
+                given_name: str = "given policy") -> list[PolicyRun]:
+        """The given policy (with the rendered rule), the window sweep (rule window following the policy,
+        as `gpuaas render` derives it), then the baselines."""
+        runs = [self.run_policy(given_name, "given", self.policy, self.timings.rule, mode=mode)]
+        for seconds in sweep:
+            policy = with_window(self.policy, seconds)
+            rule = replace(self.timings.rule, window_seconds=shortest_window(policy))
+            runs.append(self.run_policy(f"window {format_duration(seconds)}", "sweep", policy, rule, mode=mode))
+        runs.extend(self.run_baselines())
+        return runs

@@ -1,0 +1,41 @@
+"""The baselines, on tiny traces with hand-computed release times (minutes after T0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuaas.simulate import baselines
+from gpuaas.simulate.definitions import IdleSamples
+from gpuaas.simulate.scorecard import judge_releases
+from gpuaas.simulate.trace import read_trace
+from tests.simulate.conftest import Job, at, run, trace
+
+
+def releases(directory: Path, jobs: list[Job], which) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    samples = IdleSamples.of(read_trace(trace(directory, jobs)), 0.05)
+    workload, when = which(samples)
+    names = samples.history.workloads.name
+    return {str(names[w]): (t - at(0)) / 60.0 for w, t in zip(workload.tolist(), when.tolist(), strict=True)}
+
+
+def test_keda_scales_to_zero_five_minutes_into_the_first_quiet_run(trace_dir: Path) -> None:
+    jobs = [Job("a", 240, [run((70, 0.8), (110, 0.0), (60, 0.8))]),
+            Job("startup", 60, [run((10, 0.0), (50, 0.9))]),            # no minimum runtime: gone at 5
+            Job("short-dips", 60, [run((20, 0.9), (4, 0.0), (36, 0.9))]),  # 4 minutes is under the cooldown
+            Job("no-data", 60, [run((30, 0.9), (10, None), (20, 0.9))])]  # no data reads as 0: released at 35
+    assert releases(trace_dir, jobs, baselines.keda_only) == {"a": 75.0, "startup": 5.0, "no-data": 35.0}
+
+
+def test_keda_releases_interrupt_and_one_outside_a_stretch(trace_dir: Path) -> None:
+    jobs = [Job("no-data", 60, [run((30, 0.9), (10, None), (20, 0.9))])]
+    samples = IdleSamples.of(read_trace(trace(trace_dir, jobs)), 0.05)
+    judged = judge_releases(samples, *baselines.keda_only(samples))
+    assert judged.wrong.tolist() == [True] and judged.reclaimed_gpu_hours.tolist() == [0.0]
+
+
+def test_culler_stops_notebooks_a_day_after_their_last_activity(trace_dir: Path) -> None:
+    jobs = [Job("nb", 1600, [run((60, 0.5), (1540, 0.0))], kind="Notebook"),
+            Job("nb-short-idle", 1600, [run((60, 0.5), (1400, 0.0), (140, 0.5))], kind="Notebook"),
+            Job("train", 1600, [run((60, 0.5), (1540, 0.0))], kind="PyTorchJob")]
+    # last busy sample at minute 59: culled at the first check after 59 + 1440
+    assert releases(trace_dir, jobs, baselines.notebook_culler) == {"nb": 1500.0}
