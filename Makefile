@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup system-packages node-packages node-images demo test render lint bench clean
+.PHONY: setup system-packages node-packages node-images demo test render lint bench clean cluster-build cluster cluster-down
 
 setup: $(STAMP) system-packages node-packages $(ORACLE)
 
@@ -47,7 +47,20 @@ $(ORACLE): $(STAMP) $(ORACLE_SOURCES)
 demo: setup
 	$(BIN)/gpuaas demo
 
-test: setup
+# The real components (Kubernetes, etcd, Kueue, KEDA, KWOK, NATS, Argo) built from the Go modules
+# pinned under stack/ into .stack-cache/ (or $$GPUAAS_STACK_CACHE); a second run is a cache hit.
+cluster-build: setup
+	$(BIN)/gpuaas cluster build
+
+# Start the real control plane on loopback; prints `export KUBECONFIG=...`. `make cluster-down` stops it.
+cluster: cluster-build
+	$(BIN)/gpuaas cluster up --no-build
+
+cluster-down: setup
+	$(BIN)/gpuaas cluster down
+
+# Both tiers: the emulated one and tests/realstack (marker `realstack`) against the real control plane.
+test: setup cluster-build
 	$(BIN)/python -m pytest -q
 	$(BIN)/gpuaas render --check
 

@@ -19,6 +19,7 @@ reader may hold a reference without copying.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import queue
@@ -969,6 +970,11 @@ class _Fault:
     method: str | None = None
     path: str | None = None
     retry_after: float | None = None
+    after_commit: bool = False
+    """Serve the request (the write is committed), then answer `status` instead, or, with status 0,
+    close the connection without any answer: the client cannot know the write happened."""
+    then_unavailable: int = 0
+    """After an `after_commit` fault: answer the next N requests (any) with 503, an outage."""
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (self.path is None or self.path in path)
@@ -979,6 +985,10 @@ class Faults:
 
     `fail_next(2, status=503)` answers the next two requests with a 503 Status;
     `delay_next(1, 3.0)` holds the next request 3 s before serving it (a client timeout);
+    `commit_then_fail(1, status=504)` serves the next request (a write is committed) and then
+    answers 504 instead of the result; `status=0` closes the connection with no answer at all
+    (a lost answer: the client cannot tell whether its write happened); `then_unavailable=N`
+    answers the N requests after it with 503 (the API stays down longer than the client's patience);
     `method`/`path` (a substring of the URL path) restrict which requests are hit.
     """
 
@@ -995,6 +1005,18 @@ class Faults:
     def delay_next(self, n: int, seconds: float, *, method: str | None = None, path: str | None = None) -> None:
         with self._lock:
             self._rules.append(_Fault(n, delay=seconds, method=method, path=path))
+
+    def commit_then_fail(self, n: int = 1, status: int = 504, *, method: str | None = None,
+                         path: str | None = None, then_unavailable: int = 0) -> None:
+        with self._lock:
+            self._rules.append(_Fault(n, status=status, method=method, path=path, after_commit=True,
+                                      then_unavailable=then_unavailable))
+
+    def _outage(self, n: int) -> None:
+        """Fail the next `n` requests with 503, before any other rule."""
+        if n > 0:
+            with self._lock:
+                self._rules.insert(0, _Fault(n, status=503))
 
     def clear(self) -> None:
         with self._lock:
@@ -1079,6 +1101,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         api._count_request(method)
         fault = api.faults.take(method, split.path)
+        if fault is not None and fault.after_commit:
+            self._serve_then_fail(api, method, split.path, query, raw, fault)
+            return
         if fault is not None:
             if fault.delay:
                 time.sleep(fault.delay)
@@ -1099,6 +1124,28 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         except Exception as error:  # noqa: BLE001 - the API must answer, not drop the connection
             self._send(500, ApiError(500, "InternalError", f"{type(error).__name__}: {error}").status())
+
+    def _serve_then_fail(self, api: ApiServer, method: str, path: str, query: dict[str, str], raw: bytes,
+                         fault: _Fault) -> None:
+        """Commit the request as usual, drop its answer, then fail (or hang up) instead."""
+        self._swallow = True
+        try:
+            if method != "GET":
+                api._count_write(method, path)
+            self._route(method, path, query, raw)
+        except Exception:  # noqa: BLE001, S110 - whatever the request did, the client sees only the fault
+            pass
+        finally:
+            self._swallow = False
+        api.faults._outage(fault.then_unavailable)
+        if not fault.status:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        reason = {503: "ServiceUnavailable", 504: "Timeout"}.get(fault.status, "InternalError")
+        self._send(fault.status, ApiError(fault.status, reason, f"injected fault after commit ({fault.status})"
+                                          ).status())
 
     def _route(self, method: str, path: str, query: dict[str, str], raw: bytes) -> None:
         api: ApiServer = self.server.api
@@ -1265,7 +1312,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    _swallow = False
+    """True while a commit-then-fail fault serves a request: its real answer is dropped."""
+
     def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        if self._swallow:
+            return
         data = (payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json" if not isinstance(payload, str) else "text/plain")

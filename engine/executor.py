@@ -443,8 +443,8 @@ class _WorkflowRun:
         attempt = 0
         started = time.monotonic()
         while True:
-            result = self._run_once(template, inputs, scope, f"{node_name}({attempt})", f"{display}({attempt})",
-                                    node["id"])
+            result = self._run_once(template, inputs, {**scope, "retries": str(attempt)}, f"{node_name}({attempt})",
+                                    f"{display}({attempt})", node["id"])
             if result.phase == "Succeeded" or attempt >= limit:
                 break
             if not self._should_retry(result, policy, expression, started):
@@ -468,7 +468,8 @@ class _WorkflowRun:
             return False
         if not expression:
             return True
-        variables = {"lastRetry.exitCode": "" if result.exit_code is None else str(result.exit_code),
+        # Argo's controller gives an attempt without an exit code (pod evicted or deleted) "-1".
+        variables = {"lastRetry.exitCode": "-1" if result.exit_code is None else str(result.exit_code),
                      "lastRetry.status": result.phase, "lastRetry.message": result.message,
                      "lastRetry.duration": str(int(time.monotonic() - started))}
         return bool(evaluate(expression, variables))

@@ -7,13 +7,19 @@ the EventSource has an `authSecret` (401 otherwise, and nothing is emitted); the
 Authorization header masked; the answer is 200 only after the event was accepted downstream (here:
 routed by the sensor runtime and its workflows accepted), 503 if that failed, so Alertmanager
 retries as it would against a bus outage.
+
+Every request gets an HTTP answer, whatever it sends: a Content-Length that is not a decimal
+number is 400, one over the cap 413, a body that is not JSON or is nested deeper than 64 levels
+(steps.json_text, the limit the steps apply too) 400, a client that stops sending before its
+Content-Length is complete 408 after `read_timeout` seconds. The listen backlog holds
+LISTEN_BACKLOG pending connections, so a burst of posts is queued, not reset.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,11 +28,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 from engine.events import envelope
+from steps.json_text import load as load_json
+from steps.plan import RejectedInput
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 MASKED = "*****"
+LISTEN_BACKLOG = 1024
+"""socketserver's default is 5: under a burst the kernel drops or resets what does not fit."""
+DEFAULT_READ_TIMEOUT_SECONDS = 10.0
+_DECIMAL = re.compile(r"[0-9]{1,12}")
 
 EventSink = Callable[[dict[str, Any]], None]
 
@@ -62,7 +74,8 @@ class WebhookIntake:
     """A loopback HTTP server serving every webhook endpoint of the rendered EventSources."""
 
     def __init__(self, endpoints: list[WebhookEndpoint], token: str, sink: EventSink,
-                 clock: Callable[[], datetime] | None = None, port: int = 0) -> None:
+                 clock: Callable[[], datetime] | None = None, port: int = 0,
+                 read_timeout: float = DEFAULT_READ_TIMEOUT_SECONDS) -> None:
         if any(e.requires_token for e in endpoints) and not token:
             raise ValueError("webhook token: the EventSource has an authSecret, so a bearer token is required")
         self.endpoints = {e.endpoint: e for e in endpoints}
@@ -70,6 +83,7 @@ class WebhookIntake:
         self.sink = sink
         self.clock = clock or (lambda: datetime.now(UTC))
         self.port = port
+        self.read_timeout = read_timeout
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.counts: dict[int, int] = {}
@@ -80,16 +94,42 @@ class WebhookIntake:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = intake.read_timeout  # socket timeout for every read: headers and body
+            # http.server answers an unparsable request line as HTTP/0.9: a body without a status
+            # line. Every answer here is HTTP/1.1 with a status.
+            default_request_version = "HTTP/1.1"
 
             def do_POST(self) -> None:  # http.server names handlers do_<METHOD>
-                intake._handle(self)
+                try:
+                    intake._handle(self)
+                except TimeoutError:
+                    intake._answer(self, 408, f"request body not received within {intake.read_timeout:g}s",
+                                   close=True)
+                except (ConnectionError, BrokenPipeError):
+                    self.close_connection = True
 
             do_PUT = do_GET = do_DELETE = do_PATCH = do_POST
+
+            def parse_request(self) -> bool:
+                # RFC 9112 2.2: a server SHOULD ignore at least one empty line before the request
+                # line; http.server drops the connection without an answer instead.
+                skipped = 0
+                while self.raw_requestline in (b"\r\n", b"\n") and skipped < 8:
+                    self.raw_requestline = self.rfile.readline(65537)
+                    skipped += 1
+                if not self.raw_requestline:
+                    self.close_connection = True
+                    return False
+                return super().parse_request()
 
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("webhook: " + format, *args)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = LISTEN_BACKLOG
+            daemon_threads = True
+
+        self._server = Server(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="webhook", daemon=True)
@@ -154,21 +194,31 @@ class WebhookIntake:
             if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
                 self._answer(request, 401, "unauthorized: expected Authorization: Bearer <token>", close=True)
                 return
-        length_header = request.headers.get("Content-Length")
-        if length_header is None:
+        length_headers = request.headers.get_all("Content-Length") or []
+        if not length_headers:
             self._answer(request, 411, "Content-Length required", close=True)
             return
-        length = int(length_header)
+        text = length_headers[0].strip()
+        if len(length_headers) > 1 or not _DECIMAL.fullmatch(text):
+            shown = ", ".join(length_headers)[:40]
+            self._answer(request, 400, f"Content-Length: expected one decimal number of bytes, found {shown!r}",
+                         close=True)
+            return
+        length = int(text)
         if length > endpoint.max_payload_bytes:
             self._discard(request, length)  # so the client reads our 413 instead of a reset connection
             self._answer(request, 413, f"request body of {length} bytes exceeds the limit of "
                          f"{endpoint.max_payload_bytes} bytes", close=True)
             return
         raw = request.rfile.read(length)
+        if len(raw) < length:
+            self._answer(request, 400, f"body: expected {length} bytes (Content-Length), found {len(raw)} before "
+                         "the connection closed", close=True)
+            return
         try:
-            body = json.loads(raw) if raw.strip() else None
-        except json.JSONDecodeError as error:
-            self._answer(request, 400, f"body: expected JSON, found invalid JSON ({error})")
+            body = load_json("body", raw) if raw.strip() else None
+        except RejectedInput as error:
+            self._answer(request, 400, str(error))
             return
         header = {}
         for key in request.headers:

@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, str] = {
     "audit": "Review run history: what the automation did, when, why, and what changed.",
     "quota": "GPU quota advice from usage: `gpuaas quota advise --prometheus URL --since 7d` (applies nothing).",
     "simulate": "Replay GPU history through the idle policy: what it would have reclaimed, whom it would have interrupted.",
+    "cluster": "Build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on this machine.",
 }
 
 

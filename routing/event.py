@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -147,6 +147,11 @@ def published_json(source_type: str, data: Any) -> str:
     return "{" + ",".join(f'"{key}":{text}' for key, text in parts) + "}"
 
 
+def _brief(value: Any) -> str:
+    text = ascii(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def from_cloudevent(event: dict[str, Any], now: datetime | None = None, source_type: str = "") -> ArgoEvent:
     """Build the sensor's view of a structured-mode CloudEvent. `source_type` (the EventSource's
     type, when known) lays out the data like that EventSource even if `type` is missing."""
@@ -159,7 +164,17 @@ def from_cloudevent(event: dict[str, Any], now: datetime | None = None, source_t
                 f"{'EventSource name' if name == 'source' else 'event name inside the EventSource'} "
                 f"(found {event.get(name)!r}); set it as the EventSource publishes it"
             )
+    if not isinstance(event.get("id"), str) or not event["id"].strip():
+        # Sensors drop a redelivered event by its id: an event without one is not given a made-up id.
+        raise EventError(f"CloudEvent field 'id' is missing or empty: expected the id the EventSource gave the "
+                         f"event (found {_brief(event.get('id'))}); route the event as it was published")
+    for name in ("specversion", "type", "datacontenttype", "time"):
+        if event.get(name) is not None and not isinstance(event.get(name), str):
+            raise EventError(f"CloudEvent field {name!r} must be text, found {type(event.get(name)).__name__}")
     if "data_base64" in event and event["data_base64"] is not None:
+        if not isinstance(event["data_base64"], str):
+            raise EventError(f"CloudEvent field 'data_base64' must be base64 text, found "
+                             f"{type(event['data_base64']).__name__}")
         try:
             data: str | None = base64.b64decode(event["data_base64"]).decode("utf-8")
         except (ValueError, UnicodeDecodeError) as exc:
@@ -184,13 +199,22 @@ def from_cloudevent(event: dict[str, Any], now: datetime | None = None, source_t
     else:
         moment = now or datetime.now(UTC)
     return ArgoEvent(
-        id=str(event.get("id") or uuid.uuid4().hex),
-        source=event["source"],
+        id=_go_text(event["id"]),
+        source=_go_text(event["source"]),
         specversion=str(event.get("specversion") or "1.0"),
-        type=str(event.get("type") or ""),
+        type=_go_text(str(event.get("type") or "")),
         datacontenttype=str(event.get("datacontenttype") or "application/json"),
-        subject=event["subject"],
+        subject=_go_text(event["subject"]),
         time=moment,
-        data=data,
+        data=None if data is None else _go_text(data),
         time_nanos=nanos,
     )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _go_text(text: str) -> str:
+    """Text as Go holds it: JSON's lone surrogate escapes (`"\\ud800"`), which Python keeps as
+    unencodable characters, become U+FFFD, as encoding/json decodes them."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text

@@ -13,6 +13,9 @@ Kubernetes Event on the Workload, builds the audit record, and writes the output
     gpus-released         data.metrics.gpusReleased, else 0
     gpu-hours-reclaimed   data.metrics.gpuHoursReclaimed, else 0
     tenant                the ClusterQueue the step resolved, else "unknown" (labels Argo metrics)
+    final                 "false" when Argo will run another attempt of this step (exit 75 and
+                          attempts left: GPUAAS_ATTEMPT < GPUAAS_RETRY_LIMIT), else "true"; the
+                          outcome counter counts only final attempts: once per reaction
     <name>                any extra output the reaction returns (idle-alerts: alerts)
 
 Exit codes: 0 for every recorded outcome but `failed`; 75 (EX_TEMPFAIL) for a transient failure
@@ -30,6 +33,7 @@ import os
 import sys
 import time
 import traceback
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,21 +46,15 @@ USAGE = "usage: python -m steps <reaction> PARAMS_FILE"
 
 def read_params(path: str) -> dict[str, str]:
     """The parameters file: Argo's `{{inputs.parameters}}` JSON list, or a JSON object."""
+    from steps.json_text import load
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as error:
         raise RejectedInput("PARAMS_FILE", "a readable file holding the step parameters", f"{path} ({error.strerror})",
                             "Argo writes it from the script template's source: '{{inputs.parameters}}'") from None
-    except UnicodeDecodeError as error:
-        raise RejectedInput("PARAMS_FILE", "UTF-8 JSON (a list of {name, value})",
-                            f"a byte that is not UTF-8 (0x{error.object[error.start]:02x} at offset {error.start})",
-                            "save the file as UTF-8") from None
-    try:
-        data = json.loads(text) if text.strip() else []
-    except json.JSONDecodeError as error:
-        raise RejectedInput("PARAMS_FILE", "JSON (a list of {name, value})",
-                            f"invalid JSON at line {error.lineno} column {error.colno}",
-                            "set the template's source to '{{inputs.parameters}}'") from None
+    hint = "set the template's source to '{{inputs.parameters}}'"
+    data = load("PARAMS_FILE", raw, hint) if raw.strip() else []
     if isinstance(data, dict):
         return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
     if not isinstance(data, list):
@@ -93,8 +91,8 @@ def main(argv: list[str], *, outputs_dir: str | None = None, environ: Mapping[st
     except Exception as error:  # noqa: BLE001 - every failure is recorded, then mapped to an exit code
         report = _failure(reaction, params, error)
     report.timings.setdefault("totalSeconds", time.perf_counter() - started)
-    _record_kubernetes_event(report, context)
-    return _write_outputs(report, out_dir)
+    _record_kubernetes_event(report, context, uuid.uuid4().hex)
+    return _write_outputs(report, out_dir, env)
 
 
 def _report(reaction: str, params: Mapping[str, str], outcome: Outcome, error: str) -> StepReport:
@@ -120,9 +118,16 @@ def _failure(reaction: str, params: Mapping[str, str], error: Exception) -> Step
     return report
 
 
-def _record_kubernetes_event(report: StepReport, context: object) -> None:
-    """Best effort: the record already says what happened; an Event failure is added to its errors."""
-    from steps.record import kubernetes_event
+def _record_kubernetes_event(report: StepReport, context: object, invocation: str) -> None:
+    """Record the Event on the Workload, once per run (`occurrence`: the Argo run, or this
+    invocation when the step runs without one, by hand).
+
+    Best effort, but for GPUaaSWorkersReleased: the per-tenant release limit counts those Events, so
+    a release whose Event could not be written for a transient reason exits 75; Argo's retry of the
+    same run finds the release it made and writes the Event then (steps.reactions.release_workers).
+    """
+    from steps.gateways.errors import TransientError
+    from steps.record import COUNTED_EVENT_REASONS, kubernetes_event
 
     workload = report.workload_object
     if workload is None or context is None:
@@ -131,13 +136,20 @@ def _record_kubernetes_event(report: StepReport, context: object) -> None:
     if event is None:
         return
     reason, message, kind = event
+    occurrence = f"{report.reaction}/{getattr(context, 'run_id', '') or invocation}"
     try:
-        context.kube.record_event(workload, reason, message, type=kind, action=report.reaction)  # type: ignore[attr-defined]
-    except Exception as error:  # noqa: BLE001 - recorded, never fatal
+        context.kube.record_event(workload, reason, message, type=kind, action=report.reaction,  # type: ignore[attr-defined]
+                                  occurrence=occurrence)
+    except Exception as error:  # noqa: BLE001 - recorded; fatal only for the Events the release limit counts
+        if reason in COUNTED_EVENT_REASONS and isinstance(error, TransientError):
+            report.errors.append(f"Kubernetes Event {reason} not recorded: {error}; the release limit counts "
+                                 "these Events, so the step exits 75 and Argo's retry records it")
+            report.exit_code = EX_TEMPFAIL
+            return
         report.errors.append(f"Kubernetes Event {reason} not recorded: {error}")
 
 
-def _write_outputs(report: StepReport, out_dir: Path) -> int:
+def _write_outputs(report: StepReport, out_dir: Path, env: Mapping[str, str]) -> int:
     from steps.record import build_record, record_json
 
     try:
@@ -147,6 +159,7 @@ def _write_outputs(report: StepReport, out_dir: Path) -> int:
         report.plan, report.results, report.observed = None, [], {"unrecordable": str(error)}
         record = build_record(report)
     metrics = record["data"].get("metrics") or {}
+    code = report.code
     outputs = {
         "outcome": str(report.outcome),
         "plan": json.dumps(record["data"]["plan"], separators=(",", ":")),
@@ -154,6 +167,7 @@ def _write_outputs(report: StepReport, out_dir: Path) -> int:
         "gpus-released": _figure(metrics.get("gpusReleased")),
         "gpu-hours-reclaimed": _figure(metrics.get("gpuHoursReclaimed")),
         "tenant": report.tenant or "unknown",
+        "final": "true" if final_attempt(code, env) else "false",
         **report.outputs,
     }
     try:
@@ -166,7 +180,20 @@ def _write_outputs(report: StepReport, out_dir: Path) -> int:
     print(outputs["record"])
     if report.errors:
         print(f"{report.reaction}: {report.outcome}: {'; '.join(report.errors)}", file=sys.stderr)
-    return report.code
+    return code
+
+
+def final_attempt(code: int, environ: Mapping[str, str]) -> bool:
+    """False only when Argo's retryStrategy will run this step again: it exits 75 and attempts are
+    left (GPUAAS_ATTEMPT is Argo's {{retries}}, 0 for the first; GPUAAS_RETRY_LIMIT its limit).
+    Unknown attempt numbers (a step run by hand) count as final."""
+    if code != EX_TEMPFAIL:
+        return True
+    try:
+        attempt, limit = int(environ.get("GPUAAS_ATTEMPT", "")), int(environ.get("GPUAAS_RETRY_LIMIT", ""))
+    except ValueError:
+        return True
+    return attempt >= limit
 
 
 def _figure(value: object) -> str:

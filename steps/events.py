@@ -37,12 +37,13 @@ JSON = dict[str, Any]
 RESOURCE_EVENT_TYPES = ("ADD", "UPDATE", "DELETE")
 
 
+HINT = "pass the Sensor's event unchanged (no dataKey/dataTemplate) or leave it empty"
+
+
 def _load_json(where: str, text: str | bytes) -> Any:
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RejectedInput(where, "JSON", f"invalid JSON ({error})",
-                            "pass the Sensor's event unchanged (no dataKey/dataTemplate) or leave it empty") from None
+    from steps.json_text import load
+
+    return load(where, text, HINT)
 
 
 def _decode_data(where: str, data: Any) -> Any:
@@ -66,15 +67,22 @@ def _decode_data(where: str, data: Any) -> Any:
 
 def unwrap(raw: str | Mapping[str, Any] | None) -> tuple[JSON | None, Any]:
     """(CloudEvent context attributes or None, the event data) from any accepted shape."""
+    from steps.json_text import check
+
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None, None
-    document = _load_json("event", raw) if isinstance(raw, str) else raw
+    document = _load_json("event", raw) if isinstance(raw, str) else check("event", raw, HINT)
     if not isinstance(document, Mapping):
         raise RejectedInput("event", "a JSON object (a CloudEvent, {context, data}, or event data)",
                             type(document).__name__)
     if "specversion" in document:
         from cloudevents.core.formats.json import JSONFormat
 
+        if not isinstance(document.get("id"), str) or not document["id"].strip():
+            # The cloudevents package would invent a uuid: the record must not carry a made-up id.
+            raise RejectedInput("event.id", "the CloudEvent id (a non-empty string)",
+                                "none" if document.get("id") is None else repr(document.get("id"))[:60],
+                                "a structured-mode CloudEvent carries the id its source gave it")
         try:
             event = JSONFormat().read(None, json.dumps(document))
         except Exception as error:  # noqa: BLE001 - the package raises several types; all mean bad input
@@ -90,8 +98,22 @@ def unwrap(raw: str | Mapping[str, Any] | None) -> tuple[JSON | None, Any]:
         context = document.get("context")
         if not isinstance(context, Mapping):
             raise RejectedInput("event.context", "an object of CloudEvent attributes", type(context).__name__)
+        _check_context(context)
         return dict(context), _decode_data("event.data", document.get("data"))
     return None, dict(document)
+
+
+def _check_context(context: Mapping[str, Any]) -> None:
+    """The Sensor's event context: a CloudEvent's attributes. `id` is what the record and duplicate
+    detection rely on, so an event without one is not made up an id: it is rejected."""
+    event_id = context.get("id")
+    if not isinstance(event_id, str) or not event_id.strip():
+        raise RejectedInput("event.context.id", "the CloudEvent id (a non-empty string) the EventSource set",
+                            "none" if event_id is None else repr(event_id)[:60],
+                            "pass the Sensor's event unchanged, or leave `event` empty when submitting by hand")
+    for name in ("type", "source", "subject", "time"):
+        if context.get(name) is not None and not isinstance(context.get(name), str):
+            raise RejectedInput(f"event.context.{name}", "text", type(context.get(name)).__name__)
 
 
 def summary(context: Mapping[str, Any] | None, kind: str | None = None) -> JSON | None:

@@ -46,19 +46,31 @@ class RejectedInput(ValueError):
     """Input the step cannot act on. Names the field, what was expected, what was found, what to do."""
 
     def __init__(self, field: str, expected: str, found: object, hint: str = "") -> None:
-        self.field = field
+        self.field = _printable(field)
         self.expected = expected
-        self.found = found if isinstance(found, str) else _short(found)
+        self.found = _printable(found)
         self.hint = hint
-        message = f"{field}: expected {expected}, found {self.found}"
+        message = f"{self.field}: expected {expected}, found {self.found}"
         if hint:
             message += f"; {hint}"
         super().__init__(message)
 
 
 def _short(value: object, limit: int = 120) -> str:
-    text = repr(value)
+    text = ascii(value) if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _printable(value: object, limit: int = 200) -> str:
+    """Text for a one-line message that can be written anywhere: input echoed in an error may hold
+    newlines, control characters or lone surrogates; such text (and anything not text) is quoted."""
+    if isinstance(value, str) and len(value) <= limit and value.isprintable():
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+    return _short(value, limit)
 
 
 COMMON_PARAMETERS = frozenset({"namespace", "workload", "event", "dry-run", "tenant"})
@@ -89,10 +101,14 @@ class ReactionRequest:
                                 "pass dry-run=true to plan without writing")
         namespace = (params.get("namespace") or "").strip()
         workload = (params.get("workload") or "").strip()
-        for name, value in (("namespace", namespace), ("workload", workload)):
-            if value and not _dns_name(value):
-                raise RejectedInput(name, "a Kubernetes object name (lower-case letters, digits, '-', '.')",
-                                    repr(value), "pass the Workload's metadata.namespace/metadata.name")
+        from steps.names import is_dns_label, is_dns_subdomain
+
+        if namespace and not is_dns_label(namespace):
+            raise RejectedInput("namespace", "a namespace name (at most 63 ASCII lower-case letters, digits, '-')",
+                                _short(namespace), "pass the Workload's metadata.namespace")
+        if workload and not is_dns_subdomain(workload):
+            raise RejectedInput("workload", "a Kubernetes object name (at most 253 ASCII lower-case letters, digits, "
+                                "'-', '.')", _short(workload), "pass the Workload's metadata.name")
         extra = {k: v for k, v in params.items() if k not in COMMON_PARAMETERS}
         return cls(reaction=reaction, namespace=namespace, workload=workload, event=params.get("event") or "",
                    dry_run=dry == "true", tenant_hint=(params.get("tenant") or "").strip(), extra=extra)
@@ -111,16 +127,13 @@ class ReactionRequest:
                                self.extra)
 
 
-def _dns_name(value: str) -> bool:
-    return len(value) <= 253 and all(c.islower() or c.isdigit() or c in "-." for c in value) \
-        and value[0].isalnum() and value[-1].isalnum()
-
-
 @dataclass(frozen=True)
 class Action:
     """One intended write, planned from observed state (pure data).
 
-    `operation`: create (body) | merge-patch (patch) | json-patch (patch = list of ops) | delete | none.
+    `operation`: create (body) | merge-patch (patch) | json-patch (patch = list of ops) | delete | none
+    | already-applied (the write was made by an earlier attempt of this same run, whose answer was
+    lost: nothing is written now, and the record says it was applied, with a note).
     `resource`: a `steps.gateways.resources.Resource`. `subresource`: e.g. "status".
     `resource_version`: when set, the write is conditional on it (409 -> re-observe, re-plan).
     """
@@ -189,12 +202,16 @@ class ActionResult:
     before: JSON | None = None
     after: JSON | None = None
     error: str | None = None
+    note: str | None = None
+    """How an `applied` result is known when the API's answer was lost (re-read, or an earlier attempt)."""
 
     def to_dict(self) -> JSON:
         out: JSON = {"action": self.action, "target": self.target, "before": self.before, "after": self.after,
                      "result": self.result}
         if self.error:
             out["error"] = self.error
+        if self.note:
+            out["note"] = self.note
         return out
 
 

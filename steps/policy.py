@@ -228,9 +228,9 @@ def parse_policy(text: str) -> Policy:
 
 def load_policy(kube: Any, namespace: str) -> tuple[Policy, str]:
     """Read the ConfigMap; (Policy(), "defaults: ...") when it or its key is absent."""
-    from steps.gateways.resources import CONFIG_MAP as CM
+    from steps.gateways import resources
 
-    config_map = kube.get(CM, CONFIG_MAP, namespace)
+    config_map = kube.get(resources.CONFIG_MAP, CONFIG_MAP, namespace)
     if config_map is None:
         return Policy(), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} not found)"
     text = (config_map.get("data") or {}).get(KEY)

@@ -30,6 +30,8 @@ RESOURCES_RELEASED = "GPUaaSResourcesReleased"
 QUOTA_PROVISIONED = "GPUaaSQuotaProvisioned"
 FAILED = "GPUaaSReactionFailed"
 EVENT_REASONS = (PREPARED, RELEASED, RESUMED, RESOURCES_RELEASED, QUOTA_PROVISIONED, FAILED)
+COUNTED_EVENT_REASONS = (RELEASED,)
+"""Events a decision counts (on-idle's per-tenant hourly release limit): they must be written."""
 
 
 def _to_dict(value: Any) -> Any:

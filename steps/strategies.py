@@ -57,6 +57,22 @@ JOB_KINDS = ("RayCluster", "RayJob", "PyTorchJob", "Job", "JobSet", "TrainJob", 
 ELASTIC_KINDS = ("Job", "RayJob", "RayCluster")
 SCALABLE_KINDS = ("StatefulSet", "LeaderWorkerSet", "Deployment")
 
+STRATEGY_KINDS: dict[str, tuple[str, ...]] = {
+    DEACTIVATE: ("Workload",),
+    SCALE_WORKERS: ELASTIC_KINDS,
+    STOP_NOTEBOOK: ("Notebook",),
+    SCALE_TO_ZERO: SCALABLE_KINDS,
+    PAUSE_KEDA: ("ScaledObject",),
+}
+"""The only kinds each strategy writes. A release or a resume whose object is of another kind is
+refused (`WrongTarget`): e.g. a scale-to-zero record read from the Workload's mirror must never
+become `spec.replicas` on the Workload. The RBAC test derives the steps' patch grants from it."""
+
+
+class WrongTarget(ValueError):
+    """An action was about to write an object of a kind its strategy never writes."""
+
+
 KIND_TABLE: tuple[tuple[str, str, str], ...] = (
     ("Notebook", STOP_NOTEBOOK, "the notebook controller scales its StatefulSet to 0 and back"),
     ("Deployment/InferenceService + ScaledObject", PAUSE_KEDA, "KEDA owns replicas; pausing at 0 is KEDA's own switch"),
@@ -133,22 +149,50 @@ def strategy_for(workload: Workload, owners: OwnerChain, scaled_object: Mapping[
     if direct is None and owners.reference is not None:
         return ReleaseStrategy(DEACTIVATE, dict(workload.obj),
                                f"owner {owners.reference.kind} {owners.reference.name}: {owners.missing}; "
-                               "deactivating the Workload releases its quota and keeps every object")
+                               "deactivating the Workload releases its quota and keeps every object (its pods are stopped)")
     kind = direct_kind or "no owner"
     return ReleaseStrategy(DEACTIVATE, dict(workload.obj),
                            f"{kind}: spec.active=false releases the quota and keeps the Workload (kueue#14702)")
 
 
 def _record(strategy: ReleaseStrategy, previous: JSON, *, tenant: str | None, gpus: float, now: datetime,
-            reason: str, by: str) -> str:
-    return json.dumps({"strategy": strategy.name, "tenant": tenant, "gpus": gpus,
-                       "releasedAt": now.isoformat().replace("+00:00", "Z"), "reason": reason, "by": by,
-                       "target": strategy.target_ref, "previous": previous}, separators=(",", ":"), sort_keys=True)
+            reason: str, by: str, run: str = "") -> str:
+    record = {"strategy": strategy.name, "tenant": tenant, "gpus": gpus,
+              "releasedAt": now.isoformat().replace("+00:00", "Z"), "reason": reason, "by": by,
+              "target": strategy.target_ref, "previous": previous}
+    if run:
+        record["run"] = run
+    return json.dumps(record, separators=(",", ":"), sort_keys=True)
 
 
-def _resource(obj: Mapping[str, Any]) -> Any:
+def release_message(record: Mapping[str, Any]) -> str:
+    """The GPUaaSWorkersReleased Event's text, from the release record alone: an attempt that
+    records an earlier attempt's release writes the very same Event (counted once)."""
+    target = record.get("target") or {}
+    return (f"gpuaas released {float(record.get('gpus') or 0):g} GPU(s): {record.get('strategy')} on "
+            f"{target.get('kind')} {target.get('name')} ({record.get('reason')})")
+
+
+def release_action_name(strategy: str, kind: str | None) -> str:
+    """The action name a release of `strategy` on `kind` is recorded under."""
+    if strategy == SCALE_WORKERS:
+        return "scale-workers" if kind == "Job" else "scale-worker-groups"
+    return {DEACTIVATE: "deactivate-workload", STOP_NOTEBOOK: "stop-notebook", SCALE_TO_ZERO: "scale-to-zero",
+            PAUSE_KEDA: "pause-keda"}.get(strategy, strategy)
+
+
+def check_target(strategy: str, obj: Mapping[str, Any]) -> None:
+    """Raise WrongTarget unless `obj` is of a kind `strategy` writes (STRATEGY_KINDS)."""
+    kinds = STRATEGY_KINDS.get(strategy, ())
+    if obj.get("kind") not in kinds:
+        raise WrongTarget(f"strategy {strategy} writes only {', '.join(kinds) or 'nothing'}, "
+                          f"not {obj.get('kind')} {(obj.get('metadata') or {}).get('name')}")
+
+
+def _resource(obj: Mapping[str, Any], strategy: str) -> Any:
     from steps.gateways.resources import for_kind
 
+    check_target(strategy, obj)
     resource = for_kind(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
     if resource is None:
         raise ValueError(f"no Resource for {obj.get('apiVersion')} {obj.get('kind')}")
@@ -171,7 +215,7 @@ def _worker_groups(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: str | None, gpus: float,
-                    now: datetime, reason: str, by: str) -> list[Action]:
+                    now: datetime, reason: str, by: str, run: str = "") -> list[Action]:
     """The writes that release the workers, each carrying the release record (pure)."""
     target = strategy.target
     if strategy.name == NONE or target is None:
@@ -181,7 +225,8 @@ def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: st
     rv = meta.get("resourceVersion")
     actions: list[Action] = []
     if strategy.name == DEACTIVATE:
-        record = _record(strategy, {"active": workload.active}, tenant=tenant, gpus=gpus, now=now, reason=reason, by=by)
+        record = _record(strategy, {"active": workload.active}, tenant=tenant, gpus=gpus, now=now, reason=reason, by=by,
+                         run=run)
         from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
 
         resource = WORKLOAD_V1BETA1 if workload.version == "v1beta1" else WORKLOAD
@@ -195,8 +240,8 @@ def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: st
         if kind == "Job":
             parallelism = int((target.get("spec") or {}).get("parallelism") or 1)
             record = _record(strategy, {"parallelism": parallelism}, tenant=tenant, gpus=gpus, now=now, reason=reason,
-                             by=by)
-            actions.append(Action("scale-workers", _resource(target), name, namespace, reason,
+                             by=by, run=run)
+            actions.append(Action("scale-workers", _resource(target, SCALE_WORKERS), name, namespace, reason,
                                   patch={"metadata": {"annotations": {RELEASE_ANNOTATION: record}},
                                          "spec": {"parallelism": 0}},
                                   resource_version=rv, before={"spec": {"parallelism": parallelism}}))
@@ -205,7 +250,7 @@ def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: st
             previous = {str(g.get("groupName")): {"replicas": g.get("replicas"), "minReplicas": g.get("minReplicas")}
                         for g in groups}
             record = _record(strategy, {"workerGroups": previous}, tenant=tenant, gpus=gpus, now=now, reason=reason,
-                             by=by)
+                             by=by, run=run)
             path = worker_groups_path(kind)
             ops: list[JSON] = []
             for index, group in enumerate(groups):
@@ -220,29 +265,30 @@ def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: st
                             "value": record})
             else:
                 ops.append({"op": "add", "path": annotations_path, "value": {RELEASE_ANNOTATION: record}})
-            actions.append(Action("scale-worker-groups", _resource(target), name, namespace, reason,
+            actions.append(Action("scale-worker-groups", _resource(target, SCALE_WORKERS), name, namespace, reason,
                                   operation="json-patch", patch=ops, resource_version=rv,
                                   before={"workerGroups": previous}))
     elif strategy.name == STOP_NOTEBOOK:
         old = _annotations(target).get(NOTEBOOK_STOPPED)
         record = _record(strategy, {"annotations": {NOTEBOOK_STOPPED: old}}, tenant=tenant, gpus=gpus, now=now,
-                         reason=reason, by=by)
+                         reason=reason, by=by, run=run)
         stamp = now.isoformat().replace("+00:00", "Z")
-        actions.append(Action("stop-notebook", _resource(target), name, namespace, reason,
+        actions.append(Action("stop-notebook", _resource(target, STOP_NOTEBOOK), name, namespace, reason,
                               patch={"metadata": {"annotations": {NOTEBOOK_STOPPED: stamp, RELEASE_ANNOTATION: record}}},
                               resource_version=rv, before={"metadata": {"annotations": {NOTEBOOK_STOPPED: old}}}))
     elif strategy.name == SCALE_TO_ZERO:
         replicas = (target.get("spec") or {}).get("replicas")
         replicas = 1 if replicas is None else int(replicas)
-        record = _record(strategy, {"replicas": replicas}, tenant=tenant, gpus=gpus, now=now, reason=reason, by=by)
-        actions.append(Action("scale-to-zero", _resource(target), name, namespace, reason,
+        record = _record(strategy, {"replicas": replicas}, tenant=tenant, gpus=gpus, now=now, reason=reason, by=by,
+                         run=run)
+        actions.append(Action("scale-to-zero", _resource(target, SCALE_TO_ZERO), name, namespace, reason,
                               patch={"metadata": {"annotations": {RELEASE_ANNOTATION: record}}, "spec": {"replicas": 0}},
                               resource_version=rv, before={"spec": {"replicas": replicas}}))
     elif strategy.name == PAUSE_KEDA:
         old = _annotations(target).get(KEDA_PAUSED_REPLICAS)
         record = _record(strategy, {"annotations": {KEDA_PAUSED_REPLICAS: old}}, tenant=tenant, gpus=gpus, now=now,
-                         reason=reason, by=by)
-        actions.append(Action("pause-keda", _resource(target), name, namespace, reason,
+                         reason=reason, by=by, run=run)
+        actions.append(Action("pause-keda", _resource(target, PAUSE_KEDA), name, namespace, reason,
                               patch={"metadata": {"annotations": {KEDA_PAUSED_REPLICAS: "0",
                                                                   RELEASE_ANNOTATION: record}}},
                               resource_version=rv, before={"metadata": {"annotations": {KEDA_PAUSED_REPLICAS: old}}}))
@@ -269,6 +315,12 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
     """
     strategy = record.get("strategy")
     previous = record.get("previous") or {}
+    recorded = (record.get("target") or {}).get("kind") if isinstance(record.get("target"), Mapping) else None
+    if strategy in STRATEGY_KINDS and (target.get("kind") not in STRATEGY_KINDS[str(strategy)]
+                                       or (recorded and recorded != target.get("kind"))):
+        return [], [(f"the release record ({strategy} on {recorded}) is on {target.get('kind')} "
+                     f"{_meta(target).get('name')}: {strategy} never writes a {target.get('kind')}, so nothing "
+                     "is restored there")]
     meta = _meta(target)
     name, namespace, rv = str(meta.get("name")), meta.get("namespace"), meta.get("resourceVersion")
     notes: list[str] = []
@@ -279,7 +331,7 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
         patch = {**clear, "spec": {"active": active}} if spec.get("active", True) is False else clear
         if spec.get("active", True) is not False:
             notes.append("Workload is already active (reactivated by someone else); only the record is removed")
-        return [Action("reactivate-workload", _resource(target), name, namespace, reason, patch=patch,
+        return [Action("reactivate-workload", _resource(target, DEACTIVATE), name, namespace, reason, patch=patch,
                        resource_version=rv, before={"spec": {"active": spec.get("active", True)}})], notes
     if strategy == SCALE_TO_ZERO:
         patch = clear
@@ -287,7 +339,7 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
             patch = {**clear, "spec": {"replicas": int(previous.get("replicas") or 1)}}
         else:
             notes.append(f"replicas is {spec.get('replicas')} (changed since the release); left as is")
-        return [Action("restore-replicas", _resource(target), name, namespace, reason, patch=patch,
+        return [Action("restore-replicas", _resource(target, SCALE_TO_ZERO), name, namespace, reason, patch=patch,
                        resource_version=rv, before={"spec": {"replicas": spec.get("replicas")}})], notes
     if strategy in (STOP_NOTEBOOK, PAUSE_KEDA):
         key = NOTEBOOK_STOPPED if strategy == STOP_NOTEBOOK else KEDA_PAUSED_REPLICAS
@@ -298,7 +350,8 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
             annotations[key] = old
         elif current != old:
             notes.append(f"annotation {key} is {current!r} (changed since the release); left as is")
-        return [Action("resume-notebook" if strategy == STOP_NOTEBOOK else "unpause-keda", _resource(target), name,
+        resource = _resource(target, STOP_NOTEBOOK) if strategy == STOP_NOTEBOOK else _resource(target, PAUSE_KEDA)
+        return [Action("resume-notebook" if strategy == STOP_NOTEBOOK else "unpause-keda", resource, name,
                        namespace, reason, patch={"metadata": {"annotations": annotations}}, resource_version=rv,
                        before={"metadata": {"annotations": {key: current}}})], notes
     if strategy == SCALE_WORKERS:
@@ -306,7 +359,7 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
             patch = clear
             if int(spec.get("parallelism") or 0) == 0:
                 patch = {**clear, "spec": {"parallelism": int(previous.get("parallelism") or 1)}}
-            return [Action("restore-parallelism", _resource(target), name, namespace, reason, patch=patch,
+            return [Action("restore-parallelism", _resource(target, SCALE_WORKERS), name, namespace, reason, patch=patch,
                            resource_version=rv, before={"spec": {"parallelism": spec.get("parallelism")}})], notes
         groups = _worker_groups(target)
         path = worker_groups_path(str(target.get("kind")))
@@ -326,7 +379,7 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
                 ops.append({"op": "replace" if "minReplicas" in group else "add",
                             "path": f"{path}/{index}/minReplicas", "value": before["minReplicas"]})
         ops.append({"op": "remove", "path": f"/metadata/annotations/{RELEASE_ANNOTATION.replace('/', '~1')}"})
-        return [Action("restore-worker-groups", _resource(target), name, namespace, reason, operation="json-patch",
+        return [Action("restore-worker-groups", _resource(target, SCALE_WORKERS), name, namespace, reason, operation="json-patch",
                        patch=ops, resource_version=rv, before={"workerGroups": {str(g.get('groupName')): g.get('replicas') for g in groups}})
                 ], notes
     return [], [f"release record strategy {strategy!r} is not one this version can undo"]

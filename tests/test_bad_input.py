@@ -98,6 +98,12 @@ GPUAAS_CASES = [
     ("demo-output-dir-unwritable", ["demo", "--output-dir", "/proc/gpuaas"], 2, ("this user can write",)),
     ("demo-manifests-missing", ["demo", "--manifests", "nope"], 2, ("not found", "gpuaas render")),
     ("demo-manifests-empty", ["demo", "--manifests", "empty-folder"], 2, ("found no WorkflowTemplate",)),
+    # cluster
+    ("cluster-no-action", ["cluster"], 2, ("required: ACTION",)),
+    ("cluster-build-unknown-component", ["cluster", "build", "kubelet"], 2, ("expected components among", "found kubelet")),
+    ("cluster-up-state-dir-is-a-file", ["cluster", "up", "--no-build", "--state-dir", "a-file"], 2,
+     ("expected a folder", "found a file")),
+    ("cluster-status-state-dir-is-a-file", ["cluster", "status", "--state-dir", "a-file"], 2, ("found a file",)),
     # audit
     ("audit-no-source", ["audit"], 2, ("no history source",)),
     ("audit-two-sources", ["audit", "--archive", "runs.db", "--argo-server", "127.0.0.1:9"], 2, ("not both",)),

@@ -7,14 +7,16 @@ Argo on a cluster, the local engine (which executes the rendered YAML), and an a
     entrypoint `main`     a `steps` template calling the reaction's script template
     script template       image `gpuaas-step`, command [python, -m, steps, <reaction>],
                           source '{{inputs.parameters}}', outputs read from /tmp/gpuaas/outputs/<name>
-    retryStrategy         retry only exit code 75 (EX_TEMPFAIL: 5xx, timeouts, conflicts exhausted)
+    retryStrategy         retry exit code 75 (EX_TEMPFAIL: 5xx, timeouts, conflicts exhausted) and attempts
+                          that ended without an exit code (pod evicted or deleted: Argo's "-1")
     onExit `exit-handler` runs `python -m steps record-outcome` with {{workflow.status}} and
                           {{workflow.failures}}, so a run whose step crashed still leaves a record
     synchronization       `mutexes` (Argo 4 removed the singular form): one lock per Workload
     workflowMetadata      labels gpuaas.io/reaction (fixed), gpuaas.io/workload and gpuaas.io/tenant
                           (labelsFrom expressions over workflow parameters) so history is searchable
     metrics               runs by reaction and Argo status, duration histogram (workflow level);
-                          outcomes by reaction (template level, from the step's `outcome` output)
+                          outcomes by reaction (template level, from the step's `outcome` output,
+                          counted once per reaction: only the attempt whose `final` output is true)
     podGC, ttlStrategy, activeDeadlineSeconds, serviceAccountName
 """
 
@@ -59,6 +61,10 @@ OUTPUTS_DIR = "/tmp/gpuaas/outputs"
 """ARCHITECTURE section 1: the step writes one file per output parameter here (env GPUAAS_OUTPUTS_DIR)."""
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 TRANSIENT_EXIT_CODE = 75
+NO_EXIT_CODE = "-1"
+"""What Argo's lastRetry.exitCode holds for an attempt whose main container never reported one
+(pod evicted or deleted before it exited; workflow/controller/operator.go buildRetryStrategyLocalScope)."""
+RETRY_LIMIT = 4
 REACTION_LABEL = "gpuaas.io/reaction"
 TENANT_LABEL = "gpuaas.io/tenant"
 WORKLOAD_LABEL = "gpuaas.io/workload"
@@ -93,8 +99,12 @@ TENANT = Input("tenant", "Optional hint for the gpuaas.io/tenant label (ClusterQ
                          "the tenant itself and never trusts this value.")
 WORKLOAD_INPUTS: tuple[Input, ...] = (NAMESPACE, WORKLOAD, EVENT, DRY_RUN, TENANT)
 
-STANDARD_OUTPUTS: tuple[tuple[str, str], ...] = (("outcome", "failed"), ("plan", "{}"), ("record", ""))
-"""(name, default): a step that dies before writing its files still yields parsable outputs."""
+STANDARD_OUTPUTS: tuple[tuple[str, str], ...] = (("outcome", "failed"), ("plan", "{}"), ("record", ""),
+                                                 ("final", "true"))
+"""(name, default): a step that dies before writing its files still yields parsable outputs. `final`
+is "false" only when Argo will run another attempt (the step knows: exit 75 and attempts left); a
+step that died without writing it is final (only exit 75 and no exit code at all are retried, and
+an attempt without an exit code has no outputs for Argo to read)."""
 TENANT_OUTPUT = ("tenant", "unknown")
 """The tenant (ClusterQueue) the step resolved; labels the amount metrics."""
 
@@ -133,10 +143,17 @@ def mutex(name: str) -> Synchronization:
 
 
 def transient_retry() -> RetryStrategy:
-    """Retry exit code 75 only: a permanent failure (1) or a recorded outcome (0) is final."""
-    return RetryStrategy(limit="4", retry_policy="Always",
-                         expression=f"asInt(lastRetry.exitCode) == {TRANSIENT_EXIT_CODE}",
-                         backoff=Backoff(duration="5s", factor="2", max_duration="2m"))
+    """Retry exit code 75, and attempts that never got an exit code (evicted, deleted: "-1"; every
+    step is idempotent, so running it again is safe). A permanent failure (1), a crash (137) or a
+    recorded outcome (0) is final.
+
+    No backoff maxDuration: the attempt number alone decides whether Argo retries, so the step can
+    tell (`final` output) and the outcome counter counts each reaction once. Waits: 5, 10, 20, 40 s;
+    the workflow's activeDeadlineSeconds bounds the whole run."""
+    return RetryStrategy(limit=str(RETRY_LIMIT), retry_policy="Always",
+                         expression=(f"asInt(lastRetry.exitCode) == {TRANSIENT_EXIT_CODE} || "
+                                     f'lastRetry.exitCode == "{NO_EXIT_CODE}"'),
+                         backoff=Backoff(duration="5s", factor="2"))
 
 
 def restricted_security_context() -> SecurityContext:
@@ -146,9 +163,15 @@ def restricted_security_context() -> SecurityContext:
                            seccomp_profile=SeccompProfile(type="RuntimeDefault"))
 
 
-def step_env(needs_prometheus: bool) -> list[Env | FieldEnv]:
+def step_env(needs_prometheus: bool, retry: bool = True) -> list[Env | FieldEnv]:
+    """The step's environment. GPUAAS_RUN_ID (the workflow uid) lets a retried attempt recognise
+    what an earlier attempt of the same run wrote; GPUAAS_ATTEMPT/GPUAAS_RETRY_LIMIT let it say
+    whether Argo will retry it (the `final` output)."""
     env: list[Env | FieldEnv] = [FieldEnv(name="GPUAAS_NAMESPACE", field_path="metadata.namespace"),
-                                 Env(name="GPUAAS_OUTPUTS_DIR", value=OUTPUTS_DIR)]
+                                 Env(name="GPUAAS_OUTPUTS_DIR", value=OUTPUTS_DIR),
+                                 Env(name="GPUAAS_RUN_ID", value="{{workflow.uid}}")]
+    if retry:
+        env += [Env(name="GPUAAS_ATTEMPT", value="{{retries}}"), Env(name="GPUAAS_RETRY_LIMIT", value=str(RETRY_LIMIT))]
     if needs_prometheus:
         env.append(Env(name="GPUAAS_PROMETHEUS_URL", value=PROMETHEUS_URL))
     return env
@@ -170,7 +193,7 @@ def script(name: str, reaction: str, inputs: Sequence[str], outputs: Sequence[tu
         source="{{inputs.parameters}}",
         inputs=[Parameter(name=n) for n in inputs],
         outputs=[output(n, d) for n, d in outputs],
-        env=step_env(needs_prometheus),
+        env=step_env(needs_prometheus, retry),
         security_context=restricted_security_context(),
         resources=Resources(cpu_request="50m", memory_request="128Mi", memory_limit="512Mi"),
         retry_strategy=transient_retry() if retry else None,
@@ -180,10 +203,13 @@ def script(name: str, reaction: str, inputs: Sequence[str], outputs: Sequence[tu
 
 
 def outcome_metric(reaction: str) -> Counter:
-    return Counter(name=OUTCOMES_METRIC, help="gpuaas reaction steps by recorded outcome",
+    """One count per reaction, not per attempt. Argo emits a retried template's metrics for every
+    attempt it retries and again when the Retry node completes (v4 operator.go executeTemplate);
+    `when` keeps only the final attempt, whose outputs the Retry node carries."""
+    return Counter(name=OUTCOMES_METRIC, help="gpuaas reactions by recorded outcome (once per reaction)",
                    labels=[Label(key="reaction", value=reaction),
                            Label(key="outcome", value="{{outputs.parameters.outcome}}")],
-                   value="1")
+                   when="{{outputs.parameters.final}} == true", value="1")
 
 
 def amount_metric(name: str, help_text: str, output_name: str) -> Counter:

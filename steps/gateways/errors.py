@@ -28,6 +28,9 @@ class KubernetesError(Exception):
         self.method = method
         self.path = path
         self.body = body
+        self.maybe_committed = False
+        """True for a write that may have taken effect although it failed: an earlier try of the same
+        request failed transiently (its answer may have been lost after the commit). Re-read to know."""
         where = f" ({method} {path})" if method else ""
         super().__init__(f"{status} {reason or 'Error'}: {message}{where}")
 

@@ -41,6 +41,8 @@ from steps.gateways.resources import EVENT, Resource
 JSON = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
+OCCURRENCE_ANNOTATION = "gpuaas.io/occurrence"
+"""On an Event: the last happening it counted (see `KubernetesGateway.record_event`)."""
 JSON_PATCH = "application/json-patch+json"
 
 
@@ -281,12 +283,17 @@ class KubernetesGateway:
 
     # ---------------------------------------------------------------- events
     def record_event(self, involved_object: JSON, reason: str, message: str, type: str = "Normal",
-                     action: str | None = None) -> JSON:
+                     action: str | None = None, occurrence: str | None = None) -> JSON:
         """Create a core/v1 Event on the object, or bump count/lastTimestamp of the same event.
 
         The Event name is derived from (object uid or name, type, reason, message), as client-go's
         event correlator does with its aggregation key, so repeating a reaction does not flood
         `kubectl describe` with copies.
+
+        `occurrence` names the happening the Event reports (a reaction run): recording it again
+        (a create retried after its answer was lost, a retried attempt of the same run) finds the
+        Event already carrying it (annotation gpuaas.io/occurrence) and changes nothing, so `count`
+        counts happenings, which the per-tenant release limit relies on.
         """
         ref = _object_reference(involved_object)
         namespace = ref.get("namespace") or "default"
@@ -296,11 +303,16 @@ class KubernetesGateway:
         for _ in range(3):
             existing = self.get(EVENT, name, namespace)
             if existing is not None:
+                seen = ((existing.get("metadata") or {}).get("annotations") or {}).get(OCCURRENCE_ANNOTATION)
+                if occurrence and seen == occurrence:
+                    return existing
+                patch: JSON = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": now,
+                               "message": message,
+                               "metadata": {"resourceVersion": existing["metadata"]["resourceVersion"]}}
+                if occurrence:
+                    patch["metadata"]["annotations"] = {OCCURRENCE_ANNOTATION: occurrence}
                 try:
-                    return self.merge_patch(EVENT, name, {
-                        "metadata": {"resourceVersion": existing["metadata"]["resourceVersion"]},
-                        "count": int(existing.get("count") or 1) + 1, "lastTimestamp": now,
-                        "message": message}, namespace)
+                    return self.merge_patch(EVENT, name, patch, namespace)
                 except (Conflict, NotFound):
                     continue
             body = {
@@ -313,6 +325,8 @@ class KubernetesGateway:
             }
             if action:
                 body["action"] = action
+            if occurrence:
+                body["metadata"]["annotations"] = {OCCURRENCE_ANNOTATION: occurrence}
             try:
                 return self.create(EVENT, body, namespace)
             except Conflict:
@@ -335,6 +349,10 @@ class KubernetesGateway:
         """
         url = self._host + path + (("?" + urlencode(query)) if query else "")
         timeout = timeout if timeout is not None else self.timeout
+        # A write whose earlier try failed transiently may have been committed with its answer lost
+        # (a 504 after the commit, a dropped connection): a 409 on the retry, or giving up, does not
+        # mean "not written". Such errors carry maybe_committed; callers re-read (steps.effects).
+        write = method != "GET"
         last: KubernetesError | None = None
         for attempt in range(max(1, self.retry.attempts)):
             if attempt:
@@ -360,13 +378,16 @@ class KubernetesGateway:
                 status_body = None
             error = from_status(response.status, status_body, method=method, path=path, text=text)
             if not isinstance(error, TransientError):
+                error.maybe_committed = write and last is not None
                 raise error
             error.retry_after = _retry_after(response)  # type: ignore[attr-defined]
             last = error
         assert last is not None
         attempts = max(1, self.retry.attempts)
-        raise type(last)(last.status, f"{last.message} (gave up after {attempts} attempts)", last.reason,
-                         method=method, path=path, body=last.body)
+        gave_up = type(last)(last.status, f"{last.message} (gave up after {attempts} attempts)", last.reason,
+                             method=method, path=path, body=last.body)
+        gave_up.maybe_committed = write
+        raise gave_up
 
     def _wait(self, retry: int, last: KubernetesError | None) -> float:
         delay = self.retry.delay(retry)

@@ -21,7 +21,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -73,12 +73,16 @@ class GpuObservation:
     samples: int
     first_seen: float
     last_seen: float
+    coverage: float | None = None
+    """Share (0-1) of the window covered by THIS GPU's own samples (gaps over the tolerance uncovered);
+    None when only the window's coverage is known (then GpuActivity.coverage stands for every GPU)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "uuid": self.uuid, "hostname": self.hostname, "gpu": self.gpu, "namespace": self.namespace,
             "pod": self.pod, "metric": self.metric, "labelSpelling": self.label_spelling,
             "maxActivity": self.max_activity, "samples": self.samples,
+            "coverage": None if self.coverage is None else round(self.coverage, 4),
         }
 
 
@@ -126,8 +130,8 @@ class GpuActivity:
     evaluated_at: float
     gpus: tuple[GpuObservation, ...] = ()
     coverage: float = 0.0
-    """Share (0-1) of the window covered by samples of at least one GPU; gaps longer than
-    `gap_tolerance_seconds` do not count as covered."""
+    """The LOWEST per-GPU coverage (0 without data): every GPU must be seen over the window, one GPU's
+    samples say nothing about another's. Gaps longer than `gap_tolerance_seconds` are uncovered."""
     largest_gap_seconds: float = 0.0
     gap_tolerance_seconds: float = 0.0
     notes: tuple[str, ...] = field(default=())
@@ -146,22 +150,50 @@ class GpuActivity:
         GPU exceeded `threshold` (0-1). A partly busy pod (one GPU of two working) is not idle."""
         return self.why_not_idle(threshold, min_coverage) is None
 
-    def why_not_idle(self, threshold: float, min_coverage: float = 0.9) -> str | None:
-        """The reason idleness is NOT confirmed, as a sentence for the audit record; None if it is."""
+    def why_not_idle(self, threshold: float, min_coverage: float = 0.9,
+                     expected: Mapping[str, int] | None = None, held: int = 0) -> str | None:
+        """The reason idleness is NOT confirmed, as a sentence for the audit record; None if it is.
+
+        The checks of IDLENESS_CHECKS (first_idleness_failure, shared with `gpuaas simulate`), with
+        coverage judged per GPU (`coverage` is the lowest GPU's), plus the evidence rule: `expected`
+        are the GPUs each pod requests, every one must have its own samples covering `min_coverage` of
+        the window, and at least `held` GPUs (what the admission holds) must. One GPU's samples say
+        nothing about another's: missing evidence for any GPU is never idle."""
         failed = first_idleness_failure(len(self.gpus), self.coverage, self.max_activity, threshold, min_coverage)
-        if failed is None:
-            return None
         target = f"{self.namespace}/{','.join(self.pods)}"
         if failed == NO_DATA:
             return (f"no DCGM samples for pod {target} in the last {self.window_seconds:g}s "
                     f"(neither {ENGINE_ACTIVE} nor {GPU_UTIL}, in either label spelling): idleness not confirmed")
-        if failed == SHORT_COVERAGE:
-            return (f"DCGM samples for pod {target} cover {self.coverage:.0%} of the {self.window_seconds:g}s "
-                    f"window (need {min_coverage:.0%}; largest gap {self.largest_gap_seconds:.1f}s): "
-                    "idleness not confirmed")
+        thin = min(self.gpus, key=self.gpu_coverage)
+        if failed == SHORT_COVERAGE or self.gpu_coverage(thin) < min_coverage:
+            return (f"DCGM samples for {thin.hostname}/gpu{thin.gpu} (pod {self.namespace}/{thin.pod}) cover "
+                    f"{self.gpu_coverage(thin):.0%} of the {self.window_seconds:g}s window (need every GPU covering at least "
+                    f"{min_coverage:.0%}; largest gap {self.largest_gap_seconds:.1f}s): idleness not confirmed")
+        missing = self._missing_evidence(min_coverage, expected or {}, held)
+        if missing:
+            return missing
+        if failed is None:
+            return None
         busy = [g for g in self.gpus if g.max_activity > threshold]
         parts = ", ".join(f"{g.hostname}/gpu{g.gpu} reached {g.max_activity:.0%}" for g in busy)
         return f"pod {target} used its GPUs in the last {self.window_seconds:g}s ({parts}; threshold {threshold:.0%})"
+
+    def gpu_coverage(self, gpu: GpuObservation) -> float:
+        """One GPU's coverage: its own when measured, else the window's."""
+        return self.coverage if gpu.coverage is None else gpu.coverage
+
+    def _missing_evidence(self, min_coverage: float, expected: Mapping[str, int], held: int) -> str | None:
+        covered = [g for g in self.gpus if self.gpu_coverage(g) >= min_coverage]
+        for pod, count in sorted(expected.items()):
+            seen = sum(1 for g in covered if g.pod == pod)
+            if count > 0 and seen < count:
+                return (f"pod {self.namespace}/{pod} holds {count} GPU(s); {seen} of them have DCGM samples covering "
+                        f"at least {min_coverage:.0%} of the {self.window_seconds:g}s window: idleness not confirmed "
+                        "for every GPU")
+        if held and len(covered) < held:
+            return (f"the workload holds {held} GPU(s) but DCGM samples cover {len(covered)} of them: "
+                    "idleness not confirmed for every GPU")
+        return None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -316,28 +348,35 @@ class MetricsGateway:
                 })
                 entry["points"].extend(points)
 
-        observations: list[GpuObservation] = []
-        all_ts: list[float] = []
-        uuids = sorted({k[0] for k in per_gpu})
-        for uuid in uuids:
-            entry = per_gpu.get((uuid, ENGINE_ACTIVE)) or per_gpu[(uuid, GPU_UTIL)]
+        chosen: list[tuple[str, str, dict[str, Any], list[tuple[float, float]]]] = []
+        intervals: list[float] = []
+        for uuid in sorted({k[0] for k in per_gpu}):
             metric = ENGINE_ACTIVE if (uuid, ENGINE_ACTIVE) in per_gpu else GPU_UTIL
+            entry = per_gpu[(uuid, metric)]
             points = sorted(entry["points"])
-            all_ts.extend(ts for ts, _ in points)
+            chosen.append((uuid, metric, entry, points))
+            stamps = sorted({ts for ts, _ in points})
+            intervals.extend(b - a for a, b in itertools.pairwise(stamps) if b > a)
+        if gap_tolerance_seconds is None:
+            steps = sorted(intervals)
+            median = steps[len(steps) // 2] if steps else window_seconds
+            gap_tolerance_seconds = max(1.0, 3 * median)
+
+        observations: list[GpuObservation] = []
+        largest = window_seconds if not chosen else 0.0
+        for uuid, metric, entry, points in chosen:
+            covered, gap = _coverage([ts for ts, _ in points], start, end, gap_tolerance_seconds)
+            largest = max(largest, gap)
             labels = entry["labels"]
             observations.append(GpuObservation(
                 uuid=uuid, hostname=labels.get("Hostname", labels.get("hostname", "")), gpu=labels.get("gpu", ""),
                 namespace=entry["namespace"], pod=entry["pod"], metric=metric,
                 label_spelling=entry["spelling"], max_activity=max(v for _, v in points),
-                samples=len(points), first_seen=points[0][0], last_seen=points[-1][0],
+                samples=len(points), first_seen=points[0][0], last_seen=points[-1][0], coverage=covered,
             ))
+        coverage = min((o.coverage or 0.0 for o in observations), default=0.0)
 
         notes: list[str] = []
-        if gap_tolerance_seconds is None:
-            steps = sorted(b - a for a, b in zip(sorted(set(all_ts)), sorted(set(all_ts))[1:]) if b > a)
-            median = steps[len(steps) // 2] if steps else window_seconds
-            gap_tolerance_seconds = max(1.0, 3 * median)
-        coverage, largest = _coverage(all_ts, start, end, gap_tolerance_seconds)
         if any(o.metric == GPU_UTIL for o in observations):
             notes.append(f"{GPU_UTIL}/100 used where {ENGINE_ACTIVE} is absent (DCGM profiling metrics off)")
         return GpuActivity(

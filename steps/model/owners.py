@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JSON = dict[str, Any]
+OWNER_KINDS = frozenset({"Pod", "ReplicaSet", "Deployment", "StatefulSet", "LeaderWorkerSet", "Job", "RayCluster",
+                         "RayJob", "PyTorchJob", "Notebook", "InferenceService"})
+"""The kinds an owner chain reads (a Workload's owners and the controllers above them, a pod's
+owners). Any other kind ends the chain as unknown: the steps' RBAC grants `get` on exactly these."""
 JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
 JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
 GROUP_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
@@ -126,7 +130,7 @@ def resolve_owners(kube: Any, workload: Mapping[str, Any], *, limit: int = 4) ->
     api_version, kind, name = ref.api_version, ref.kind, ref.name
     missing = None
     for _ in range(limit):
-        resource = for_kind(api_version, kind)
+        resource = for_kind(api_version, kind) if kind in OWNER_KINDS else None
         if resource is None:
             missing = f"owner kind {kind} ({api_version}) is not one the product knows"
             break

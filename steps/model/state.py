@@ -48,6 +48,8 @@ class WorkloadState:
     leftovers: list[JSON] = field(default_factory=list)
     """Objects that outlive the Workload and still hold GPU workers (a RayJob's kept RayCluster)."""
     extra: JSON = field(default_factory=dict)
+    run_id: str = ""
+    """The Argo run observing (StepContext.run_id): a release record naming it was made by this run."""
 
     # -- what run_planned and the record read ----------------------------------------------------
     @property
@@ -140,7 +142,8 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
     event = parse_resource_event(request.event)
     state = WorkloadState(now=context.now(), event=event, workload=None,
                           prometheus_url=context.environ.get("GPUAAS_PROMETHEUS_URL")
-                          or "http://prometheus-operated.monitoring.svc:9090")
+                          or "http://prometheus-operated.monitoring.svc:9090",
+                          run_id=getattr(context, "run_id", ""))
     kube = context.kube
     obj = _get_workload(kube, request.namespace, request.workload, event)
     if obj is None:
@@ -182,10 +185,13 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
 def _release_target(kube: Any, namespace: str, record: JSON) -> JSON | None:
     """The live object a release record names (None when it is the Workload itself, unknown or gone)."""
     from steps.gateways.resources import for_kind
+    from steps.strategies import STRATEGY_KINDS
 
     target = record.get("target") or {}
     if not isinstance(target, dict) or target.get("kind") in (None, "Workload"):
         return None
+    if target.get("kind") not in STRATEGY_KINDS.get(str(record.get("strategy")), ()):
+        return None  # a record naming a kind its strategy never changes is not followed (nor trusted)
     resource = for_kind(str(target.get("apiVersion") or ""), str(target.get("kind")))
     if resource is None or not target.get("name"):
         return None

@@ -120,6 +120,14 @@ class StepContext:
         return self._metrics
 
     @property
+    def run_id(self) -> str:
+        """The Argo run this attempt belongs to (the workflow uid, env GPUAAS_RUN_ID), "" by hand.
+
+        Argo retries a step in a new pod: a retry of the same run recognises the release an earlier
+        attempt made (the release record names the run) and records it, whose answer was lost."""
+        return (self.environ.get("GPUAAS_RUN_ID") or "").strip()
+
+    @property
     def namespace(self) -> str:
         """The product's own namespace (policy ConfigMap lives there)."""
         return self.environ.get("GPUAAS_NAMESPACE") or "gpuaas"
@@ -143,15 +151,23 @@ def _project(obj: Any, shape: Any) -> Any:
     return {k: _project(obj.get(k), v) for k, v in shape.items() if k != "resourceVersion"}
 
 
+EARLIER_ATTEMPT_NOTE = "applied by an earlier attempt of this run (workflow {run}); its answer was lost"
+LOST_ANSWER_NOTE = "the API's answer was lost ({error}); re-reading the object showed the write took effect"
+
+
 def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResult] | None = None
                   ) -> list[ActionResult]:
     """Apply a plan's actions in order (or report them as dry-run).
 
     Conflict (409) propagates so the caller re-observes and re-plans; TransientError propagates
-    (exit 75, Argo retries); any other API error marks the action failed and stops the plan.
+    (the caller re-observes once, then exit 75 and Argo retries); any other API error marks the
+    action failed and stops the plan. A write whose answer was lost (`maybe_committed`: the
+    gateway's retry met 409/422, or it gave up) is first checked against the live object
+    (steps.effects): if it took effect it is recorded as applied and the plan goes on.
     `results` (optional) is filled as actions complete, so a caller still knows what was written
     when an exception cuts the plan short.
     """
+    from steps.effects import took_effect
     from steps.gateways.errors import Conflict, KubernetesError, TransientError
 
     results = [] if results is None else results
@@ -159,18 +175,37 @@ def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResu
         if action.operation == "none":
             results.append(ActionResult(action.action, action.target, "unchanged", action.before, action.before))
             continue
+        if action.operation == "already-applied":
+            results.append(ActionResult(action.action, action.target, "applied", action.before, None,
+                                        note=action.reason))
+            continue
         if dry_run:
             results.append(ActionResult(action.action, action.target, "dry-run", action.before, None))
             continue
         try:
             after = _write(kube, action)
-        except (Conflict, TransientError):
-            raise
         except KubernetesError as error:
+            if error.maybe_committed and _confirmed(took_effect, kube, action):
+                results.append(ActionResult(action.action, action.target, "applied", action.before, None,
+                                            note=LOST_ANSWER_NOTE.format(error=error)))
+                continue
+            if isinstance(error, (Conflict, TransientError)):
+                raise
             results.append(ActionResult(action.action, action.target, "failed", action.before, None, str(error)))
             break
         results.append(ActionResult(action.action, action.target, "applied", action.before, after))
     return results
+
+
+def _confirmed(took_effect: Callable[[Any, Action], bool], kube: Any, action: Action) -> bool:
+    """Whether the action's write is in effect; False when even the re-read fails (then the caller
+    re-observes later, or the step exits 75 and a retry finds out)."""
+    from steps.gateways.errors import KubernetesError
+
+    try:
+        return took_effect(kube, action)
+    except KubernetesError:
+        return False
 
 
 def _write(kube: Any, action: Action) -> JSON | None:
@@ -228,8 +263,12 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
                 report.request = request
         request.require_workload()
     earlier: list[ActionResult] = []
-    """Writes that succeeded in an attempt a later action's 409 cut short: they happened, so they are recorded."""
+    """Writes that succeeded in an attempt a 409 or a transient failure cut short: they happened, so
+    they are recorded."""
+    applied_plans: list[Plan] = []
+    """The plans some of whose writes happened: their Event and metrics describe this run."""
     partial: list[ActionResult] = []
+    reobserved_after_transient = False
     try:
         for attempt in range(1, attempts + 1):
             t = time.perf_counter()
@@ -240,25 +279,34 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
             the_plan = plan(request, state, context.policy if uses_policy else _default_policy())
             timings["planSeconds"] += time.perf_counter() - t
             report.plan = the_plan
-            report.metrics.update(the_plan.metrics)
             t = time.perf_counter()
             partial = []
             try:
                 results = apply(context.kube, the_plan, request.dry_run or the_plan.dry_run, partial)
-            except Conflict as error:
+            except (Conflict, TransientError) as error:
                 timings["applySeconds"] += time.perf_counter() - t
                 earlier.extend(partial)
+                if any(r.result == "applied" for r in partial):
+                    applied_plans.append(the_plan)
                 partial = []
-                report.errors.append(f"attempt {attempt}: {error}; re-read and re-planned")
-                if attempt == attempts:
+                if isinstance(error, TransientError):
+                    # After a transient failure, read again and record what is true (the write may
+                    # have been committed); once only: if the API is still failing, exit 75.
+                    if reobserved_after_transient or attempt == attempts:
+                        raise
+                    reobserved_after_transient = True
+                elif attempt == attempts:
                     raise TransientError(409, f"conflict retries exhausted after {attempts} attempts: "
                                               f"{error.message}", "Conflict") from error
+                report.errors.append(f"attempt {attempt}: {error}; re-read and re-planned")
                 continue
             timings["applySeconds"] += time.perf_counter() - t
             report.results = [*earlier, *results]
             report.outcome = outcome_of(the_plan, report.results)
-            if the_plan.event is not None:
-                report.event = (the_plan.event[0], the_plan.event[1], "Normal")
+            if any(r.result == "applied" for r in results):
+                applied_plans.append(the_plan)
+            last_applied = applied_plans[-1] if applied_plans else None
+            _describe_run(report, applied_plans if last_applied is the_plan else [*applied_plans, the_plan])
             report.errors.extend(r.error for r in results if r.error)
             break
     except KubernetesError as error:
@@ -266,9 +314,21 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
         report.outcome = Outcome.FAILED
         report.transient = isinstance(error, TransientError)
         report.results = [*earlier, *partial]
+        _describe_run(report, applied_plans)
         report.errors.append(("transient: " if report.transient else "") + str(error))
     timings["totalSeconds"] = time.perf_counter() - started
     return report
+
+
+def _describe_run(report: StepReport, plans: list[Plan]) -> None:
+    """Metrics and the Kubernetes Event of the run: from every plan whose writes happened (a write
+    whose answer was lost, then confirmed, belongs to an earlier plan than the last), later plans
+    winning; the last plan's figures (queue wait, GPU-hours) always count."""
+    report.metrics.clear()
+    for each in plans:
+        report.metrics.update(each.metrics)
+        if each.event is not None:
+            report.event = (each.event[0], each.event[1], "Normal")
 
 
 def _default_policy() -> Any:

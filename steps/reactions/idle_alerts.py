@@ -59,10 +59,9 @@ def alertmanager_body(event: Any) -> JSON:
     if isinstance(data, dict) and "body" in data and "alerts" not in data:
         body = data["body"]
         if isinstance(body, (str, bytes)):
-            try:
-                body = json.loads(body)
-            except json.JSONDecodeError as exc:
-                raise RejectedInput("event.data.body", "the Alertmanager JSON body", f"invalid JSON ({exc})") from None
+            from steps.json_text import load
+
+            body = load("event.data.body", body, "the webhook EventSource passes Alertmanager's JSON body")
         data = body
     if not isinstance(data, dict):
         raise RejectedInput("event.data.body", "an Alertmanager webhook object", type(data).__name__)
@@ -80,7 +79,10 @@ def alertmanager_body(event: Any) -> JSON:
 def _resource_for(api_version: str, kind: str) -> Any | None:
     """The Resource constant for an ownerReference (None for kinds the product does not know)."""
     from steps.gateways import resources
+    from steps.model.owners import OWNER_KINDS
 
+    if kind not in OWNER_KINDS:
+        return None
     group = api_version.split("/")[0] if "/" in api_version else ""
     for value in vars(resources).values():
         if isinstance(value, resources.Resource) and value.kind == kind and value.group == group:
@@ -189,19 +191,28 @@ def resolve_pod_workload(kube: Gateway, namespace: str, pod_name: str,
 
 def pods_of_workload(kube: Gateway, workload: JSON) -> list[str]:
     """Names of the running pods whose owner chain reaches `workload` (all its pods, for metrics)."""
+    return sorted(pod_gpus_of_workload(kube, workload))
+
+
+def pod_gpus_of_workload(kube: Gateway, workload: JSON) -> dict[str, int]:
+    """{pod name: GPUs it requests} for the live pods whose owner chain reaches `workload`: what the
+    idle decision needs evidence for (every GPU of every pod)."""
     from steps.gateways.resources import POD
+    from steps.model.workload import template_request
 
     meta = workload.get("metadata") or {}
     namespace = meta.get("namespace")
     owner_uids = {r.get("uid") for r in meta.get("ownerReferences") or []}
-    out: list[str] = []
+    out: dict[str, int] = {}
     for pod in kube.list(POD, namespace):
         if ((pod.get("status") or {}).get("phase") or "Running") in ("Succeeded", "Failed"):
             continue
+        name = (pod.get("metadata") or {}).get("name", "")
         chain = owner_chain(kube, pod)
-        if any(link.uid in owner_uids for link in chain) or workload_for_chain([workload], chain) is not None:
-            out.append((pod.get("metadata") or {}).get("name", ""))
-    return sorted(p for p in out if p)
+        if name and (any(link.uid in owner_uids for link in chain)
+                     or workload_for_chain([workload], chain) is not None):
+            out[name] = int(template_request({"spec": pod.get("spec") or {}}))
+    return out
 
 
 # -- the split (pure) ---------------------------------------------------------------------------------
@@ -218,12 +229,34 @@ class IdleAlert:
     labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_alert(cls, alert: Mapping[str, Any]) -> IdleAlert:
-        labels = {str(k): str(v) for k, v in (alert.get("labels") or {}).items()}
-        return cls(status=str(alert.get("status", "")), alertname=labels.get("alertname", ""),
-                   namespace=labels.get("namespace", ""), pod=labels.get("pod", ""),
-                   fingerprint=str(alert.get("fingerprint", "")), starts_at=str(alert.get("startsAt", "")),
-                   labels=labels)
+    def from_alert(cls, alert: Any, where: str = "alert") -> IdleAlert:
+        """One Alertmanager alert, validated; RejectedInput names the field (`where` is its path)."""
+        from steps.names import is_dns_label, is_dns_subdomain
+        from steps.plan import RejectedInput
+
+        if not isinstance(alert, Mapping):
+            raise RejectedInput(where, "an object (one Alertmanager alert)", type(alert).__name__)
+        raw_labels = alert.get("labels")
+        if not isinstance(raw_labels, Mapping):
+            raise RejectedInput(f"{where}.labels", "an object of text labels", type(raw_labels).__name__)
+        for key, value in raw_labels.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise RejectedInput(f"{where}.labels.{key}", "text (Alertmanager label values are strings)",
+                                    type(value).__name__)
+        labels = dict(raw_labels)
+        for field_name in ("status", "fingerprint", "startsAt"):
+            if alert.get(field_name) is not None and not isinstance(alert.get(field_name), str):
+                raise RejectedInput(f"{where}.{field_name}", "text", type(alert.get(field_name)).__name__)
+        namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
+        if namespace and not is_dns_label(namespace):
+            raise RejectedInput(f"{where}.labels.namespace", "a namespace name (ASCII lower-case letters, digits, "
+                                "'-', at most 63)", namespace, "check the alert rule's `by (namespace, pod)`")
+        if pod and not is_dns_subdomain(pod):
+            raise RejectedInput(f"{where}.labels.pod", "a pod name (ASCII lower-case letters, digits, '-', '.')",
+                                pod, "check the alert rule's `by (namespace, pod)`")
+        return cls(status=alert.get("status") or "", alertname=labels.get("alertname", ""),
+                   namespace=namespace, pod=pod, fingerprint=alert.get("fingerprint") or "",
+                   starts_at=alert.get("startsAt") or "", labels=labels)
 
     def as_param(self) -> str:
         """The `alert` parameter of the on-idle child: compact JSON."""
@@ -242,18 +275,37 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class Rejected:
+    """A malformed alert of the group: left out, named in the record, the rest still fan out."""
+
+    index: int
+    reason: str
+
+    def as_dict(self) -> JSON:
+        return {"index": self.index, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class AlertSplit:
     items: tuple[JSON, ...]
     skipped: tuple[Skipped, ...]
 
 
-def candidate_alerts(body: Mapping[str, Any]) -> tuple[list[IdleAlert], list[Skipped]]:
-    """Firing GPUWorkloadIdle alerts with a namespace and a pod; the rest with reasons (pure)."""
+def candidate_alerts(body: Mapping[str, Any]) -> tuple[list[IdleAlert], list[Skipped], list[Rejected]]:
+    """Firing GPUWorkloadIdle alerts with a namespace and a pod; the rest with reasons; malformed
+    alerts rejected one by one (pure). One bad alert never fails the group."""
+    from steps.plan import RejectedInput
+
     keep: list[IdleAlert] = []
     skipped: list[Skipped] = []
+    rejected: list[Rejected] = []
     seen: set[tuple[str, str]] = set()
-    for raw in body.get("alerts") or []:
-        alert = IdleAlert.from_alert(raw if isinstance(raw, Mapping) else {})
+    for index, raw in enumerate(body.get("alerts") or []):
+        try:
+            alert = IdleAlert.from_alert(raw, f"event.data.body.alerts[{index}]")
+        except RejectedInput as error:
+            rejected.append(Rejected(index, str(error)))
+            continue
         if alert.alertname != ALERT_NAME:
             skipped.append(Skipped(alert, f"alert {alert.alertname or '(no alertname)'} is not {ALERT_NAME}"))
         elif alert.status != "firing":
@@ -265,7 +317,7 @@ def candidate_alerts(body: Mapping[str, Any]) -> tuple[list[IdleAlert], list[Ski
         else:
             seen.add((alert.namespace, alert.pod))
             keep.append(alert)
-    return keep, skipped
+    return keep, skipped, rejected
 
 
 def split_alerts(alerts: list[IdleAlert], resolved: Mapping[tuple[str, str], PodWorkload]) -> AlertSplit:
@@ -298,14 +350,22 @@ class IdleAlertsState:
     candidates: tuple[IdleAlert, ...]
     skipped: tuple[Skipped, ...]
     resolved: Mapping[tuple[str, str], PodWorkload]
+    rejected: tuple[Rejected, ...] = ()
 
     def observed(self) -> JSON:
         return {
-            "groupKey": self.body.get("groupKey"), "status": self.body.get("status"),
-            "receiver": self.body.get("receiver"), "alerts": len(self.body.get("alerts") or []),
-            "truncatedAlerts": self.body.get("truncatedAlerts", 0),
+            "groupKey": _text(self.body.get("groupKey")), "status": _text(self.body.get("status")),
+            "receiver": _text(self.body.get("receiver")), "alerts": len(self.body.get("alerts") or []),
+            "truncatedAlerts": self.body.get("truncatedAlerts", 0) if isinstance(
+                self.body.get("truncatedAlerts", 0), int) else None,
             "pods": {f"{ns}/{pod}": (r.workload_name or r.reason) for (ns, pod), r in self.resolved.items()},
+            "rejected": [r.as_dict() for r in self.rejected],
         }
+
+
+def _text(value: Any) -> str | None:
+    """A group field for the record: text as is, anything else dropped (the body is untrusted input)."""
+    return value if isinstance(value, str) else None
 
 
 def observe(kube: Gateway, event: Any) -> IdleAlertsState:
@@ -316,7 +376,7 @@ def observe(kube: Gateway, event: Any) -> IdleAlertsState:
     from steps.gateways.resources import WORKLOAD
 
     body = alertmanager_body(event)
-    candidates, skipped = candidate_alerts(body)
+    candidates, skipped, rejected = candidate_alerts(body)
     by_namespace: dict[str, list[JSON]] = {}
     resolved: dict[tuple[str, str], PodWorkload] = {}
     for alert in candidates:
@@ -324,7 +384,7 @@ def observe(kube: Gateway, event: Any) -> IdleAlertsState:
             by_namespace[alert.namespace] = kube.list(WORKLOAD, alert.namespace)
         resolved[(alert.namespace, alert.pod)] = resolve_pod_workload(
             kube, alert.namespace, alert.pod, by_namespace[alert.namespace])
-    return IdleAlertsState(body, tuple(candidates), tuple(skipped), resolved)
+    return IdleAlertsState(body, tuple(candidates), tuple(skipped), resolved, tuple(rejected))
 
 
 def plan(state: IdleAlertsState) -> AlertSplit:
@@ -360,18 +420,26 @@ def step(context: Any) -> Any:
     actions = [{"action": "fan-out", "target": {"kind": "Workload", "namespace": i["namespace"], "name": i["workload"]},
                 "reason": f"firing {ALERT_NAME} for pod {i['namespace']}/{i['pod']}"} for i in split.items]
     reasons = [f"skipped {s.alert.namespace or '?'}/{s.alert.pod or '?'}: {s.reason}" for s in split.skipped]
+    reasons += [f"rejected alert {r.index}: {r.reason}" for r in state.rejected]
     if not split.items:
         reasons.insert(0, "no firing GPUWorkloadIdle alert resolves to a Kueue Workload")
+    alerts = state.body.get("alerts") or []
+    if split.items:
+        outcome = Outcome.APPLIED
+    elif state.rejected and len(state.rejected) == len(alerts):
+        outcome = Outcome.REJECTED_INPUT  # nothing in the group was a readable alert
+    else:
+        outcome = Outcome.NO_OP
     return StepReport(
-        reaction=REACTION, outcome=Outcome.APPLIED if split.items else Outcome.NO_OP, request=request,
+        reaction=REACTION, outcome=outcome, request=request, errors=[r.reason for r in state.rejected],
         plan={"actions": actions, "reasons": reasons},
         results=[{**a, "before": None, "after": None, "result": "applied"} for a in actions],
         observed={**state.observed(), "skipped": [s.as_dict() for s in split.skipped]},
         metrics={"alerts": len(state.body.get("alerts") or []), "items": len(split.items)},
         timings={"observeSeconds": observe_s, "planSeconds": plan_s, "applySeconds": 0.0,
                  "totalSeconds": time.perf_counter() - started},
-        event_summary={"groupKey": state.body.get("groupKey"), "status": state.body.get("status"),
-                       "receiver": state.body.get("receiver")},
+        event_summary={"groupKey": _text(state.body.get("groupKey")), "status": _text(state.body.get("status")),
+                       "receiver": _text(state.body.get("receiver"))},
         outputs={"alerts": json.dumps(list(split.items), separators=(",", ":"))},
     )
 

@@ -33,6 +33,8 @@ from steps.record import PREPARED
 from steps.strategies import strategy_for
 
 REACTION = "on-admitted"
+RUN_ANNOTATION = "gpuaas.io/created-by-run"
+"""On a ScaledObject gpuaas created: the Argo run (workflow uid) that created it."""
 METRICS = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL")
 
 
@@ -81,9 +83,11 @@ def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle:
     if state.tenant:
         labels[TENANT_LABEL] = state.tenant[:63]
     threshold = f"{idle.threshold:g}"
+    metadata_extra = {"annotations": {RUN_ANNOTATION: state.run_id}} if state.run_id else {}
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
         "metadata": {
+            **metadata_extra,
             "name": scaled_object_name(target), "namespace": wl.namespace, "labels": labels,
             "ownerReferences": [{"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
                                  "name": meta.get("name"), "uid": meta.get("uid"), "blockOwnerDeletion": False}],
@@ -164,6 +168,17 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
         action = Action("create-scaled-object", SCALED_OBJECT, desired["metadata"]["name"], wl.namespace,
                         "no ScaledObject scales the owner yet", operation="create", body=desired)
         return Plan((action,), tuple(reasons), Outcome.NO_OP, metrics, event, dry)
+    created_by = ((ours.get("metadata") or {}).get("annotations") or {}).get(RUN_ANNOTATION)
+    if state.run_id and created_by == state.run_id:
+        # An earlier attempt of this run created it and its answer was lost (Argo retried the step).
+        from steps.reactions import EARLIER_ATTEMPT_NOTE
+
+        action = Action("create-scaled-object", SCALED_OBJECT, desired["metadata"]["name"], wl.namespace,
+                        EARLIER_ATTEMPT_NOTE.format(run=state.run_id), operation="already-applied")
+        note = (f"ScaledObject {desired['metadata']['name']} was created by an earlier attempt of this run "
+                f"(workflow {state.run_id})")
+        return Plan((action,), (*reasons, note),
+                    Outcome.NO_OP, metrics, event, dry)
     current = {"spec": ours.get("spec"), "labels": (ours.get("metadata") or {}).get("labels")}
     # The workload label names the Workload that created it: pods of a Deployment each have their own
     # Workload, and re-labelling on every pod's admission would be churn, not information.

@@ -25,7 +25,6 @@ or too-young workload is decided without Prometheus.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -68,6 +67,8 @@ class IdleState:
     owner: JSON | None = None
     pods: tuple[str, ...] = ()
     activity: GpuActivity | None = None
+    pod_gpus: Mapping[str, int] = field(default_factory=dict)
+    """GPUs each pod of the workload requests: each must have its own samples (no evidence, no release)."""
     metrics_error: str | None = None
     releases_last_hour: int = 0
     released_record: JSON | None = None
@@ -113,7 +114,8 @@ class IdleState:
         activity = self.activity
         not_idle = idle_summary = None
         if activity is not None:
-            not_idle = activity.why_not_idle(policy.threshold, policy.min_coverage)
+            not_idle = activity.why_not_idle(policy.threshold, policy.min_coverage, expected=self.pod_gpus,
+                                             held=self.gpus)
             if not_idle is None:
                 idle_summary = (f"all {len(activity.gpus)} GPU(s) of {len(self.pods)} pod(s) stayed at or below "
                                 f"{policy.threshold:.0%} for {policy.window_seconds:g}s "
@@ -144,6 +146,7 @@ class IdleState:
                                                   "name": (self.owner.get("metadata") or {}).get("name")},
             "admitted": self.is_true("Admitted"), "finished": self.is_true("Finished"), "active": self.active,
             "runtimeSeconds": self.runtime_seconds, "gpus": self.gpus, "pods": list(self.pods),
+            "podGpus": dict(self.pod_gpus),
             "exemptBy": self.exempt_by, "releasesLastHour": self.releases_last_hour,
             "released": self.released_record, "activity": self.activity.as_dict() if self.activity else None,
             "metricsError": self.metrics_error,
@@ -268,14 +271,10 @@ def parse_request(params: Mapping[str, str]) -> IdleRequest:
     alert_raw = (params.get("alert") or "").strip()
     alert: IdleAlert | None = None
     if alert_raw:
-        try:
-            data = json.loads(alert_raw)
-        except json.JSONDecodeError as exc:
-            raise RejectedInput("alert", "the JSON of one Alertmanager alert", f"invalid JSON ({exc})",
-                                "idle-alerts writes it; check the on-idle template's withParam wiring") from None
-        if not isinstance(data, dict):
-            raise RejectedInput("alert", "a JSON object", type(data).__name__)
-        alert = IdleAlert.from_alert(data)
+        from steps.json_text import load
+
+        data = load("alert", alert_raw, "idle-alerts writes it; check the on-idle template's withParam wiring")
+        alert = IdleAlert.from_alert(data, "alert")
     namespace = (params.get("namespace") or (alert.namespace if alert else "")).strip()
     pod = (params.get("pod") or (alert.pod if alert else "")).strip()
     workload = (params.get("workload") or "").strip()
@@ -369,7 +368,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
 
     from steps.gateways.metrics import MetricsError
     from steps.model.state import observe_workload
-    from steps.reactions.idle_alerts import pods_of_workload, resolve_pod_workload
+    from steps.reactions.idle_alerts import pod_gpus_of_workload, resolve_pod_workload
 
     idle_request = parse_request(context.params)
     kube, now = context.kube, context.now()
@@ -395,7 +394,8 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
         return OnIdleState(ws, IdleState(now=now, workload=None, resolution=resolution or
                                          f"Workload {idle_request.namespace}/{name} not found"), idle_request)
     settings = context.policy.idle_for(ws.tenant)
-    pods = tuple(pods_of_workload(kube, workload))
+    pod_gpus = pod_gpus_of_workload(kube, workload)
+    pods = tuple(sorted(pod_gpus))
     activity, metrics_error = None, None
     if pods:
         try:
@@ -406,7 +406,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
                 raise
             metrics_error = str(error)
     idle = IdleState(now=now, workload=workload, resolution=resolution or f"Workload {name} read by name",
-                     tenant=ws.tenant, owner=ws.owners.direct, pods=pods, activity=activity,
+                     tenant=ws.tenant, owner=ws.owners.direct, pods=pods, pod_gpus=pod_gpus, activity=activity,
                      metrics_error=metrics_error, releases_last_hour=releases_in_last_hour(kube, ws.tenant, now),
                      released_record=ws.release)
     return OnIdleState(ws, idle, idle_request)
@@ -424,6 +424,16 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     from steps.plan import Outcome, Plan
     from steps.reactions import release_workers
 
+    if state.workload_state.release is not None and state.workload_state.workload is not None:
+        # Released already: complete what an earlier attempt left (the Workload's copy of the
+        # record) and record this run's own release whose answer was lost (release-workers' rules).
+        named = dc_replace(request, namespace=state.request.namespace,
+                           workload=(state.idle.workload or {}).get("metadata", {}).get("name", ""))
+        completion = release_workers.plan(named, state.workload_state, policy, by=REACTION)
+        if completion.actions:
+            gpus = float(completion.metrics.get("gpusReleased", 0.0))
+            return Plan(completion.actions, completion.reasons, completion.empty_outcome,
+                        {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {}, completion.event)
     settings = policy.idle_for(state.tenant)
     decision = decide(state.request, state.idle, settings)
     if decision.verdict == "retry":

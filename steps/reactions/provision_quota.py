@@ -57,13 +57,14 @@ from steps.cluster_queue import (
     return_loan_patch,
     set_gpu_quota,
 )
+from steps.names import is_dns_label, is_dns_subdomain
 from steps.plan import ActionResult, Outcome, RejectedInput, StepReport
 
 REACTION = "provision-quota"
 EVENT_REASON = "GPUaaSQuotaProvisioned"
 MODES = ("hand", "capacity")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_GPUS = 1_000_000
+"""More GPUs than any one tenant's quota: a larger number is a typo (or an attack), not a request."""
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 
 JSON = dict[str, Any]
@@ -213,13 +214,13 @@ def parse_request(params: Mapping[str, str]) -> QuotaRequest:
         raise RejectedInput("mode", "hand or capacity", params.get("mode"), "pass mode=hand or mode=capacity")
     request = QuotaRequest(mode=mode, tenant=get("tenant"), namespace=get("namespace"), flavor=get("flavor"),
                            cohort=get("cohort"), workload=get("workload"), dry_run=dry == "true")
-    for name, pattern, what in (("tenant", _DNS_SUBDOMAIN, "a ClusterQueue name (DNS subdomain)"),
-                                ("flavor", _DNS_SUBDOMAIN, "a ResourceFlavor name (DNS subdomain)"),
-                                ("cohort", _DNS_SUBDOMAIN, "a cohort name (DNS subdomain)"),
-                                ("namespace", _DNS_LABEL, "a namespace name (DNS label)"),
-                                ("workload", _DNS_SUBDOMAIN, "a Workload name")):
+    for name, valid, what in (("tenant", is_dns_subdomain, "a ClusterQueue name (DNS subdomain)"),
+                              ("flavor", is_dns_subdomain, "a ResourceFlavor name (DNS subdomain)"),
+                              ("cohort", is_dns_subdomain, "a cohort name (DNS subdomain)"),
+                              ("namespace", is_dns_label, "a namespace name (DNS label)"),
+                              ("workload", is_dns_subdomain, "a Workload name")):
         value = getattr(request, name)
-        if value and (len(value) > 253 or not pattern.match(value)):
+        if value and not valid(value):
             raise RejectedInput(name, what, value, f"pass a valid {name}")
     if mode == "capacity":
         for name in ("tenant", "gpus", "workload", "borrowing-limit", "lending-limit"):
@@ -231,8 +232,10 @@ def parse_request(params: Mapping[str, str]) -> QuotaRequest:
         if not get(name):
             raise RejectedInput(name, "a value in mode=hand", "", f"pass {name}=...")
     gpus_text = get("gpus")
-    if not gpus_text.isdigit():
-        raise RejectedInput("gpus", "a whole number of GPUs >= 0", gpus_text, "pass gpus=N, e.g. gpus=8")
+    # ASCII digits only: str.isdigit() accepts "²" and "٣", and int() of thousands of digits raises.
+    if not re.fullmatch(r"[0-9]{1,7}", gpus_text) or int(gpus_text) > MAX_GPUS:
+        raise RejectedInput("gpus", f"a whole number of GPUs from 0 to {MAX_GPUS} (ASCII digits)", gpus_text,
+                            "pass gpus=N, e.g. gpus=8")
     if request.workload and not request.namespace:
         raise RejectedInput("namespace", "the Workload's namespace when workload is set", "",
                             "pass namespace=<the workload's namespace>")

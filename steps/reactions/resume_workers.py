@@ -21,7 +21,7 @@ from steps.model.workload import parse_time
 from steps.plan import Plan, ReactionRequest, RejectedInput, StepReport
 from steps.policy import Policy
 from steps.record import RESUMED
-from steps.strategies import RELEASE_ANNOTATION, mirror_release, resume_actions
+from steps.strategies import DEACTIVATE, RELEASE_ANNOTATION, mirror_release, resume_actions
 
 REACTION = "resume-workers"
 TARGET_KINDS = frozenset({"Deployment", "StatefulSet", "LeaderWorkerSet", "InferenceService", "ScaledObject", "Notebook",
@@ -87,9 +87,20 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
         return Plan.nothing(*notes, f"the release record on {target.get('kind')} is not JSON; resume by hand "
                                     f"and remove the annotation {RELEASE_ANNOTATION}")
     why = request.extra.get("reason") or "requested (resume-workers)"
-    actions, resume_notes = resume_actions(record, target, why)
-    if wl is not None and target.get("kind") != "Workload" and RELEASE_ANNOTATION in wl.annotations:
-        actions.append(mirror_release(wl, None, why))
+    if wl is not None and target.get("kind") == "Workload" and record.get("strategy") != DEACTIVATE:
+        # Only the Workload's copy of the record is left: the object the release changed no longer
+        # carries it (an earlier attempt of a resume restored it and was cut short, or someone
+        # removed it). Restoring on the Workload would write the wrong kind (spec.replicas on a
+        # Workload): finish the resume by clearing the copy.
+        changed = record.get("target") or {}
+        actions = [mirror_release(wl, None, why)]
+        resume_notes = [(f"{changed.get('kind')} {changed.get('name')} no longer carries the release record "
+                         "(restored by an earlier, interrupted resume, or removed by hand): only the Workload's "
+                         "copy is cleared")]
+    else:
+        actions, resume_notes = resume_actions(record, target, why)
+        if wl is not None and target.get("kind") != "Workload" and RELEASE_ANNOTATION in wl.annotations:
+            actions.append(mirror_release(wl, None, why))
     metrics: dict[str, float] = {}
     released_at = parse_time(record.get("releasedAt"))
     if released_at is not None:

@@ -3,7 +3,9 @@ than a named list of verbs is, and every rule names the code that needs it."""
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +21,76 @@ VERB = {"get": "get", "list": "list", "create": "create", "merge_patch": "patch"
         "update_with_retry": "patch", "replace": "update", "delete": "delete", "watch": "watch"}
 
 
+ACTION_VERB = {"create": "create", "delete": "delete", "merge-patch": "patch", "json-patch": "patch",
+               "none": None, "already-applied": None}
+
+
 def _steps_calls() -> set[tuple[str, str, str]]:
-    """(group, plural, verb) of every gateway call in steps/ that names a resources.py constant."""
+    """(group, plural, verb) of every API call the steps can make: gateway calls naming a resources.py
+    constant, the writes of every planned `Action` (steps.reactions.apply_actions performs them), and
+    the reads whose kind comes from data, bounded by the code's own tables (owner chains:
+    OWNER_KINDS; release targets: STRATEGY_KINDS; resume by target: TARGET_KINDS)."""
+    from steps.model.owners import OWNER_KINDS
+    from steps.reactions.resume_workers import TARGET_KINDS
+    from steps.strategies import STRATEGY_KINDS
+
     calls = set()
     for path in STEPS.rglob("*.py"):
         if "gateways" in path.parts:
             continue
-        for method, constant in CALL.findall(path.read_text()):
+        text = path.read_text()
+        for method, constant in CALL.findall(text):
             resource = getattr(resources, constant, None)
             if isinstance(resource, resources.Resource):
                 calls.add((resource.group, resource.plural, VERB[method]))
+        for resource, verb in _action_writes(ast.parse(text)):
+            calls.add((resource.group, resource.plural, verb))
+
+    def by_kind(kinds: object, verb: str) -> set[tuple[str, str, str]]:
+        return {(r.group, r.plural, verb) for r in resources.ALL if r.kind in kinds}  # type: ignore[operator]
+
+    calls |= by_kind(OWNER_KINDS, "get")
+    calls |= by_kind({k for kinds in STRATEGY_KINDS.values() for k in kinds}, "get")
+    calls |= by_kind(TARGET_KINDS, "get")
     # the gateway's own record_event (steps/entrypoint.py calls it for every reaction)
     calls |= {("", "events", "get"), ("", "events", "create"), ("", "events", "patch")}
     return calls
+
+
+def _action_writes(tree: ast.AST) -> Iterator[tuple[resources.Resource, str]]:
+    """(Resource, verb) of every `Action(name, resource, ...)` built in a module. The resource is a
+    resources.py constant, `_resource(target, STRATEGY)` (the kinds STRATEGY_KINDS allows), or a
+    local variable assigned from those in the same function."""
+    from steps import strategies
+
+    def resolve(node: ast.AST, scope: dict[str, ast.AST]) -> list[resources.Resource]:
+        if isinstance(node, ast.Attribute):
+            node = ast.Name(node.attr)
+        if isinstance(node, ast.IfExp):
+            return resolve(node.body, scope) + resolve(node.orelse, scope)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_resource":
+            kinds = strategies.STRATEGY_KINDS[getattr(strategies, node.args[1].id)]  # type: ignore[attr-defined]
+            return [r for r in resources.ALL if r.kind in kinds]
+        if isinstance(node, ast.Name):
+            constant = getattr(resources, node.id, None)
+            if isinstance(constant, resources.Resource):
+                return [constant]
+            if node.id in scope:
+                return resolve(scope[node.id], scope)
+        raise AssertionError(f"cannot tell which resource an Action writes: {ast.unparse(node)}; name a "
+                             "resources.py constant or use strategies._resource(target, STRATEGY)")
+
+    for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        scope = {t.id: a.value for a in ast.walk(function) if isinstance(a, ast.Assign)
+                 for t in a.targets if isinstance(t, ast.Name)}
+        for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
+            if getattr(call.func, "id", "") != "Action" or len(call.args) < 2:
+                continue
+            operation = next((k.value.value for k in call.keywords if k.arg == "operation"
+                              and isinstance(k.value, ast.Constant)), "merge-patch")
+            verb = ACTION_VERB[operation]
+            if verb is not None:
+                yield from ((r, verb) for r in resolve(call.args[1], scope))
 
 
 def _granted(objects: list[JSON], account: str) -> set[tuple[str, str, str]]:
@@ -54,11 +113,23 @@ def rbac_objects() -> list[JSON]:
     return [*platform.service_accounts(), *rbac.objects()]
 
 
+ARGO_EXECUTOR = {("argoproj.io", "workflowtaskresults", "create"), ("argoproj.io", "workflowtaskresults", "patch")}
+"""Not steps' code: Argo's executor in every step pod reports outputs with the pod's ServiceAccount."""
+
+
 def test_every_gateway_call_in_steps_is_granted(rbac_objects: list[JSON]) -> None:
     calls = _steps_calls()
     assert ("kueue.x-k8s.io", "clusterqueues", "create") in calls      # the scan sees real code
+    assert ("apps", "statefulsets", "patch") in calls                  # ... and the strategies' writes
     missing = sorted(calls - _granted(rbac_objects, "gpuaas-steps"))
     assert missing == [], f"steps call these without RBAC: {missing}"
+
+
+def test_nothing_is_granted_to_steps_that_no_code_calls(rbac_objects: list[JSON]) -> None:
+    """Least privilege, exactly: every grant is a call some code makes (issue 10: `patch pytorchjobs`
+    was granted for a suspend no strategy performs)."""
+    unused = sorted(_granted(rbac_objects, "gpuaas-steps") - _steps_calls() - ARGO_EXECUTOR)
+    assert unused == [], f"granted to gpuaas-steps but never called: {unused}"
 
 
 def test_steps_may_never_delete_a_tenants_workload_or_owner(rbac_objects: list[JSON]) -> None:

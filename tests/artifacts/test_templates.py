@@ -48,12 +48,83 @@ def test_every_step_is_a_python_m_steps_script(templates: dict[str, JSON], name:
         assert context["capabilities"]["drop"] == ["ALL"] and "runAsUser" not in context
 
 
+# (lastRetry.exitCode, lastRetry.status, lastRetry.message, retried?) as Argo's controller sees an attempt.
+RETRY_CASES = [
+    ("75", "Failed", "Error (exit code 75)", True),                          # transient failure, recorded
+    (None, "Error", "pod deleted", True),                                    # pod gone before it exited
+    (None, "Failed", "The node was low on resource: memory. Threshold quantity: 100Mi", True),  # evicted
+    (None, "Error", "Pod failed before main container starts due to ContainerCreating: ", True),
+    ("1", "Failed", "Error (exit code 1)", False),                           # permanent failure, recorded
+    ("137", "Failed", "OOMKilled (exit code 137)", False),
+    ("2", "Failed", "Error (exit code 2)", False),
+]
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_retries_only_the_transient_exit_code(templates: dict[str, JSON], name: str) -> None:
+def test_retries_transient_failures_and_attempts_without_an_exit_code(templates: dict[str, JSON], name: str) -> None:
+    """Issue 10 item 5: evaluated by Argo Workflows' own code (the pinned module's argoexpr over the
+    scope processNodeRetries builds, where an attempt without an exit code has exitCode "-1")."""
+    from tests.support.argo_retry import retry_verdicts
+
     for script in _scripts(templates[name]):
         retry = script["retryStrategy"]
-        assert retry["expression"] == "asInt(lastRetry.exitCode) == 75"
-        assert int(retry["limit"]) >= 1 and retry["backoff"]["duration"]
+        assert int(retry["limit"]) >= 1 and retry["backoff"]["duration"] and retry["retryPolicy"] == "Always"
+        assert "maxDuration" not in retry["backoff"]  # the attempt number alone decides (see the outcome counter)
+        cases = [{"expression": retry["expression"], "exitCode": code, "status": status, "message": message,
+                  "duration": "3", "retries": "0"} for code, status, message, _ in RETRY_CASES]
+        verdicts = retry_verdicts(cases)
+        assert [v.get("error") for v in verdicts] == [None] * len(cases), verdicts
+        assert [v["retry"] for v in verdicts] == [wanted for *_, wanted in RETRY_CASES], (script["name"], retry)
+
+
+def _emissions(attempts: list[dict[str, str] | None], limit: int) -> list[dict[str, str] | None]:
+    """The outputs each emission of a template-level metric sees, by Argo's rules (v4.0.5
+    workflow/controller/operator.go executeTemplate): a Retry node emits once for each child that
+    is retried ("retry node has not completed and last child node has completed") and once more
+    when the Retry node completes, with the last child's outputs. `None` = an attempt without
+    outputs (pod deleted)."""
+    retried = attempts[:-1][:limit]
+    return [*retried, attempts[len(retried)]]
+
+
+def _attempt_outputs(exit_code: int, outcome: str, attempt: int, limit: int) -> dict[str, str]:
+    from steps.entrypoint import final_attempt
+
+    env = {"GPUAAS_ATTEMPT": str(attempt), "GPUAAS_RETRY_LIMIT": str(limit)}
+    return {"outcome": outcome, "final": "true" if final_attempt(exit_code, env) else "false"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(("history", "counted"), [
+    ([(0, "applied")], ["applied"]),
+    ([(75, "failed"), (75, "failed"), (0, "applied")], ["applied"]),
+    ([(75, "failed")] * 5, ["failed"]),                 # retries exhausted: the run is counted once, failed
+    ([None, (0, "no-op")], ["no-op"]),                  # evicted (no exit code, no outputs), then retried
+    ([(1, "failed")], ["failed"]),
+])
+def test_the_outcome_counter_counts_once_per_reaction(templates: dict[str, JSON], name: str,
+                                                      history: list, counted: list[str]) -> None:
+    """Issue 10 item 5: not once per attempt. The step writes `final` (false only when Argo will run
+    another attempt); the counter's `when` keeps the retried attempts out."""
+    from engine.expressions import evaluate, substitute
+
+    for script in _scripts(templates[name]):
+        limit = int(script["retryStrategy"]["limit"])
+        counter = next((m for m in (script.get("metrics") or {}).get("prometheus", [])
+                        if m["name"] == "gpuaas_reaction_outcomes"), None)
+        if counter is None:
+            continue
+        attempts = [None if h is None else _attempt_outputs(h[0], h[1], i, limit) for i, h in enumerate(history)]
+        increments = []
+        for outputs in _emissions(attempts, limit):
+            if outputs is None:
+                continue  # Argo cannot substitute {{outputs.parameters.*}}: no emission (a MetricsError condition)
+            scope = {f"outputs.parameters.{k}": v for k, v in outputs.items()}
+            when = substitute(counter.get("when", ""), scope)
+            if not when or evaluate(when, {}, bare_words_are_strings=True):
+                label = next(lb["value"] for lb in counter["labels"] if lb["key"] == "outcome")
+                increments.append(substitute(label, scope))
+        assert increments == counted, (script["name"], history)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -72,3 +72,95 @@ def test_an_event_the_runtime_refuses_is_answered_503_so_alertmanager_retries() 
     with WebhookIntake(endpoints, token="s3cret", sink=refuse) as server:
         assert post(server.url_for("/alerts"), json.dumps(ALERT_GROUP).encode(), token="s3cret") == 503
         assert post(server.url + "/elsewhere", b"{}", token="s3cret") == 404
+
+
+# -- issue 10 item 11: every request gets an HTTP answer ---------------------------------------------
+def raw_request(url: str, request: bytes, timeout: float = 10.0) -> bytes:
+    """Send bytes as they are (no client-side checks) and read the whole answer."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as connection:
+        connection.sendall(request)
+        answer = b""
+        while True:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return answer
+            answer += chunk
+            if b"\r\n\r\n" in answer and b"Connection: close" in answer.split(b"\r\n\r\n")[0]:
+                head, _, rest = answer.partition(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                if len(rest) >= length:
+                    return answer
+
+
+def status_of(answer: bytes) -> int:
+    assert answer.startswith(b"HTTP/1."), answer[:80]
+    return int(answer.split(b" ", 2)[1])
+
+
+def headers(length: str, token: str = "s3cret") -> bytes:
+    return (f"POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Length: {length}\r\nConnection: close\r\n\r\n").encode()
+
+
+@pytest.mark.parametrize("length", ["abc", "-1", "1e3", "0x10", "10, 10", "99999999999999999999999"])
+def test_a_bad_content_length_is_answered_400_or_413(intake, length: str) -> None:
+    server, accepted = intake
+    answer = raw_request(server.url, headers(length) + b"{}")
+    assert status_of(answer) in (400, 413), answer
+    assert accepted == []
+
+
+@pytest.mark.parametrize("depth", [100, 1000, 100_000])
+def test_json_nested_too_deep_is_answered_400(intake, depth: int) -> None:
+    server, accepted = intake
+    body = b"[" * depth + b"]" * depth
+    answer = raw_request(server.url, headers(str(len(body))) + body)
+    assert status_of(answer) == 400 and b"nested" in answer, answer
+    assert accepted == []
+
+
+def test_a_client_that_stops_sending_is_answered_408_after_the_read_timeout() -> None:
+    import time
+
+    endpoints = WebhookEndpoint.from_event_source(EVENT_SOURCE)
+    with WebhookIntake(endpoints, token="s3cret", sink=lambda event: None, read_timeout=1.0) as server:
+        started = time.monotonic()
+        answer = raw_request(server.url, headers("100") + b'{"version": "4"', timeout=10)
+        assert status_of(answer) == 408 and time.monotonic() - started < 5
+
+
+def test_two_hundred_concurrent_posts_are_all_answered() -> None:
+    """Alertmanager (or a storm of groups) posting at once: no connection is reset or left unanswered."""
+    import concurrent.futures
+    import threading
+    import time
+
+    lock = threading.Lock()
+    accepted: list[dict] = []
+
+    def slow_sink(event: dict) -> None:  # routing and submitting take a while
+        time.sleep(0.05)
+        with lock:
+            accepted.append(event)
+
+    endpoints = WebhookEndpoint.from_event_source(EVENT_SOURCE)
+    body = json.dumps(ALERT_GROUP).encode()
+    with WebhookIntake(endpoints, token="s3cret", sink=slow_sink) as server:
+        start = threading.Barrier(200)
+
+        def one(_: int) -> int | str:
+            start.wait()
+            try:
+                return status_of(raw_request(server.url, headers(str(len(body))) + body, timeout=30))
+            except OSError as error:
+                return f"{type(error).__name__}: {error}"
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=200) as pool:
+            answers = list(pool.map(one, range(200)))
+    assert answers == [200] * 200, sorted({str(a) for a in answers})
+    assert len(accepted) == 200

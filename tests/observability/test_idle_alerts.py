@@ -36,9 +36,9 @@ WEBHOOK_DATA = {"header": {"Content-Type": ["application/json"]}, "body": BODY, 
 @pytest.mark.parametrize("event", [
     BODY,
     WEBHOOK_DATA,
-    {"context": {"type": "webhook", "source": "gpuaas-alertmanager"}, "data": WEBHOOK_DATA},
-    {"context": {"type": "webhook"}, "data": base64.b64encode(json.dumps(WEBHOOK_DATA).encode()).decode()},
-    json.dumps({"context": {}, "data": WEBHOOK_DATA}),
+    {"context": {"id": "e1", "type": "webhook", "source": "gpuaas-alertmanager"}, "data": WEBHOOK_DATA},
+    {"context": {"id": "e2", "type": "webhook"}, "data": base64.b64encode(json.dumps(WEBHOOK_DATA).encode()).decode()},
+    json.dumps({"context": {"id": "e3"}, "data": WEBHOOK_DATA}),
     {"header": {}, "body": json.dumps(BODY)},
 ], ids=["bare-body", "webhook-data", "event-object", "event-base64", "event-json-text", "body-as-text"])
 def test_alertmanager_body_from_any_event_shape(event: Any) -> None:
@@ -48,10 +48,11 @@ def test_alertmanager_body_from_any_event_shape(event: Any) -> None:
 @pytest.mark.parametrize(("event", "field"), [
     ("", "event"),
     ("not json", "event"),
-    ({"context": {}, "data": {"header": {}, "body": {"status": "firing"}}}, "event.data.body.alerts"),
+    ({"context": {"id": "e1"}, "data": {"header": {}, "body": {"status": "firing"}}}, "event.data.body.alerts"),
     ({"header": {}, "body": "{not json"}, "event.data.body"),
     ({"version": "3", "alerts": []}, "event.data.body.version"),
-    ({"context": {}, "data": "%%%"}, "event.data"),
+    ({"context": {"id": "e1"}, "data": "%%%"}, "event.data"),
+    ({"context": {"type": "webhook"}, "data": WEBHOOK_DATA}, "event.context.id"),   # no invented id (issue 10)
 ])
 def test_bad_events_name_the_field(event: Any, field: str) -> None:
     with pytest.raises(RejectedInput) as caught:
@@ -68,7 +69,7 @@ def test_cloudevent_structured_mode_is_accepted() -> None:
 # -- which alerts count (pure) ---------------------------------------------------------------------
 def test_only_firing_idle_alerts_with_pod_labels_are_candidates() -> None:
     no_pod = alert("team-a", "")
-    keep, skipped = ia.candidate_alerts(group(
+    keep, skipped, _ = ia.candidate_alerts(group(
         alert("team-a", "nb-0"), alert("team-a", "nb-1", status="resolved"), alert("team-a", "x", name="KubePodCrashLooping"),
         no_pod, alert("team-a", "nb-0", fp="again")))
     assert [(a.namespace, a.pod) for a in keep] == [("team-a", "nb-0")]
@@ -80,7 +81,7 @@ def test_only_firing_idle_alerts_with_pod_labels_are_candidates() -> None:
 
 def test_split_gives_one_item_per_workload() -> None:
     wl = {"metadata": {"name": "raycluster-demo-1a2b3", "namespace": "team-a"}}
-    alerts, _ = ia.candidate_alerts(group(alert("team-a", "w-0"), alert("team-a", "w-1"), alert("team-a", "gone")))
+    alerts, _, _ = ia.candidate_alerts(group(alert("team-a", "w-0"), alert("team-a", "w-1"), alert("team-a", "gone")))
     resolved = {("team-a", "w-0"): ia.PodWorkload("team-a", "w-0", True, workload=wl),
                 ("team-a", "w-1"): ia.PodWorkload("team-a", "w-1", True, workload=wl),
                 ("team-a", "gone"): ia.PodWorkload("team-a", "gone", False, reason="pod team-a/gone no longer exists")}
@@ -141,7 +142,7 @@ def test_group_to_items_against_the_api_server(cluster: tuple[Cluster, Any]) -> 
     _, ray_wl, ray_pods = c.ray_cluster("team-a", "demo", workers=2)
     _, job_wl, job_pod = c.job("team-b", "train")
     c.pod("team-a", "debug-shell", None)
-    event = {"context": {"type": "webhook"}, "data": {"header": {}, "body": group(
+    event = {"context": {"id": "e1", "type": "webhook"}, "data": {"header": {}, "body": group(
         alert("team-a", ray_pods[1]["metadata"]["name"]), alert("team-a", ray_pods[2]["metadata"]["name"]),
         alert("team-b", job_pod["metadata"]["name"]), alert("team-a", "debug-shell"),
         alert("team-a", "nb-0", status="resolved"), alert("team-a", "vanished-0"))}}
@@ -170,7 +171,7 @@ def test_step_writes_the_alerts_output_and_a_record(tmp_path: Any) -> None:
     with running_apiserver() as api:
         c = Cluster(api.store)
         _, ray_wl, ray_pods = c.ray_cluster("team-a", "demo", workers=2)
-        event = {"context": {"type": "webhook", "source": "gpuaas-alertmanager", "subject": "alertmanager"},
+        event = {"context": {"id": "e1", "type": "webhook", "source": "gpuaas-alertmanager", "subject": "alertmanager"},
                  "data": base64.b64encode(json.dumps({"header": {}, "body": group(
                      alert("team-a", ray_pods[1]["metadata"]["name"]), alert("team-a", "x", status="resolved"))})
                      .encode()).decode()}
@@ -207,3 +208,44 @@ def test_hand_submission_with_a_workload_yields_that_workload(tmp_path: Any) -> 
         code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"namespace": "team-a", "workload": "nope", "event": ""})
         assert outputs["outcome"] == "no-op" and outputs["alerts"] == "[]"
         assert api.write_count == writes
+
+
+MALFORMED_ALERTS = [
+    ("labels-a-list", {"status": "firing", "labels": ["GPUWorkloadIdle", "team-a"]}, "labels"),
+    ("labels-a-string", {"status": "firing", "labels": "alertname=GPUWorkloadIdle"}, "labels"),
+    ("alert-a-string", "GPUWorkloadIdle team-a/nb-0", "an object"),
+    ("label-value-not-text", {"status": "firing", "labels": {"alertname": "GPUWorkloadIdle", "namespace": "team-a",
+                                                             "pod": ["a", "b"]}}, "labels.pod"),
+    ("pod-not-a-dns-name", {"status": "firing", "labels": {"alertname": "GPUWorkloadIdle", "namespace": "team-a",
+                                                           "pod": "Nb_0!"}}, "labels.pod"),
+    ("namespace-non-ascii", {"status": "firing", "labels": {"alertname": "GPUWorkloadIdle", "namespace": "tëam-a",
+                                                            "pod": "nb-0"}}, "labels.namespace"),
+    ("status-not-text", {"status": {"state": "firing"}, "labels": {"alertname": "GPUWorkloadIdle"}}, "status"),
+]
+
+
+@pytest.mark.parametrize(("bad", "field"), [m[1:] for m in MALFORMED_ALERTS], ids=[m[0] for m in MALFORMED_ALERTS])
+def test_one_malformed_alert_is_rejected_and_the_rest_fan_out(tmp_path: Any, bad: Any, field: str) -> None:
+    """Issue 10 item 9: a malformed alert is rejected in the record; the good alerts of the same
+    group still become on-idle items (the step does not fail the whole group)."""
+    with running_apiserver() as api:
+        c = Cluster(api.store)
+        _, job_wl, job_pod = c.job("team-b", "train")
+        body = group(alert("team-b", job_pod["metadata"]["name"]), bad)
+        code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"event": json.dumps({"header": {}, "body": body})})
+    record = json.loads(outputs["record"])
+    assert code == 0 and outputs["outcome"] == "applied", record["data"]["errors"]
+    assert [i["workload"] for i in json.loads(outputs["alerts"])] == [job_wl["metadata"]["name"]]
+    [rejected] = record["data"]["observed"]["rejected"]
+    assert rejected["index"] == 1 and rejected["reason"].startswith("event.data.body.alerts[1]"), rejected
+    assert field in rejected["reason"].split(": found")[0], rejected
+    assert any(e.startswith("event.data.body.alerts[1]") for e in record["data"]["errors"])
+
+
+def test_a_group_of_only_malformed_alerts_is_rejected_input(tmp_path: Any) -> None:
+    with running_apiserver() as api:
+        body = group({"status": "firing", "labels": ["x"]}, "not an alert")
+        code, outputs = _run_step(api.url, tmp_path, "idle-alerts", {"event": json.dumps(body)})
+    record = json.loads(outputs["record"])
+    assert code == 0 and outputs["outcome"] == "rejected-input" and outputs["alerts"] == "[]"
+    assert len(record["data"]["observed"]["rejected"]) == 2

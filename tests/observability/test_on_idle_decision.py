@@ -33,17 +33,21 @@ def workload(*, admitted_minutes_ago: float | None = 120, finished: bool = False
                 {"name": "workers", "count": 2, "resourceUsage": {"nvidia.com/gpu": str(gpus)}}]}}}
 
 
-def activity(*values: float, coverage: float = 1.0) -> GpuActivity:
+def activity(*values: float, coverage: float = 1.0, coverages: tuple[float, ...] = ()) -> GpuActivity:
+    """GPU i belongs to pod demo-worker-{i // 2}; `coverages` gives each GPU's own coverage."""
     gpus = tuple(GpuObservation(uuid=f"GPU-{i}", hostname="node-a", gpu=str(i), namespace="team-a",
                                 pod=f"demo-worker-{i // 2}", metric=ENGINE_ACTIVE, label_spelling="plain",
-                                max_activity=v, samples=60, first_seen=0, last_seen=1800) for i, v in enumerate(values))
+                                max_activity=v, samples=60, first_seen=0, last_seen=1800,
+                                coverage=coverages[i] if coverages else coverage)
+                 for i, v in enumerate(values))
     return GpuActivity(namespace="team-a", pods=("demo-worker-0", "demo-worker-1"), window_seconds=1800,
                        evaluated_at=NOW.timestamp(), gpus=gpus, coverage=coverage, largest_gap_seconds=30)
 
 
+PODS = {"demo-worker-0": 2, "demo-worker-1": 2}
 IDLE = IdleState(now=NOW, workload=workload(), tenant="tenant-a", pods=("demo-worker-0", "demo-worker-1"),
                  activity=activity(0.0, 0.0, 0.01, 0.0),
-                 owner={"kind": "RayCluster", "metadata": {"name": "demo", "annotations": {}}})
+                 owner={"kind": "RayCluster", "metadata": {"name": "demo", "annotations": {}}}, pod_gpus=PODS)
 
 CASES: list[tuple[str, IdleState, IdleRequest, IdlePolicy, str, str]] = [
     ("idle-releases", IDLE, REQUEST, POLICY, "release", "all 4 GPU(s) of 2 pod(s) stayed at or below 5%"),
@@ -75,7 +79,18 @@ CASES: list[tuple[str, IdleState, IdleRequest, IdlePolicy, str, str]] = [
     ("hourly-budget-used", replace(IDLE, releases_last_hour=2), REQUEST, POLICY,
      "skipped-by-policy", "tenant tenant-a already had 2 release(s) in the last hour (maximum 2)"),
     ("budget-zero-never-releases", IDLE, REQUEST, replace(POLICY, max_releases_per_hour=0), "skipped-by-policy", "maximum 0"),
-    ("threshold-is-inclusive", replace(IDLE, activity=activity(0.05, 0.0)), REQUEST, POLICY, "release", ""),
+    ("threshold-is-inclusive", replace(IDLE, workload=workload(gpus=2), activity=activity(0.05, 0.0),
+                                       pod_gpus={"demo-worker-0": 2}), REQUEST, POLICY, "release", ""),
+    # Issue 10 item 6: every GPU the workload holds needs its own samples covering the window.
+    ("one-of-two-gpu-pods-has-no-samples", replace(IDLE, activity=activity(0.0, 0.0)), REQUEST, POLICY,
+     "no-op", "pod team-a/demo-worker-1 holds 2 GPU(s); 0 of them have DCGM samples covering"),
+    ("a-pod-with-fewer-gpus-seen-than-it-holds", replace(IDLE, activity=activity(0.0, 0.0, 0.0)), REQUEST, POLICY,
+     "no-op", "pod team-a/demo-worker-1 holds 2 GPU(s); 1 of them have DCGM samples covering"),
+    ("one-gpu-with-holes-among-full-ones", replace(IDLE, activity=activity(0.0, 0.0, 0.0, 0.0,
+                                                                           coverages=(1.0, 1.0, 1.0, 0.4))),
+     REQUEST, POLICY, "no-op", "node-a/gpu3 (pod team-a/demo-worker-1) cover 40%"),
+    ("more-gpus-admitted-than-observed", replace(IDLE, activity=activity(0.0, 0.0, 0.0), pod_gpus={}), REQUEST,
+     POLICY, "no-op", "holds 4 GPU(s) but DCGM samples cover 3"),
 ]
 
 

@@ -214,3 +214,34 @@ def test_step_rejects_a_bad_alert_without_writes(world: World, tmp_path: Path) -
     code, outputs, record = run_step(world, tmp_path, {**params("team-a", "nb-idle"), "alert": "{broken"})
     assert code == 0 and outputs["outcome"] == "rejected-input" and record["data"]["errors"][0].startswith("alert:")
     assert world.api.write_count == writes
+
+
+def test_step_release_whose_answer_was_lost_counts_against_the_hourly_limit(world: World, tmp_path: Path) -> None:
+    """Issue 10 item 7: the deactivation is committed but the API hangs up before answering. The
+    record says applied, the GPUaaSWorkersReleased Event is written once, and the tenant's next
+    release in the hour is measured against it."""
+    from steps.reactions.on_idle import releases_in_last_hour
+
+    world.api.faults.commit_then_fail(1, status=0, method="PATCH", path="/workloads/")
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"))
+    assert code == 0 and outputs["outcome"] == "applied", record["data"]
+    assert record["data"]["actions"][0]["result"] == "applied" and "answer was lost" in record["data"]["actions"][0]["note"]
+    assert outputs["gpus-released"] == "2"
+    events = [e for e in world.cluster.store.list(R.EVENT, "team-a") if e.get("reason") == "GPUaaSWorkersReleased"]
+    assert [e["count"] for e in events] == [1]
+    assert releases_in_last_hour(world.kube, "tenant-a", datetime.now(UTC)) == 1
+
+
+def test_a_gpu_pod_without_samples_blocks_the_release(world: World) -> None:
+    """Issue 10 item 6: the RayCluster's other GPU pod has no DCGM series at all (exporter down on its
+    node, or a new pod): the idle pod's samples alone are no evidence for the workload's GPUs."""
+    c = world.cluster
+    c.store.delete(R.POD, "train-partly", "team-b")
+    ray = c.store.get(R.RAY_CLUSTER, "train", "team-b")
+    c.pod("team-b", "train-silent", ray, gpus=2)
+    state, decision = judge(world, "team-b", "train-idle")
+    assert state.idle.pods == ("train-idle", "train-silent")
+    assert [g.pod for g in state.idle.activity.gpus] == ["train-idle"]
+    assert decision.verdict == "no-op", decision
+    assert "pod team-b/train-silent holds 2 GPU(s); 0 of them have DCGM samples" in decision.reasons[0]
+    assert state.idle.observed()["podGpus"] == {"train-idle": 1, "train-silent": 2}

@@ -1,21 +1,65 @@
-"""Fixtures of the real-stack tier for pods: a real control plane and a real node (kubelet + containerd).
+"""Fixtures of the real-stack tier (every test here is marked `realstack`; none is ever skipped).
 
-Session-scoped: the images build once (cached under .stack-cache/images across runs), the control
-plane and the node start once per test session, and every pod a test creates runs on that node.
+- `real_cluster`: the whole control plane from `gpuaas cluster up` (kube-apiserver, controller-manager,
+  scheduler, KWOK GPU nodes, Kueue, KEDA, Prometheus), once per session in a temporary state dir and
+  stopped at the end; `GPUAAS_REAL_CLUSTER=<state dir>` reuses a cluster you started with
+  `gpuaas cluster up --state-dir DIR` (it is then left running). Binaries come from
+  `gpuaas cluster build` (`make test` runs it first); a failure to build or start fails the tests.
+- `control_plane`, `step_image`, `real_node`: a minimal control plane and a real node (kubelet +
+  containerd) that runs the step image's pods (docs/real-stack-pods.md). The images build once
+  (cached under .stack-cache/images across runs).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
+from gpuaas.cluster.binaries import build_all
 from gpuaas.cluster.images import BuiltImage, build_argoexec_image, build_pause_image, build_step_image
 from gpuaas.cluster.node import Node, NodeCredentials, NodeNetwork
+from gpuaas.cluster.stack import Cluster, ClusterError
 from tests.realstack.control_plane import ControlPlane
+from tests.support.real_cluster import RealCluster
+
+REUSE_ENV = "GPUAAS_REAL_CLUSTER"
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.realstack)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    reused = os.environ.get(REUSE_ENV)
+    if reused:
+        cluster = Cluster(Path(reused))
+        status = cluster.status()
+        if status["phase"] != "ready":
+            pytest.fail(f"expected the cluster in ${REUSE_ENV}={reused} to be ready, found {status['phase']}; "
+                        f"start it with `gpuaas cluster up --state-dir {reused}` or unset {REUSE_ENV}")
+        yield RealCluster(cluster, Path(status["kubeconfig"]))
+        return
+    build_all(progress=print)
+    cluster = Cluster(tmp_path_factory.mktemp("real-cluster"), progress=print)
+    try:
+        state = cluster.up(timeout_s=900)
+    except ClusterError as error:
+        pytest.fail(f"the real stack did not start: {error}")
+    try:
+        yield RealCluster(cluster, Path(state.kubeconfig))
+    finally:
+        cluster.down(quiet=True)
+
 
 NODE_NAME = "gpuaas-node"
 

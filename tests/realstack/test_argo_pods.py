@@ -39,8 +39,14 @@ def _rendered_script() -> dict:
 
 
 def _script(name: str, source: str, **extra: object) -> dict:
-    """A script template shaped like the product's, with this test's Python as its source."""
-    script = {**_rendered_script(), "image": STEP_IMAGE, "imagePullPolicy": "Never", "command": ["python"],
+    """A script template shaped like the product's, with this test's Python as its source.
+
+    The product's scripts all have a retryStrategy, so their env may name `{{retries}}`
+    (GPUAAS_ATTEMPT); Argo refuses that variable in a template without one, so it is left out here."""
+    rendered = _rendered_script()
+    if "retryStrategy" not in extra:
+        rendered["env"] = [e for e in rendered.get("env", []) if "{{retries}}" not in str(e.get("value", ""))]
+    script = {**rendered, "image": STEP_IMAGE, "imagePullPolicy": "Never", "command": ["python"],
               "source": source}
     return {"name": name, **extra, "script": script}
 

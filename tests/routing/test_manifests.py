@@ -97,5 +97,5 @@ def test_overlay_folder_follows_its_resources_with_the_overlay_namespace(tmp_pat
     assert any("patches are not applied" in w for w in loaded.warnings)
     assert any("not found" in w for w in loaded.warnings)
     workflow = Router(loaded.objects).route(
-        {"source": "demo-source", "subject": "demo-event", "data": {}}).workflows[0]
+        {"id": "overlay-1", "source": "demo-source", "subject": "demo-event", "data": {}}).workflows[0]
     assert workflow["metadata"]["namespace"] == "overlay-ns"

@@ -62,7 +62,9 @@ def test_empty_event_is_a_hand_submission() -> None:
     (json.dumps({"type": "ADD", "body": "x"}), "event.data.body", "str"),
     (json.dumps({"type": "ADD", "body": {"spec": {}}}), "event.data.body", "without metadata"),
     (json.dumps({"type": "UPDATE", "body": BODY, "oldBody": [1]}), "event.data.oldBody", "list"),
-    (json.dumps({"specversion": "1.0", "data": DATA}), "event", "CloudEvent"),
+    (json.dumps({"specversion": "1.0", "data": DATA}), "event.id", "none"),      # no invented id (issue 10)
+    (json.dumps({"context": {"type": "resource"}, "data": DATA}), "event.context.id", "none"),
+    (json.dumps({"specversion": "1.0", "id": "1", "type": "t", "data": DATA}), "event", "CloudEvent"),
 ])
 def test_bad_resource_events_name_the_field(raw: str, field: str, found: str) -> None:
     with pytest.raises(RejectedInput) as caught:

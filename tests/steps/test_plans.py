@@ -222,6 +222,35 @@ def test_resume_without_record_is_a_no_op() -> None:
     assert not plan.actions and "nothing to resume" in plan.reasons[-1]
 
 
+@pytest.mark.parametrize("kind", ["StatefulSet", "Notebook", "Deployment", "RayCluster"])
+def test_resume_never_writes_a_kind_its_strategy_does_not_write(kind: str) -> None:
+    """Issue 10 item 8: an interrupted resume restored the owner and cleared its record, but not the
+    Workload's copy. The retry reads the copy from the Workload: it must only clear it, never turn
+    `spec.replicas` (or worker groups, or annotations) into a write on the Workload."""
+    scene = Scene.of(kind, workers=3, elastic=kind == "RayCluster")
+    released = release_workers.plan(request(scene), state_of(scene), Policy())
+    for action in released.actions:   # the release happened: owner changed, Workload has the copy
+        target = scene.workload if action.resource.kind == "Workload" else next(
+            o for o in scene.chain() if o["kind"] == action.resource.kind)
+        if action.operation == "merge-patch":
+            _merge(target, action.patch)
+        else:
+            target.setdefault("metadata", {}).setdefault("annotations", {})[RELEASE_ANNOTATION] = \
+                scene.workload["metadata"]["annotations"].get(RELEASE_ANNOTATION) or "{}"
+    record = read_release(scene.workload)
+    assert record is not None and record["strategy"] != DEACTIVATE
+    state = state_of(scene)             # the owner no longer carries the record: only the Workload does
+    assert state.release_on is scene.workload
+    plan = resume_workers.plan(request(scene), state, Policy())
+    assert [(a.action, a.resource.kind) for a in plan.actions] == [("clear-release-on-workload", "Workload")]
+    assert plan.actions[0].patch == {"metadata": {"annotations": {RELEASE_ANNOTATION: None}}}
+    assert "no longer carries the release record" in " ".join(plan.reasons)
+    # and the pure helper refuses the wrong kind outright
+    from steps.strategies import resume_actions
+    wrong, notes = resume_actions(record, scene.workload, "retry")
+    assert wrong == [] and "never writes a Workload" in notes[0]
+
+
 def _merge(obj: dict, patch: dict) -> None:
     for key, value in patch.items():
         if isinstance(value, dict) and isinstance(obj.get(key), dict):

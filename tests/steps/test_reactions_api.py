@@ -159,13 +159,13 @@ def test_scaled_object_is_garbage_collected_with_its_owner(api: ApiServer, run_s
 # -- bad input ------------------------------------------------------------------------------------
 BAD_INPUT = [
     ("on-admitted", {"namespace": NS, "workload": "w", "dry-run": "yes"}, "dry-run: expected \"true\" or \"false\""),
-    ("release-workers", {"namespace": "Team_A", "workload": "w"}, "namespace: expected a Kubernetes object name"),
+    ("release-workers", {"namespace": "Team_A", "workload": "w"}, "namespace: expected a namespace name"),
     ("release-workers", {"namespace": NS, "workload": ""}, "workload: expected the Workload's name"),
     ("resume-workers", {"workload": "w"}, "namespace: expected the Workload's namespace"),
     ("on-finished", {"namespace": NS, "workload": "w", "event": "{oops"}, "event: expected JSON"),
     ("on-finished", {"namespace": NS, "workload": "w", "event": json.dumps({"type": "MODIFIED", "body": {}})},
      "event.data.type: expected ADD, UPDATE or DELETE"),
-    ("on-admitted", {"namespace": NS, "event": json.dumps({"context": {}, "data": "%%%"})},
+    ("on-admitted", {"namespace": NS, "event": json.dumps({"context": {"id": "e1"}, "data": "%%%"})},
      "event.data: expected an object, JSON text or base64 of JSON"),
     ("no-such-reaction", {"namespace": NS, "workload": "w"}, "reaction: expected one of"),
     ("Bad Name", {}, "reaction: expected a reaction name"),
@@ -219,7 +219,7 @@ def test_transient_api_failure_exits_75_with_outputs(api: ApiServer, run_step: S
     api.faults.fail_next(20, status=503, method="PATCH")
     code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
     assert code == 75 and out["outcome"] == "failed"
-    assert out["record"]["data"]["errors"][0].startswith("transient: 503")
+    assert out["record"]["data"]["errors"][-1].startswith("transient: 503")   # after one re-read and re-plan
     assert out["record"]["data"]["observed"]["workload"]["status"] == "admitted"   # what was seen is kept
     assert out["plan"]["actions"][0]["action"] == "deactivate-workload"
     assert api.store.get(R.WORKLOAD, wl_name(scene), NS)["spec"].get("active", True) is True
@@ -421,3 +421,26 @@ def test_json_patch_on_a_moved_object_conflicts_and_replans(api: ApiServer, run_
     code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
     assert code == 0 and out["outcome"] == "applied" and len(calls) == 2
     assert "re-read and re-planned" in out["record"]["data"]["errors"][0]
+
+
+def test_a_retried_interrupted_resume_never_patches_the_workload_with_replicas(api: ApiServer,
+                                                                             run_step: StepRunner) -> None:
+    """Issue 10 item 8: the resume restored the StatefulSet, then the API failed before the Workload's
+    copy of the record was cleared (exit 75). Argo's retry must clear the copy only: no `spec.replicas`
+    on the Workload, the StatefulSet left as restored."""
+    scene = Scene.of("StatefulSet", workers=2)
+    scene.seed(api.store)
+    code, out = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied"
+    api.faults.fail_next(1000, status=503, method="PATCH", path="/workloads/")
+    code, out = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 75 and api.store.get(R.STATEFUL_SET, "train", NS)["spec"]["replicas"] == 2
+    api.faults.clear()
+    api.store.patch(R.STATEFUL_SET, "train", {"spec": {"replicas": 3}}, NS)   # the tenant scales it meanwhile
+    code, out = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    data = out["record"]["data"]
+    assert code == 0 and out["outcome"] == "applied", data
+    assert [(a["action"], a["target"]["kind"]) for a in data["actions"]] == [("clear-release-on-workload", "Workload")]
+    workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
+    assert "replicas" not in workload["spec"] and "gpuaas.io/release" not in workload["metadata"].get("annotations", {})
+    assert api.store.get(R.STATEFUL_SET, "train", NS)["spec"]["replicas"] == 3

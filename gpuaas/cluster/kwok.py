@@ -1,0 +1,66 @@
+"""KWOK's fake nodes: three GPU nodes and one CPU node, and the stages that move their pods.
+
+Why these labels and taints: the example ResourceFlavor `gpu-a100` (manifests/examples/tenants)
+selects nodes by `nvidia.com/gpu.product` and tolerates the `nvidia.com/gpu` NoSchedule taint, as
+GPU nodes carry it (the NVIDIA GPU operator's labels); Kueue injects the flavor's node selector and
+tolerations into admitted pods, so they land on these nodes. The CPU node takes pods that no queue
+manages. Pod lifecycles come from KWOK's own `general` stages (read from the pinned module): pods
+become Ready; pods owned by a Job complete after `pod-complete.stage.kwok.x-k8s.io/delay` (default
+1 s plus up to 5 s of jitter), which a test sets to keep a Job running.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gpuaas.upstream import module_dir
+
+KWOK = "sigs.k8s.io/kwok"
+MANAGED_LABEL = ("type", "kwok")
+GPU_PRODUCT = "NVIDIA-A100-SXM4-80GB"
+GPU_NODES = 3
+GPUS_PER_NODE = 4
+
+STAGES = ("kustomize/stage/node/fast/node-initialize.yaml",
+          "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+          *(f"kustomize/stage/pod/general/{name}.yaml" for name in
+            ("pod-create", "pod-init-container-running", "pod-init-container-completed", "pod-ready",
+             "pod-complete", "pod-delete")))
+
+
+def stages_config() -> str:
+    """KWOK's `--config` file: the upstream stages, one YAML document each."""
+    root = module_dir(KWOK)
+    docs = []
+    for path in STAGES:
+        docs += [doc for doc in yaml.safe_load_all((root / path).read_text()) if doc]
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def _node(name: str, *, labels: dict[str, str], capacity: dict[str, str], taints: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                                                   "kwok.x-k8s.io/node": "fake"},
+                     "labels": {MANAGED_LABEL[0]: MANAGED_LABEL[1], "kubernetes.io/hostname": name,
+                                "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                                "node-role.kubernetes.io/worker": "", **labels}},
+        "spec": {"taints": taints},
+        "status": {"allocatable": capacity, "capacity": capacity,
+                   "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
+                                "kubeProxyVersion": "fake", "machineID": name, "systemUUID": name, "bootID": name,
+                                "kernelVersion": "kwok", "osImage": "kwok", "containerRuntimeVersion": "kwok"}},
+    }
+
+
+def nodes() -> list[dict[str, Any]]:
+    """GPU nodes `gpu-node-1..3` (4 `nvidia.com/gpu` each, tainted) and `cpu-node-1`."""
+    gpu_capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(GPUS_PER_NODE)}
+    out = [_node(f"gpu-node-{i}", labels={"nvidia.com/gpu.product": GPU_PRODUCT, "nvidia.com/gpu.present": "true",
+                                           "nvidia.com/gpu.count": str(GPUS_PER_NODE)},
+                 capacity=gpu_capacity, taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+           for i in range(1, GPU_NODES + 1)]
+    out.append(_node("cpu-node-1", labels={}, capacity={"cpu": "32", "memory": "128Gi", "pods": "110"}, taints=[]))
+    return out

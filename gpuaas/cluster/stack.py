@@ -1,0 +1,529 @@
+"""`gpuaas cluster up | down | status`: the real control plane on loopback, started in order.
+
+Order and why:
+1. PKI and kubeconfigs (gpuaas.cluster.certificates, .kubeconfig), once per state dir.
+2. etcd, then kube-apiserver (RBAC, ServiceAccount tokens, aggregation layer), then the
+   controller-manager and the scheduler.
+3. CRDs (Kueue's and KEDA's installs, and the upstream kinds gpuaas touches), Established; then the
+   rest of Kueue's and KEDA's installs rewritten for loopback (gpuaas.cluster.objects).
+4. KWOK and its nodes (Ready), Kueue (webhooks answering a server-side dry run), KEDA (operator,
+   admission webhooks, metrics API server: its APIService Available).
+5. The DCGM-like exporter (a stand-in, gpuaas.cluster.gpu_exporter) and real Prometheus scraping it
+   and Kueue's metrics endpoint.
+A component that fails stops everything started so far and reports its last log lines.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuaas.cluster import certificates, crds, kwok, objects, processes, readiness
+from gpuaas.cluster.binaries import program
+from gpuaas.cluster.certificates import KeyPair
+from gpuaas.cluster.kubeconfig import write_kubeconfig
+from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
+from gpuaas.upstream import pins
+
+KUEUE = "sigs.k8s.io/kueue"
+KEDA = "github.com/kedacore/keda/v2"
+SERVICE_CIDR = "10.96.0.0/16"
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+KUEUE_SA = ("kueue-system", "kueue-controller-manager")
+KEDA_SA = ("keda", "keda-operator")
+KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "kubeflow.org/pytorchjob", "deployment",
+                    "statefulset", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
+"""Kueue integrations the product's reactions act on (the Pod integration backs Deployments)."""
+
+CONTENT_HASH = "gpuaas.io/content-hash"
+"""Annotation with a digest of what `gpuaas cluster up` applied, to skip unchanged CRDs on restart."""
+
+Progress = Callable[[str], None]
+
+
+class ClusterError(RuntimeError):
+    """Starting or stopping failed; the message says which component and carries its log tail."""
+
+
+def _service_account_user(namespace: str, name: str) -> tuple[str, tuple[str, ...]]:
+    """The user and groups a ServiceAccount token authenticates as; a client certificate can carry them."""
+    return (f"system:serviceaccount:{namespace}:{name}",
+            ("system:serviceaccounts", f"system:serviceaccounts:{namespace}"))
+
+
+class Cluster:
+    """One cluster's state dir and the operations on it."""
+
+    def __init__(self, state_dir: Path | None = None, progress: Progress | None = None) -> None:
+        self.state_dir = (state_dir or default_state_dir()).resolve()
+        self.progress: Progress = progress or (lambda line: None)
+        self.pki = self.state_dir / "pki"
+        self.logs = self.state_dir / "logs"
+        self.admin_kubeconfig = self.state_dir / "kubeconfig"
+
+    # -- state -----------------------------------------------------------------------------------
+    def load(self) -> ClusterState | None:
+        return ClusterState.load(self.state_dir)
+
+    def running(self) -> list[ProcessRecord]:
+        state = self.load()
+        return [r for r in state.processes.values() if processes.alive(r)] if state else []
+
+    # -- up --------------------------------------------------------------------------------------
+    def up(self, timeout_s: float = 300.0) -> ClusterState:
+        """Start every component and return when all are ready (see the module docstring)."""
+        if self.running():
+            raise ClusterError(f"expected no cluster running from {self.state_dir}, found "
+                               f"{', '.join(r.name for r in self.running())} running; use it "
+                               f"(export KUBECONFIG={self.admin_kubeconfig}), or `gpuaas cluster down` first, "
+                               "or pass another --state-dir")
+        previous = self.load()
+        state = ClusterState(state_dir=str(self.state_dir), started_at=time.time(),
+                             ports={name: port for name, port in (previous.ports if previous else {}).items()
+                                    if port_free(port)})  # the same ports keep a user's KUBECONFIG valid
+        self.state = state
+        self.deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        report = self.progress
+        self.progress = lambda line: report(f"[{time.monotonic() - started:6.1f}s] {line}")
+        try:
+            self._pki()
+            self._etcd()
+            self._apiserver()
+            self._controllers()
+            self._install()
+            self._kwok()
+            self._kueue()
+            self._keda()
+            self._monitoring()
+        except BaseException as error:
+            state.phase = "failed"
+            state.save()
+            self.progress(f"start-up failed: stopping the {len(self.running())} processes started")
+            self.down(quiet=True)
+            stopped = self.load() or state  # down() marked each process stopped
+            stopped.phase = "failed"
+            stopped.save()
+            if isinstance(error, (readiness.NotReady, ClusterError)):
+                raise ClusterError(str(error)) from None
+            raise
+        finally:
+            self.progress = report
+        state.phase = "ready"
+        state.ready_seconds = round(time.monotonic() - started, 1)
+        state.versions = {module: pin.version for module, pin in pins().items()}
+        state.save()
+        return state
+
+    def _remaining(self, cap: float) -> float:
+        return max(1.0, min(cap, self.deadline - time.monotonic()))
+
+    def _start(self, name: str, argv: list[str], *, endpoint: str = "", env: dict[str, str] | None = None) -> ProcessRecord:
+        self.progress(f"  starting {name}")
+        try:
+            record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
+                                     endpoint=endpoint)
+        except OSError as error:
+            raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
+                               "`gpuaas cluster build` if a program is missing") from None
+        self.state.processes[name] = record
+        self.state.save()
+        return record
+
+    def _ready(self, record: ProcessRecord, check: Callable[[], str | None], cap: float = 120.0) -> None:
+        readiness.wait(record.name, check, timeout_s=self._remaining(cap), record=record)
+        record.state = "ready"
+        record.ready_seconds = round(time.time() - record.started_at, 2)
+        self.state.save()
+        self.progress(f"  {record.name} ready ({record.ready_seconds:.1f}s after start)")
+
+    def _pki(self) -> None:
+        self.progress("certificates and kubeconfigs")
+        pki = self.pki
+        self.ca = certificates.certificate_authority(pki, "ca", "gpuaas-cluster-ca")
+        self.front_proxy_ca = certificates.certificate_authority(pki, "front-proxy-ca", "gpuaas-front-proxy-ca")
+        self.front_proxy_client = certificates.issue(self.front_proxy_ca, pki, "front-proxy-client",
+                                                     "front-proxy-client", client=True)
+        self.sa = certificates.service_account_keys(pki)
+        self.apiserver_cert = certificates.issue(
+            self.ca, pki, "apiserver", "kube-apiserver", server=True,
+            dns_names=("localhost", *certificates.service_dns_names("kubernetes", "default")),
+            ip_addresses=("127.0.0.1", "10.96.0.1"))
+        self.keda_cert = certificates.issue(
+            self.ca, pki, "keda", "keda", server=True, client=True,
+            dns_names=("localhost", *certificates.service_dns_names("keda-admission-webhooks", "keda"),
+                       *certificates.service_dns_names("keda-metrics-apiserver", "keda"),
+                       *certificates.service_dns_names("keda-operator", "keda")),
+            ip_addresses=("127.0.0.1",))
+        identities: dict[str, tuple[str, tuple[str, ...]]] = {
+            "admin": ("gpuaas-admin", ("system:masters",)),
+            "controller-manager": ("system:kube-controller-manager", ()),
+            "scheduler": ("system:kube-scheduler", ()),
+            "kwok": ("gpuaas-kwok", ("system:masters",)),  # stands in for every kubelet
+            "kueue": _service_account_user(*KUEUE_SA),
+            "keda": _service_account_user(*KEDA_SA),
+        }
+        server = f"https://127.0.0.1:{self.state.port('apiserver')}"
+        self.kubeconfigs: dict[str, Path] = {}
+        for name, (user, groups) in identities.items():
+            pair = certificates.issue(self.ca, pki, f"client-{name}", user, organizations=groups, client=True)
+            path = self.admin_kubeconfig if name == "admin" else self.state_dir / "kubeconfigs" / f"{name}.kubeconfig"
+            self.kubeconfigs[name] = write_kubeconfig(path, server=server, ca=self.ca.cert, client=pair, user=user)
+        self.admin = KeyPair(pki / "client-admin.crt", pki / "client-admin.key")
+        self.state.kubeconfig = str(self.admin_kubeconfig)
+
+    def _etcd(self) -> None:
+        self.progress("etcd")
+        client, peer = self.state.port("etcd"), self.state.port("etcd-peer")
+        record = self._start("etcd", [
+            str(program("etcd", "etcd")), "--name=gpuaas", f"--data-dir={self.state_dir / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{client}", f"--advertise-client-urls=http://127.0.0.1:{client}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=gpuaas=http://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
+        ], endpoint=f"http://127.0.0.1:{client}")
+        self._ready(record, readiness.http_ok(f"http://127.0.0.1:{client}/health"), cap=30)
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://127.0.0.1:{self.state.port('apiserver')}"
+
+    def _apiserver(self) -> None:
+        self.progress("kube-apiserver")
+        pki = self.pki
+        record = self._start("kube-apiserver", [
+            str(program("kubernetes", "kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{self.state.port('etcd')}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.state.port('apiserver')}",
+            f"--tls-cert-file={self.apiserver_cert.cert}", f"--tls-private-key-file={self.apiserver_cert.key}",
+            f"--client-ca-file={self.ca.cert}",
+            f"--service-account-issuer={ISSUER}", f"--api-audiences={ISSUER}",
+            f"--service-account-key-file={self.sa.cert}", f"--service-account-signing-key-file={self.sa.key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
+            f"--requestheader-client-ca-file={self.front_proxy_ca.cert}", "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={self.front_proxy_client.cert}",
+            f"--proxy-client-key-file={self.front_proxy_client.key}",
+            f"--cert-dir={pki / 'apiserver-generated'}", "--profiling=false", "--v=0",
+        ], endpoint=self.apiserver_url)
+        self._ready(record, readiness.http_ok(f"{self.apiserver_url}/readyz", ca=self.ca.cert, client=self.admin),
+                    cap=90)
+
+    def _controllers(self) -> None:
+        self.progress("kube-controller-manager and kube-scheduler")
+        kcm_port, scheduler_port = self.state.port("kube-controller-manager"), self.state.port("kube-scheduler")
+        kcm_config = str(self.kubeconfigs["controller-manager"])
+        kcm = self._start("kube-controller-manager", [
+            str(program("kubernetes", "kube-controller-manager")),
+            f"--kubeconfig={kcm_config}", f"--authentication-kubeconfig={kcm_config}",
+            f"--authorization-kubeconfig={kcm_config}", "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
+            f"--cert-dir={self.state_dir / 'kube-controller-manager'}", "--leader-elect=false",
+            f"--service-account-private-key-file={self.sa.key}", f"--root-ca-file={self.ca.cert}",
+            "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--cluster-signing-cert-file={self.ca.cert}", f"--cluster-signing-key-file={self.ca.key}",
+            "--controllers=*", "--profiling=false",
+        ], endpoint=f"https://127.0.0.1:{kcm_port}")
+        scheduler_config = str(self.kubeconfigs["scheduler"])
+        scheduler = self._start("kube-scheduler", [
+            str(program("kubernetes", "kube-scheduler")),
+            f"--kubeconfig={scheduler_config}", f"--authentication-kubeconfig={scheduler_config}",
+            f"--authorization-kubeconfig={scheduler_config}", "--bind-address=127.0.0.1",
+            f"--secure-port={scheduler_port}", f"--cert-dir={self.state_dir / 'kube-scheduler'}",
+            "--leader-elect=false", "--profiling=false",
+        ], endpoint=f"https://127.0.0.1:{scheduler_port}")
+        self._ready(kcm, readiness.http_ok(f"https://127.0.0.1:{kcm_port}/healthz", verify=False))
+        self._ready(scheduler, readiness.http_ok(f"https://127.0.0.1:{scheduler_port}/healthz", verify=False))
+
+    # -- objects ---------------------------------------------------------------------------------
+    def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 120.0,
+                check: bool = True) -> subprocess.CompletedProcess[str]:
+        """The built kubectl as the cluster admin."""
+        done = subprocess.run([str(program("kubernetes", "kubectl")), f"--kubeconfig={self.admin_kubeconfig}", *args],
+                              input=input_text, capture_output=True, text=True, timeout=timeout, check=False)
+        if check and done.returncode != 0:
+            raise ClusterError(f"expected `kubectl {' '.join(args)}` to succeed, it failed: "
+                               f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        return done
+
+    def apply(self, items: list[dict[str, Any]], what: str) -> None:
+        if not items:
+            return
+        started = time.monotonic()
+        self.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-cluster", "-f", "-",
+                     input_text=objects.dump(items), timeout=self._remaining(600))
+        self.progress(f"  applied {len(items)} {what} ({time.monotonic() - started:.1f}s)")
+
+    def _install(self) -> None:
+        self.progress("CRDs and the Kueue and KEDA installs (webhooks, APIServices, RBAC)")
+        kubectl = program("kubernetes", "kubectl")
+        self.kueue_ports = {("kueue-system", "kueue-webhook-service"): self.state.port("kueue-webhook"),
+                            ("kueue-system", "kueue-visibility-server"): self.state.port("kueue-visibility"),
+                            ("kueue-system", "kueue-controller-manager-metrics-service"): self.state.port("kueue-metrics")}
+        self.keda_ports = {("keda", "keda-admission-webhooks"): self.state.port("keda-webhooks"),
+                           ("keda", "keda-metrics-apiserver"): self.state.port("keda-metrics-apiserver"),
+                           ("keda", "keda-operator"): self.state.port("keda-operator-grpc")}
+        kueue_objects = objects.on_loopback(objects.upstream_install(kubectl, KUEUE, "config/default"), self.kueue_ports)
+        keda_objects = objects.on_loopback(objects.upstream_install(kubectl, KEDA, "config/default"), self.keda_ports,
+                                           ca_bundle=self.ca.cert.read_bytes())
+        product = [obj for module, paths in crds.PRODUCT_CRDS.items() for obj in objects.yaml_files(module, paths)]
+        product += [obj for path in crds.VENDORED_CRDS for obj in objects.local_yaml_file(path)]
+        first_kueue, rest_kueue = objects.split_crds(kueue_objects)
+        first_keda, rest_keda = objects.split_crds(keda_objects)
+        first = first_kueue + first_keda + product + [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}]
+        self.apply(self._changed_crds(first), "CRDs and namespaces (new or changed)")
+        names = [f"crd/{o['metadata']['name']}" for o in first if o["kind"] == "CustomResourceDefinition"]
+        self.kubectl("wait", "--for=condition=Established", f"--timeout={int(self._remaining(120))}s", *names,
+                     timeout=self._remaining(130))
+        self.progress(f"  {len(names)} CRDs Established")
+        self.apply(rest_kueue + rest_keda, "Kueue and KEDA objects")
+
+    def _changed_crds(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The objects whose content differs from what the cluster stores (by a hash annotation).
+
+        Why: a server-side apply of an unchanged multi-megabyte CRD (Argo's full CRDs are 11 MB)
+        still costs the apiserver seconds of managed-fields work; a restart on an existing state
+        dir (etcd kept) skips them.
+        """
+        for item in items:
+            digest = hashlib.sha256(json.dumps(item, sort_keys=True).encode()).hexdigest()[:16]
+            item.setdefault("metadata", {}).setdefault("annotations", {})[CONTENT_HASH] = digest
+        stored: dict[tuple[str, str], str | None] = {}
+        for kind, path in (("CustomResourceDefinition", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
+                           ("Namespace", "/api/v1/namespaces")):
+            # Metadata only: the stored CRDs are megabytes that this decision does not need.
+            status, body = readiness.http_status(
+                self.apiserver_url + path, ca=self.ca.cert, client=self.admin, timeout=self._remaining(60),
+                headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+            if status != 200:
+                raise ClusterError(f"expected to list {kind}s (HTTP 200), got HTTP {status}: {body[:300]}")
+            for entry in json.loads(body).get("items") or []:
+                stored[(kind, entry["metadata"]["name"])] = (entry["metadata"].get("annotations") or {}).get(CONTENT_HASH)
+        return [i for i in items
+                if stored.get((i["kind"], i["metadata"]["name"])) != i["metadata"]["annotations"][CONTENT_HASH]]
+
+    def _kwok(self) -> None:
+        self.progress("KWOK and its GPU nodes")
+        config = self.state_dir / "kwok.yaml"
+        config.write_text(kwok.stages_config())
+        port = self.state.port("kwok")
+        record = self._start("kwok", [
+            str(program("kwok", "kwok")), f"--kubeconfig={self.kubeconfigs['kwok']}", f"--config={config}",
+            "--manage-all-nodes=false", f"--manage-nodes-with-label-selector={'='.join(kwok.MANAGED_LABEL)}",
+            f"--server-address=127.0.0.1:{port}", "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16",
+        ], endpoint=f"http://127.0.0.1:{port}")
+        self._ready(record, readiness.http_ok(f"http://127.0.0.1:{port}/healthz"), cap=60)
+        self.apply(kwok.nodes(), "nodes")
+        names = [f"node/{n['metadata']['name']}" for n in kwok.nodes()]
+        self.kubectl("wait", "--for=condition=Ready", f"--timeout={int(self._remaining(60))}s", *names,
+                     timeout=self._remaining(70))
+        self.progress(f"  {len(names)} nodes Ready")
+
+    def _kueue_configuration(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "namespace": KUEUE_SA[0],
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.state.port('kueue-health')}"},
+            "metrics": {"bindAddress": f"127.0.0.1:{self.state.port('kueue-metrics')}",
+                        "enableClusterQueueResources": True},
+            "webhook": {"port": self.state.port("kueue-webhook"), "host": "127.0.0.1",
+                        "certDir": str(self.state_dir / "kueue" / "certs")},
+            "visibilityServer": {"bindAddress": "127.0.0.1", "bindPort": self.state.port("kueue-visibility")},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": True, "webhookServiceName": "kueue-webhook-service",
+                                       "webhookSecretName": "kueue-webhook-server-cert"},
+            "clientConnection": {"qps": 300, "burst": 500},
+            "integrations": {"frameworks": KUEUE_FRAMEWORKS},
+        }
+
+    def _kueue(self) -> None:
+        self.progress("Kueue")
+        config = self.state_dir / "kueue" / "configuration.yaml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(yaml.safe_dump(self._kueue_configuration(), sort_keys=False))
+        self._kueue_certificates()
+        health = self.state.port("kueue-health")
+        # --kubeconfig, not $KUBECONFIG: Kueue's visibility API server reads the flag for its delegated
+        # authentication (pkg/visibility/server.go), and falls back to in-cluster config without it.
+        record = self._start("kueue", [str(program("kueue", "kueue")), f"--config={config}", "--zap-log-level=2",
+                                       f"--kubeconfig={self.kubeconfigs['kueue']}"],
+                             endpoint=f"https://127.0.0.1:{self.state.port('kueue-webhook')}")
+        self._ready(record, readiness.http_ok(f"http://127.0.0.1:{health}/readyz"), cap=120)
+        probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                 "metadata": {"name": "gpuaas-webhook-probe"}, "spec": {}}
+
+        def webhooks_answer() -> str | None:
+            done = self.kubectl("create", "--dry-run=server", "-o", "name", "-f", "-", input_text=json.dumps(probe),
+                                check=False, timeout=30)
+            return None if done.returncode == 0 else done.stderr.strip()[-300:]
+        readiness.wait("Kueue's webhooks", webhooks_answer, timeout_s=self._remaining(90), record=record)
+        self.progress("  Kueue's webhooks answer")
+
+    def _kueue_certificates(self) -> None:
+        """Kueue's webhook certificate, in its Secret and in its cert dir, before Kueue starts.
+
+        With `internalCertManagement`, Kueue's cert rotator (open-policy-agent/cert-controller)
+        keeps the certificate in the Secret `kueue-webhook-server-cert` and waits for the kubelet to
+        mount that Secret into `webhook.certDir`, then injects the CA into its webhook
+        configurations and CRDs. There is no kubelet volume here, so gpuaas does the mount's part:
+        it issues the pair the rotator would (a `kueue-ca` CA, serving `<service>.kueue-system.svc`),
+        stores it in the Secret and writes the same files. The rotator then finds a valid
+        certificate, keeps it, and injects the CA as in a cluster.
+        """
+        namespace, service = KUEUE_SA[0], "kueue-webhook-service"
+        kueue_ca = certificates.certificate_authority(self.pki, "kueue-ca", "kueue-ca", rsa_key=True,
+                                                        dns_names=("kueue-ca",))
+        serving = certificates.issue(kueue_ca, self.pki, "kueue-webhook", f"{service}.{namespace}.svc", server=True,
+                                     dns_names=certificates.service_dns_names(service, namespace))
+        files = {"ca.crt": kueue_ca.cert, "ca.key": kueue_ca.key, "tls.crt": serving.cert, "tls.key": serving.key}
+        cert_dir = self.state_dir / "kueue" / "certs"
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        for name, source in files.items():
+            if name != "ca.key":
+                shutil.copyfile(source, cert_dir / name)
+        self.apply([{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                     "metadata": {"name": "kueue-webhook-server-cert", "namespace": namespace},
+                     "data": {name: base64.b64encode(path.read_bytes()).decode() for name, path in files.items()}}],
+                   "Kueue webhook certificate Secret")
+
+    def _keda(self) -> None:
+        self.progress("KEDA (operator, admission webhooks, metrics API server)")
+        cert_dir = self.state_dir / "keda" / "certs"
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        for name, source in (("tls.crt", self.keda_cert.cert), ("tls.key", self.keda_cert.key), ("ca.crt", self.ca.cert)):
+            shutil.copyfile(source, cert_dir / name)
+        env = {"KUBECONFIG": str(self.kubeconfigs["keda"]), "POD_NAMESPACE": KEDA_SA[0], "WATCH_NAMESPACE": "",
+               "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_SA[0], "KEDA_HTTP_DEFAULT_TIMEOUT": "3000"}
+        keda_kubeconfig = str(self.kubeconfigs["keda"])
+        operator_health, webhooks_health = self.state.port("keda-operator-health"), self.state.port("keda-webhooks-health")
+        operator = self._start("keda-operator", [
+            str(program("keda", "operator")), "--leader-elect=false", "--zap-log-level=info",
+            f"--metrics-bind-address=127.0.0.1:{self.state.port('keda-operator-metrics')}",
+            f"--health-probe-bind-address=127.0.0.1:{operator_health}",
+            f"--metrics-service-bind-address=127.0.0.1:{self.state.port('keda-operator-grpc')}",
+            f"--cert-dir={cert_dir}", "--enable-cert-rotation=false", "--enable-webhook-patching=false",
+            "--enable-apiservice-patching=false",
+        ], env=env, endpoint=f"127.0.0.1:{self.state.port('keda-operator-grpc')}")
+        webhooks = self._start("keda-admission-webhooks", [
+            str(program("keda", "webhooks")), "--zap-log-level=info", f"--cert-dir={cert_dir}",
+            f"--port={self.state.port('keda-webhooks')}",
+            f"--metrics-bind-address=127.0.0.1:{self.state.port('keda-webhooks-metrics')}",
+            f"--health-probe-bind-address=127.0.0.1:{webhooks_health}",
+        ], env=env, endpoint=f"https://127.0.0.1:{self.state.port('keda-webhooks')}")
+        adapter = self._start("keda-metrics-apiserver", [
+            str(program("keda", "adapter")), "--bind-address=127.0.0.1",
+            f"--secure-port={self.state.port('keda-metrics-apiserver')}",
+            f"--client-ca-file={self.ca.cert}", f"--tls-cert-file={cert_dir / 'tls.crt'}",
+            f"--tls-private-key-file={cert_dir / 'tls.key'}", f"--cert-dir={cert_dir}",
+            f"--lister-kubeconfig={keda_kubeconfig}", f"--authentication-kubeconfig={keda_kubeconfig}",
+            f"--authorization-kubeconfig={keda_kubeconfig}",
+            f"--metrics-service-address=127.0.0.1:{self.state.port('keda-operator-grpc')}",
+            f"--port={self.state.port('keda-adapter-metrics')}", "--zap-log-level=error",
+        ], env=env, endpoint=f"https://127.0.0.1:{self.state.port('keda-metrics-apiserver')}")
+        self._ready(operator, readiness.http_ok(f"http://127.0.0.1:{operator_health}/readyz"))
+        self._ready(webhooks, readiness.http_ok(f"http://127.0.0.1:{webhooks_health}/readyz"))
+
+        def api_service_available() -> str | None:
+            done = self.kubectl("get", "apiservice", "v1beta1.external.metrics.k8s.io", "-o",
+                                "jsonpath={.status.conditions[?(@.type=='Available')].status} "
+                                "{.status.conditions[?(@.type=='Available')].message}", check=False, timeout=30)
+            return None if done.stdout.startswith("True") else done.stdout or done.stderr
+        self._ready(adapter, api_service_available)
+
+    # -- monitoring ------------------------------------------------------------------------------
+    def _monitoring(self) -> None:
+        self.progress("DCGM-like exporter (stand-in) and Prometheus")
+        exporter_port = self.state.port("gpu-exporter")
+        exporter = self._start("gpu-exporter", [
+            sys.executable, "-m", "gpuaas.cluster.gpu_exporter", f"--kubeconfig={self.admin_kubeconfig}",
+            f"--port={exporter_port}"], endpoint=f"http://127.0.0.1:{exporter_port}/metrics",
+            env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        self._ready(exporter, readiness.http_ok(f"http://127.0.0.1:{exporter_port}/metrics"), cap=30)
+        token = self._prometheus_token()
+        binary = shutil.which("prometheus")
+        if binary is None:
+            raise ClusterError("expected the `prometheus` program (Debian package prometheus) on PATH, found none; "
+                               "run `make setup` (it installs it) or `apt-get install -y prometheus`")
+        port = self.state.port("prometheus")
+        config = self.state_dir / "prometheus" / "prometheus.yml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+            "scrape_configs": [
+                {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]},
+                {"job_name": "kueue", "scheme": "https", "tls_config": {"insecure_skip_verify": True},
+                 "authorization": {"credentials_file": str(token)},
+                 "static_configs": [{"targets": [f"127.0.0.1:{self.state.port('kueue-metrics')}"]}]},
+            ],
+        }, sort_keys=False))
+        record = self._start("prometheus", [
+            binary, f"--config.file={config}", f"--storage.tsdb.path={config.parent / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", "--log.level=warn",
+        ], endpoint=f"http://127.0.0.1:{port}")
+        self._ready(record, readiness.http_ok(f"http://127.0.0.1:{port}/-/ready"), cap=30)
+
+    def _prometheus_token(self) -> Path:
+        """A ServiceAccount token Prometheus presents to Kueue's authenticated metrics endpoint."""
+        self.apply([
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus", "namespace": "monitoring"}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": "gpuaas-prometheus-kueue-metrics"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kueue-metrics-reader"},
+             "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]},
+        ], "Prometheus identity objects")
+        done = self.kubectl("create", "token", "prometheus", "-n", "monitoring", "--duration=720h")
+        path = self.state_dir / "prometheus" / "token"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(done.stdout.strip())
+        path.chmod(0o600)
+        return path
+
+    # -- down and status -------------------------------------------------------------------------
+    def down(self, quiet: bool = False) -> list[str]:
+        """Stop every recorded process, last started first; the names stopped."""
+        state = self.load()
+        if state is None:
+            return []
+        stopped = []
+        for record in sorted(state.processes.values(), key=lambda r: r.started_at, reverse=True):
+            if processes.stop(record):
+                stopped.append(record.name)
+                if not quiet:
+                    self.progress(f"  stopped {record.name} (pid {record.pid})")
+            record.state = "stopped"
+        state.phase = "stopped"
+        state.save()
+        return stopped
+
+    def status(self) -> dict[str, Any]:
+        """Each component with its state, pid, endpoint, log file and memory."""
+        state = self.load()
+        if state is None:
+            return {"stateDir": str(self.state_dir), "phase": "absent", "components": []}
+        components = []
+        for record in sorted(state.processes.values(), key=lambda r: r.started_at):
+            running = processes.alive(record)
+            rss = processes.rss_bytes(record)
+            components.append({"name": record.name, "state": record.state if running else
+                               ("stopped" if record.state in ("stopped", "ready") else record.state),
+                               "running": running, "pid": record.pid, "endpoint": record.endpoint,
+                               "log": record.log, "rssBytes": rss, "readySeconds": record.ready_seconds})
+        all_running = bool(components) and all(c["running"] for c in components)
+        phase = state.phase if (state.phase != "ready" or all_running) else "degraded"
+        return {"stateDir": state.state_dir, "phase": phase, "kubeconfig": state.kubeconfig,
+                "readySeconds": state.ready_seconds, "versions": state.versions, "components": components}
+
+
+def state_as_json(state: ClusterState) -> str:
+    return json.dumps(asdict(state), indent=2)

@@ -1,0 +1,101 @@
+"""A cluster's state dir: where its files are, which ports it took, which processes it started.
+
+Why a directory and a JSON file: `gpuaas cluster up` returns while the components keep running,
+so `status` and `down` (a different process, maybe after a crash) must find them again. The state
+dir holds everything one cluster owns (PKI, kubeconfigs, etcd data, logs, configs) so two
+clusters run side by side with `--state-dir`, and `down` can stop every pid it recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuaas.cluster.binaries import cache_dir
+
+STATE_FILE = "state.json"
+
+
+def default_state_dir() -> Path:
+    return cache_dir() / "cluster"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel just handed out and released (a tiny race window, as every test fixture has)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether `port` can be bound now (a port recorded by a previous run may have been taken since)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class ProcessRecord:
+    """One started process, as `status` reports it."""
+
+    name: str
+    pid: int
+    argv: list[str]
+    log: str
+    endpoint: str = ""
+    state: str = "starting"
+    """starting | ready | failed | stopped"""
+    started_at: float = 0.0
+    ready_seconds: float | None = None
+
+
+@dataclass
+class ClusterState:
+    """What `up` recorded; `status` and `down` read it back."""
+
+    state_dir: str
+    ports: dict[str, int] = field(default_factory=dict)
+    processes: dict[str, ProcessRecord] = field(default_factory=dict)
+    kubeconfig: str = ""
+    phase: str = "starting"
+    """starting | ready | failed | stopped"""
+    started_at: float = 0.0
+    ready_seconds: float | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.state_dir)
+
+    def port(self, name: str) -> int:
+        """The port recorded under `name`, choosing a free one the first time."""
+        if name not in self.ports:
+            taken = set(self.ports.values())
+            port = free_port()
+            while port in taken:
+                port = free_port()
+            self.ports[name] = port
+        return self.ports[name]
+
+    def save(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        body = asdict(self)
+        temporary = self.directory / f".{STATE_FILE}.{os.getpid()}"
+        temporary.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+        temporary.replace(self.directory / STATE_FILE)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> ClusterState | None:
+        path = state_dir / STATE_FILE
+        if not path.is_file():
+            return None
+        body: dict[str, Any] = json.loads(path.read_text())
+        processes = {name: ProcessRecord(**record) for name, record in body.pop("processes", {}).items()}
+        return cls(**body, processes=processes)

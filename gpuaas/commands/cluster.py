@@ -1,0 +1,139 @@
+"""`gpuaas cluster`: build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on loopback.
+
+    gpuaas cluster build                 # go install the pinned components into the cache (a cache hit the 2nd time)
+    gpuaas cluster up                    # start everything; prints `export KUBECONFIG=...` once ready
+    gpuaas cluster status [--output json]
+    gpuaas cluster down
+
+`--state-dir DIR` runs a second cluster beside the first. The cache is `$GPUAAS_STACK_CACHE`
+(default `.stack-cache/` in the checkout); the default state dir is `<cache>/cluster`.
+Exit codes: 0 success, 1 a component failed (its last log lines are printed), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    build = actions.add_parser("build", help="build the pinned components (go install) into the cache")
+    build.add_argument("components", nargs="*", help="only these (folder names under stack/)")
+    build.add_argument("--output", choices=("text", "json"), default="text")
+    for name, text in (("up", "start the cluster and wait until every component is ready"),
+                       ("down", "stop every process the cluster started"),
+                       ("status", "each component's state, pid, endpoint, log file and memory")):
+        sub = actions.add_parser(name, help=text, description=text)
+        sub.add_argument("--state-dir", type=Path, default=None,
+                         help="the cluster's folder (default: <cache>/cluster); one per cluster")
+        if name in ("up", "status"):
+            sub.add_argument("--output", choices=("text", "json"), default="text")
+        if name == "up":
+            sub.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for readiness (600)")
+            sub.add_argument("--no-build", action="store_true", help="fail instead of building missing binaries")
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    state_dir = getattr(args, "state_dir", None)
+    if state_dir is not None and state_dir.exists() and not state_dir.is_dir():
+        print(f"gpuaas cluster {args.action}: --state-dir: expected a folder (or a path to create), found a file "
+              f"at {state_dir}; pass another path", file=sys.stderr)
+        return 2
+    try:
+        return {"build": _build, "up": _up, "down": _down, "status": _status}[args.action](args)
+    except BrokenPipeError:  # `gpuaas cluster status | head`: the reader left, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from gpuaas.cluster.binaries import BuildFailed, build_all, cache_dir, components
+
+    known = [c.name for c in components()]
+    unknown = sorted(set(args.components) - set(known))
+    if unknown:
+        print(f"gpuaas cluster build: expected components among {', '.join(known)}, found {', '.join(unknown)}; "
+              "name folders under stack/", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    try:
+        results = build_all(args.components or None, progress=_progress)
+    except BuildFailed as error:
+        print(f"gpuaas cluster build: {error}", file=sys.stderr)
+        return 1
+    total = time.monotonic() - started
+    if args.output == "json":
+        print(json.dumps({"cache": str(cache_dir()), "seconds": round(total, 1),
+                          "components": [{"name": r.component, "seconds": round(r.seconds, 1), "cached": r.cached,
+                                          "programs": list(r.programs)} for r in results]}))
+    else:
+        width = max(len(r.component) for r in results) if results else 9
+        print(f"{'component':<{width}}  {'seconds':>8}  {'result':<10}  programs")
+        for r in results:
+            print(f"{r.component:<{width}}  {r.seconds:>8.1f}  {'cache hit' if r.cached else 'built':<10}  "
+                  f"{', '.join(r.programs)}")
+        print(f"{'total':<{width}}  {total:>8.1f}  binaries in {cache_dir() / 'bin'}")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from gpuaas.cluster.binaries import BuildFailed, build_all
+    from gpuaas.cluster.stack import Cluster, ClusterError
+
+    cluster = Cluster(args.state_dir, progress=_progress)
+    if not args.no_build:
+        try:
+            build_all(progress=_progress)
+        except BuildFailed as error:
+            print(f"gpuaas cluster up: {error}", file=sys.stderr)
+            return 1
+    try:
+        state = cluster.up(timeout_s=args.timeout)
+    except ClusterError as error:
+        print(f"gpuaas cluster up: {error}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(cluster.status(), indent=2))
+    else:
+        _progress(f"cluster ready in {state.ready_seconds:.1f}s (state in {state.state_dir}); "
+                  "stop it with `gpuaas cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
+        print(f"export KUBECONFIG={state.kubeconfig}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from gpuaas.cluster.stack import Cluster
+
+    cluster = Cluster(args.state_dir, progress=_progress)
+    stopped = cluster.down()
+    _progress(f"stopped {len(stopped)} processes" if stopped else f"nothing running from {cluster.state_dir}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from gpuaas.cluster.stack import Cluster
+
+    report = Cluster(args.state_dir).status()
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"cluster: {report['phase']} ({report['stateDir']})")
+    if report.get("kubeconfig"):
+        print(f"kubeconfig: {report['kubeconfig']}")
+    rows = [("component", "state", "pid", "rss MiB", "endpoint", "log")]
+    for c in report["components"]:
+        rss = f"{c['rssBytes'] / 2**20:.0f}" if c["rssBytes"] else "-"
+        rows.append((c["name"], c["state"], str(c["pid"]), rss, c["endpoint"], c["log"]))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0

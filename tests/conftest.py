@@ -1,0 +1,20 @@
+"""Hypothesis profiles for the fuzz tests (tests/fuzz/), registered before pytest parses options so
+`--hypothesis-profile` can choose one.
+
+- `ci` (the default, what `make test` runs): 10,000 cases per entry point, no deadline (a shared
+  CI machine must not turn a slow case into a failure), no example database (nothing written into
+  the checkout; a failure prints the `@reproduce_failure` blob instead).
+- `dev`: 300 cases per entry point, for a quick local run: `pytest tests/fuzz --hypothesis-profile=dev`.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+
+FUZZ_CASES = 10_000
+_COMMON = {"deadline": None, "database": None, "print_blob": True,
+           "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large,
+                                     HealthCheck.function_scoped_fixture]}
+settings.register_profile("ci", max_examples=FUZZ_CASES, **_COMMON)
+settings.register_profile("dev", max_examples=300, **_COMMON)
+settings.load_profile("ci")
