@@ -36,7 +36,10 @@ class GoProgram:
     stack_module: str
     package: str
     binary: str
-    ldflags: str = "-s -w"
+    ldflags: str | None = None
+    """None: the flags `gpuaas cluster build` uses for the module (gpuaas.cluster.binaries.ldflags), with the
+    version stamps of upstream's release builds; without them a Kubernetes binary reports
+    `v0.0.0-master+$Format:%H$` (the node's kubeletVersion)."""
     static: bool = False
     """Built with CGO_ENABLED=0: for programs that run in an image with no C library (argoexec)."""
     module: str = ""
@@ -53,18 +56,11 @@ class GoProgram:
         return BIN_DIR / self.stack_module / self.binary
 
 
-KUBERNETES_VERSION = "v1.36.3"
-"""The pinned `k8s.io/kubernetes` of `stack/kubernetes/go.mod`, stamped into the binaries as Kubernetes' own
-build does (hack/lib/version.sh): without it a `go install` reports `v0.0.0-master+$Format:%H$` (the node's
-kubeletVersion, `--version`)."""
-_KUBERNETES_STAMP = ("-s -w -X k8s.io/component-base/version.gitVersion={v} -X k8s.io/component-base/version.gitMajor=1 "
-                     "-X k8s.io/component-base/version.gitMinor={minor} -X k8s.io/component-base/version.gitTreeState=clean"
-                     ).format(v=KUBERNETES_VERSION, minor=KUBERNETES_VERSION.split(".")[1])
-KUBELET = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kubelet", "kubelet", _KUBERNETES_STAMP)
-KUBE_APISERVER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver", _KUBERNETES_STAMP)
+KUBELET = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kubelet", "kubelet")
+KUBE_APISERVER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver")
 KUBE_CONTROLLER_MANAGER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager",
-                                    "kube-controller-manager", _KUBERNETES_STAMP)
-KUBE_SCHEDULER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler", _KUBERNETES_STAMP)
+                                    "kube-controller-manager")
+KUBE_SCHEDULER = GoProgram("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler")
 ETCD = GoProgram("etcd", "go.etcd.io/etcd/server/v3", "server")
 """etcd's module builds its server as `server` (the module's last path element), as the stack build names it."""
 ARGOEXEC = GoProgram("argo-workflows", "github.com/argoproj/argo-workflows/v4/cmd/argoexec", "argoexec",
@@ -86,6 +82,15 @@ CNI_DIR = Path("/usr/lib/cni")
 """Debian's containernetworking-plugins install the bridge, host-local and loopback plugins here."""
 
 
+def program_ldflags(program: GoProgram) -> str:
+    """The program's own flags, else the stack build's for its module (one place knows the version stamps)."""
+    if program.ldflags is not None:
+        return program.ldflags
+    from gpuaas.cluster.binaries import Component, ldflags
+
+    return ldflags(Component(program.stack_module, STACK_DIR / program.stack_module, ()))
+
+
 def go_binary(program: GoProgram, *, build: bool = True) -> Path:
     """The built program, building it from its pinned module first if absent (minutes, once)."""
     if program.path.exists():
@@ -102,7 +107,7 @@ def go_binary(program: GoProgram, *, build: bool = True) -> Path:
     env = dict(os.environ, GOBIN=str(program.path.parent))
     if program.static:
         env["CGO_ENABLED"] = "0"
-    command = ["go", "install", "-trimpath", f"-ldflags={program.ldflags}", program.package]
+    command = ["go", "install", "-trimpath", f"-ldflags={program_ldflags(program)}", program.package]
     workdir = STACK_DIR / program.stack_module
     if program.symlinks:
         workdir = _restored_module(program)
