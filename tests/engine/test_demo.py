@@ -89,3 +89,20 @@ def test_a_label_takes_the_lowest_row_where_it_overlaps_no_earlier_label() -> No
     assert label_rows([(4.25, 5.6), (4.2, 7.3), (6.6, 8.5)]) == [0, 1, 0]
     assert label_rows([(0, 2), (1, 3), (1.5, 4)]) == [0, 1, 2]
     assert label_rows([(0, 1), (2, 3)]) == [0, 0]
+
+
+def test_the_demo_clock_starts_with_the_story_not_with_the_engine() -> None:
+    """Starting the engine and Prometheus takes wall seconds that the demo clock used to count too: at 300x
+    half an hour before the first event, more on a loaded machine, and every later time moved with it. The
+    clock now reads 08:00:00 until the story begins, then runs `speed` times wall time."""
+    from engine.demo import DemoClock
+
+    wall = [100.0]
+    clock = DemoClock(300.0, monotonic=lambda: wall[0])
+    wall[0] = 130.0  # the engine, the exporter and Prometheus starting
+    assert clock.now().strftime("%H:%M:%S") == "08:00:00" and clock.hours() == 0.0
+    clock.begin()
+    wall[0] = 142.0
+    assert clock.now().strftime("%H:%M:%S") == "09:00:00" and clock.hours() == 1.0
+    clock.begin()  # once only: a second call does not restart the story
+    assert clock.hours() == 1.0
