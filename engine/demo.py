@@ -465,6 +465,10 @@ class Scenario:
             errors = [e for r in records for e in (r.get("data") or {}).get("errors") or []]
             raise DemoStalled(f"the hand-submitted {resumed['metadata']['name']} ended {resumed['status']['phase']}: "
                               f"{'; '.join(errors) or resumed['status'].get('message', '')}")
+        self.wait_for("ray-vision queued again", lambda: self.pending(vision.namespace, "ray-vision")
+                      or self.admitted(vision.namespace, "ray-vision"))
+        if self.pending(vision.namespace, "ray-vision"):
+            self.mark(vision, "ray-vision queued")
         self.settle()
         pods.set_activity(vision.namespace, "ray-vision", 85)
 
