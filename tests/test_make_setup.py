@@ -69,3 +69,19 @@ def test_setup_checks_go_before_anything_it_builds() -> None:
                      re.MULTILINE)
     assert re.search(r"^\$\(STAMP\): .*\| go-toolchain$", makefile, re.MULTILINE)
     assert re.search(r"^\$\(ORACLE\): .*\| go-toolchain$", makefile, re.MULTILINE)
+
+
+def test_every_make_target_the_code_and_docs_name_exists() -> None:
+    """A message or a page that says `make X` names a target the Makefile has."""
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    named: dict[str, set[str]] = {}
+    for folder in ("gpuaas", "engine", "steps", "routing", "sensors", "workflows", "docs", "tests", "benchmarks"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".md") and path.is_file():
+                for target in re.findall(r"`make ([a-z][a-z-]*)", path.read_text()):
+                    named.setdefault(target, set()).add(str(path.relative_to(ROOT)))
+    for page in ("README.md", "ARCHITECTURE.md"):
+        for target in re.findall(r"`make ([a-z][a-z-]*)", (ROOT / page).read_text()):
+            named.setdefault(target, set()).add(page)
+    unknown = {target: sorted(where) for target, where in named.items() if target not in targets}
+    assert named and unknown == {}, f"no such make target: {unknown}"
