@@ -22,9 +22,10 @@ go-toolchain:
 	if [ -z "$$found" ] || [ "$$(printf '%s\n%s\n' "$(GO_NEEDED)" "$$found" | sort -V | head -n 1)" != "$(GO_NEEDED)" ]; then \
 		echo "make setup needs Go $(GO_NEEDED)+ (the go directive of stack/*/go.mod) and found $$(cd / && go env GOVERSION 2>/dev/null || echo 'an unknown go'), which cannot switch to it: $(GO_GET)" >&2; exit 1; fi
 
-# Prometheus and Alertmanager are Debian packages; the tests and the demo start their own copies.
+# Prometheus and Alertmanager are Debian packages; the tests and the demo start their own copies, and
+# the tests run promtool (package prometheus) and amtool (package prometheus-alertmanager).
 system-packages:
-	@if ! command -v prometheus >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v promtool >/dev/null; then \
+	@if ! command -v prometheus >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v promtool >/dev/null || ! command -v amtool >/dev/null; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; fi; \
 	fi
