@@ -18,7 +18,7 @@ GO_GET    := install Go $(GO_NEEDED) or newer from https://go.dev/dl/ and put it
 go-toolchain:
 	@if ! command -v go >/dev/null; then \
 		echo "make setup needs Go $(GO_NEEDED)+ (the go directive of stack/*/go.mod) and found no \`go\` on PATH: $(GO_GET)" >&2; exit 1; fi; \
-	found=$$(cd stack/crds && go env GOVERSION 2>/dev/null | sed 's/^go//'); \
+	found=$$(cd stack/crds && go env GOVERSION | sed 's/^go//'); \
 	if [ -z "$$found" ] || [ "$$(printf '%s\n%s\n' "$(GO_NEEDED)" "$$found" | sort -V | head -n 1)" != "$(GO_NEEDED)" ]; then \
 		echo "make setup needs Go $(GO_NEEDED)+ (the go directive of stack/*/go.mod) and found $$(cd / && go env GOVERSION 2>/dev/null || echo 'an unknown go'), which cannot switch to it: $(GO_GET)" >&2; exit 1; fi
 
