@@ -8,6 +8,9 @@ of digits or non-ASCII digits, non-ASCII "names", CloudEvents without `id`.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import strategies as st
@@ -21,6 +24,27 @@ KEYS = ["namespace", "workload", "event", "dry-run", "tenant", "alert", "pod", "
         "target", "reason", "status", "failures", "cohort", "weight", "guaranteedGpus", "borrowing-limit",
         "lending-limit"]
 NUMBER_KEYS = ("gpus", "weight", "guaranteedGpus", "borrowing-limit", "lending-limit")
+
+
+PROCESS_RECURSION_LIMIT = 1000
+"""CPython's default: what `gpuaas route` or `python -m steps` runs with."""
+
+
+@contextmanager
+def process_recursion_limit() -> Iterator[None]:
+    """Run the block with the recursion headroom of a fresh process (the interpreter's default limit
+    above the frames already on the stack). Hypothesis runs every case with the limit raised by 2,000
+    (ensure_free_stackframes), and the limit is the interpreter's, so every thread sees it: under
+    Hypothesis `json.loads` reads JSON nested 1,500 deep that a user's process cannot."""
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + PROCESS_RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def deep_json(depth: int, kind: str = "list") -> str:
@@ -293,7 +317,9 @@ def _route_line(shape: int, seed: int, text: str) -> str:
     else:
         event["data"] = data
     line = _dumps(pick.maybe(event, 0.95))
-    return line if shape % 13 else text
+    if shape % 13:
+        return line
+    return pick.random.choice([text, deep_json(1000), deep_json(1001, "object"), deep_json(5000)])
 
 
 def route_lines() -> st.SearchStrategy[str]:

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 
 from engine.apiserver import ApiServer
-from tests.fuzz.inputs import params_files
+from tests.fuzz.inputs import params_files, process_recursion_limit
 from tests.support.apiserver import running_apiserver
 
 OUTCOMES = {"applied", "no-op", "skipped-by-policy", "rejected-input"}
@@ -68,7 +68,7 @@ def test_the_parameters_file(api: ApiServer, scratch: Path) -> None:
         params_file, out = case_dir / "params", case_dir / "out"
         params_file.write_bytes(content)
         stderr = io.StringIO()
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr), process_recursion_limit():
             code = main([reaction, str(params_file)], outputs_dir=str(out), environ=env)
         record = json.loads((out / "record").read_text(encoding="utf-8"))
         outcome = (out / "outcome").read_text(encoding="utf-8")
