@@ -48,6 +48,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                                       {"name": "workload", "value": "job-train-1"}]))
     (tmp_path / "kubeconfig").write_text("garbage\n")
     (tmp_path / "latin1.json").write_bytes(b'{"source": "caf\xe9"}\n')  # not UTF-8
+    (tmp_path / "deep.json").write_text("[" * 1000 + "]" * 1000 + "\n")  # issue 10 item 10
+    (tmp_path / "deeper.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
     return tmp_path
 
 
@@ -84,6 +86,9 @@ GPUAAS_CASES = [
     ("route-events-bad-line", ["route", "--events", "broken.json"], 2, ("broken.json:1",)),
     ("route-not-utf8", ["route", "latin1.json"], 2, ("latin1.json", "expected UTF-8", "found")),
     ("route-events-not-utf8", ["route", "--events", "latin1.json"], 2, ("latin1.json", "expected UTF-8", "found")),
+    ("route-json-1000-deep", ["route", "deep.json"], 2, ("deep.json", "nested")),
+    ("route-json-100000-deep", ["route", "deeper.json"], 2, ("deeper.json", "nested")),
+    ("route-events-json-1000-deep", ["route", "--events", "deep.json"], 2, ("deep.json:1", "nested")),
     ("route-manifests-missing", ["route", "--manifests", "nope", "object.json"], 2, ("does not exist",)),
     ("route-manifests-without-sensors", ["route", "--manifests", "empty-folder", "object.json"], 2,
      ("no Sensor found",)),

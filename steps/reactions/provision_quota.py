@@ -242,9 +242,10 @@ def parse_request(params: Mapping[str, str]) -> QuotaRequest:
     limits: dict[str, int | None] = {}
     for name in ("borrowing-limit", "lending-limit"):
         text = get(name)
-        if text and not text.isdigit():
-            raise RejectedInput(name, "a whole number of GPUs >= 0, or empty to keep the queue's", text,
-                                f"pass {name}=N, e.g. {name}=0")
+        # The same ASCII-digit rule as gpus: str.isdigit() accepts "²" (int() then raises) and "٣".
+        if text and (not re.fullmatch(r"[0-9]{1,7}", text) or int(text) > MAX_GPUS):
+            raise RejectedInput(name, f"a whole number of GPUs from 0 to {MAX_GPUS} (ASCII digits), or empty to "
+                                "keep the queue's", text, f"pass {name}=N, e.g. {name}=0")
         if text and request.workload:
             raise RejectedInput(name, "empty when lending to a workload", text, "set limits in a separate run")
         limits[name.replace("-limit", "_limit")] = int(text) if text else None

@@ -263,6 +263,20 @@ def test_record_outcome_records_a_failed_run(api: ApiServer, run_step: StepRunne
     assert ok["record"]["type"] == "io.gpuaas.reaction.record-outcome"
 
 
+@pytest.mark.parametrize("failures", ["[" * 5000 + "]" * 5000, "9" * 5000], ids=["json-5000-deep", "integer-of-5000-digits"])
+def test_record_outcome_keeps_failures_it_cannot_read_as_text(api: ApiServer, run_step: StepRunner,
+                                                               failures: str) -> None:
+    """Issue 10 item 10 (found by the fuzz at a process's recursion limit): the exit handler must record
+    the run whatever {{workflow.failures}} holds; JSON it cannot read was a RecursionError or ValueError
+    traceback and no record."""
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    code, out = run_step("record-outcome", reaction="on-idle", namespace=NS, workload=wl_name(scene), status="Failed",
+                         failures=failures)
+    assert code == 0 and out["outcome"] == "failed", out["record"]["data"]["errors"]
+    assert out["record"]["data"]["observed"]["failures"] == [failures]
+
+
 def test_subprocess_as_argo_runs_it(api: ApiServer, tmp_path: Path) -> None:
     scene = Scene.of("Job")
     scene.seed(api.store)
