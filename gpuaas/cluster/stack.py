@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from gpuaas.cluster import certificates, crds, kwok, objects, processes, readiness
-from gpuaas.cluster.binaries import program
+from gpuaas.cluster.binaries import BuildFailed, program
 from gpuaas.cluster.certificates import KeyPair
 from gpuaas.cluster.kubeconfig import write_kubeconfig
 from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
@@ -115,7 +115,7 @@ class Cluster:
             stopped = self.load() or state  # down() marked each process stopped
             stopped.phase = "failed"
             stopped.save()
-            if isinstance(error, (readiness.NotReady, ClusterError)):
+            if isinstance(error, (readiness.NotReady, ClusterError, BuildFailed)):  # BuildFailed: a program is missing
                 raise ClusterError(str(error)) from None
             raise
         finally:
