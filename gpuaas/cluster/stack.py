@@ -210,6 +210,9 @@ class Cluster:
             f"--service-account-issuer={ISSUER}", f"--api-audiences={ISSUER}",
             f"--service-account-key-file={self.sa.cert}", f"--service-account-signing-key-file={self.sa.key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
+            # Endpoints may not hold a loopback address, so the default `lease` reconciler fails to publish
+            # 127.0.0.1 for Service default/kubernetes every 10 s; nothing here dials that Service's endpoints.
+            "--endpoint-reconciler-type=none",
             f"--requestheader-client-ca-file={self.front_proxy_ca.cert}", "--requestheader-allowed-names=front-proxy-client",
             "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
