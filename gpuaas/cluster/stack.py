@@ -49,7 +49,32 @@ KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "kubeflow
 CONTENT_HASH = "gpuaas.io/content-hash"
 """Annotation with a digest of what `gpuaas cluster up` applied, to skip unchanged CRDs on restart."""
 
+KEDA_WEBHOOK_PROBE: dict[str, Any] = {
+    "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+    "metadata": {"name": "gpuaas-readiness-probe-" + "x" * 50, "namespace": KEDA_SA[0]},
+    "spec": {"scaleTargetRef": {"name": "gpuaas-readiness-probe"}, "minReplicaCount": 0, "maxReplicaCount": 1,
+             "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://127.0.0.1:1",
+                                                               "query": "vector(0)", "threshold": "1"}}]},
+}
+"""A ScaledObject only KEDA's admission webhook refuses: its name is longer than the 63 characters KEDA
+copies into a label (`verifyName`, apis/keda/v1alpha1/scaledobject_webhook.go, v2.20.2); no CRD rule
+refuses it. Sent as a server-side dry run, so nothing is stored."""
+
 Progress = Callable[[str], None]
+
+
+def keda_webhooks_answer(done: subprocess.CompletedProcess[str]) -> str | None:
+    """None when the dry run of KEDA_WEBHOOK_PROBE was refused by KEDA's webhook, else what happened.
+
+    Why a refusal and not /readyz: upstream's KEDA webhooks are `failurePolicy: Ignore`, so an
+    apiserver that cannot reach them (a wrong port, Service or caBundle) admits every ScaledObject
+    unjudged; only the webhook's own refusal proves the apiserver reaches it.
+    """
+    if done.returncode == 0:
+        return f"the probe ScaledObject was admitted unjudged: {done.stdout.strip()[-200:]}"
+    if 'admission webhook "vscaledobject.kb.io" denied the request' in done.stderr:
+        return None
+    return (done.stderr or done.stdout).strip()[-300:]
 
 
 class ClusterError(RuntimeError):
@@ -436,6 +461,10 @@ class Cluster:
         ], env=env, endpoint=f"https://127.0.0.1:{self.state.port('keda-metrics-apiserver')}")
         self._ready(operator, readiness.http_ok(f"http://127.0.0.1:{operator_health}/readyz"))
         self._ready(webhooks, readiness.http_ok(f"http://127.0.0.1:{webhooks_health}/readyz"))
+        readiness.wait("KEDA's webhooks", lambda: keda_webhooks_answer(self.kubectl(
+            "create", "--dry-run=server", "-o", "name", "-f", "-", input_text=json.dumps(KEDA_WEBHOOK_PROBE),
+            check=False, timeout=30)), timeout_s=self._remaining(90), record=webhooks)
+        self.progress("  KEDA's webhooks answer")
 
         def api_service_available() -> str | None:
             done = self.kubectl("get", "apiservice", "v1beta1.external.metrics.k8s.io", "-o",
