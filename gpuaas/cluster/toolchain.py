@@ -96,11 +96,11 @@ def go_binary(program: GoProgram, *, build: bool = True) -> Path:
     if program.path.exists():
         return program.path
     if not build:
-        raise ToolMissing(f"{program.binary} is not built: expected {program.path}; "
-                          f"run `make stack-node` (go install from stack/{program.stack_module})")
+        raise ToolMissing(f"{program.binary} is not built: expected {program.path}; gpuaas builds it on first use "
+                          f"when Go is installed (go install from stack/{program.stack_module})")
     if shutil.which("go") is None:
         raise ToolMissing(f"building {program.binary} needs the Go toolchain (1.26+); found no `go` on PATH: "
-                          "install Go, then run `make stack-node`")
+                          "install Go (https://go.dev/dl/, `make setup` checks it), then run this again")
     program.path.parent.mkdir(parents=True, exist_ok=True)
     print(f"building {program.binary} from stack/{program.stack_module} (once; a few minutes)...",
           file=sys.stderr, flush=True)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
 from gpuaas.manifests import node_pool
-
-pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian prometheus) not installed")
+from tests.support.prometheus import require_monitoring
 
 
 def _promtool(tmp_path: Path, series: list[dict], expected: list[dict]) -> subprocess.CompletedProcess:
@@ -24,7 +21,7 @@ def _promtool(tmp_path: Path, series: list[dict], expected: list[dict]) -> subpr
         "rule_files": ["rules.yaml"], "evaluation_interval": "1m",
         "tests": [{"interval": "1m", "input_series": series,
                    "promql_expr_test": [{"expr": "gpus_wanted", "eval_time": "2m", "exp_samples": expected}]}]}))
-    return subprocess.run(["promtool", "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True,
+    return subprocess.run([require_monitoring().promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True,
                           check=False)
 
 
