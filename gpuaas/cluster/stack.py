@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from gpuaas.cluster import certificates, crds, kwok, objects, processes, readiness
-from gpuaas.cluster.binaries import program
+from gpuaas.cluster.binaries import BuildFailed, program
 from gpuaas.cluster.certificates import KeyPair
 from gpuaas.cluster.kubeconfig import write_kubeconfig
 from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
@@ -49,7 +49,32 @@ KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "kubeflow
 CONTENT_HASH = "gpuaas.io/content-hash"
 """Annotation with a digest of what `gpuaas cluster up` applied, to skip unchanged CRDs on restart."""
 
+KEDA_WEBHOOK_PROBE: dict[str, Any] = {
+    "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+    "metadata": {"name": "gpuaas-readiness-probe-" + "x" * 50, "namespace": KEDA_SA[0]},
+    "spec": {"scaleTargetRef": {"name": "gpuaas-readiness-probe"}, "minReplicaCount": 0, "maxReplicaCount": 1,
+             "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://127.0.0.1:1",
+                                                               "query": "vector(0)", "threshold": "1"}}]},
+}
+"""A ScaledObject only KEDA's admission webhook refuses: its name is longer than the 63 characters KEDA
+copies into a label (`verifyName`, apis/keda/v1alpha1/scaledobject_webhook.go, v2.20.2); no CRD rule
+refuses it. Sent as a server-side dry run, so nothing is stored."""
+
 Progress = Callable[[str], None]
+
+
+def keda_webhooks_answer(done: subprocess.CompletedProcess[str]) -> str | None:
+    """None when the dry run of KEDA_WEBHOOK_PROBE was refused by KEDA's webhook, else what happened.
+
+    Why a refusal and not /readyz: upstream's KEDA webhooks are `failurePolicy: Ignore`, so an
+    apiserver that cannot reach them (a wrong port, Service or caBundle) admits every ScaledObject
+    unjudged; only the webhook's own refusal proves the apiserver reaches it.
+    """
+    if done.returncode == 0:
+        return f"the probe ScaledObject was admitted unjudged: {done.stdout.strip()[-200:]}"
+    if 'admission webhook "vscaledobject.kb.io" denied the request' in done.stderr:
+        return None
+    return (done.stderr or done.stdout).strip()[-300:]
 
 
 class ClusterError(RuntimeError):
@@ -115,7 +140,7 @@ class Cluster:
             stopped = self.load() or state  # down() marked each process stopped
             stopped.phase = "failed"
             stopped.save()
-            if isinstance(error, (readiness.NotReady, ClusterError)):
+            if isinstance(error, (readiness.NotReady, ClusterError, BuildFailed)):  # BuildFailed: a program is missing
                 raise ClusterError(str(error)) from None
             raise
         finally:
@@ -210,6 +235,9 @@ class Cluster:
             f"--service-account-issuer={ISSUER}", f"--api-audiences={ISSUER}",
             f"--service-account-key-file={self.sa.cert}", f"--service-account-signing-key-file={self.sa.key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
+            # Endpoints may not hold a loopback address, so the default `lease` reconciler fails to publish
+            # 127.0.0.1 for Service default/kubernetes every 10 s; nothing here dials that Service's endpoints.
+            "--endpoint-reconciler-type=none",
             f"--requestheader-client-ca-file={self.front_proxy_ca.cert}", "--requestheader-allowed-names=front-proxy-client",
             "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
@@ -433,6 +461,10 @@ class Cluster:
         ], env=env, endpoint=f"https://127.0.0.1:{self.state.port('keda-metrics-apiserver')}")
         self._ready(operator, readiness.http_ok(f"http://127.0.0.1:{operator_health}/readyz"))
         self._ready(webhooks, readiness.http_ok(f"http://127.0.0.1:{webhooks_health}/readyz"))
+        readiness.wait("KEDA's webhooks", lambda: keda_webhooks_answer(self.kubectl(
+            "create", "--dry-run=server", "-o", "name", "-f", "-", input_text=json.dumps(KEDA_WEBHOOK_PROBE),
+            check=False, timeout=30)), timeout_s=self._remaining(90), record=webhooks)
+        self.progress("  KEDA's webhooks answer")
 
         def api_service_available() -> str | None:
             done = self.kubectl("get", "apiservice", "v1beta1.external.metrics.k8s.io", "-o",
