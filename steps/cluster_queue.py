@@ -199,8 +199,20 @@ def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
         floor = gpus_in_use(cluster_queue).get(loan.flavor, 0)
         target = max(floor, current - loan.gpus)
         if target != current:
+            # The lendingLimit may not stay above the lowered quota (Kueue's webhook): as capacity tracking does.
+            remembered = lowered_lending_limits(cluster_queue)
+            lending = fit_lending_limit(target, gpu_lending_limits(cluster_queue).get(loan.flavor),
+                                        remembered.get(loan.flavor))
+            limits = None
+            if lending.note:
+                limits = {"lendingLimit": lending.limit}
+                if lending.remembered is None:
+                    remembered.pop(loan.flavor, None)
+                else:
+                    remembered[loan.flavor] = lending.remembered
+                patch["metadata"]["annotations"][LENDING_ANNOTATION] = lending_annotation(remembered)
             patch["spec"] = {"resourceGroups": set_gpu_quota(
-                (cluster_queue.get("spec") or {}).get("resourceGroups") or [], loan.flavor, target, {})}
+                (cluster_queue.get("spec") or {}).get("resourceGroups") or [], loan.flavor, target, {}, limits)}
     return patch
 
 

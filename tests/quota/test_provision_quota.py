@@ -433,3 +433,15 @@ def test_fit_lending_limit(nominal: int, current: int | None, remembered: dict |
     assert (fit.limit, fit.remembered) == (limit, kept)
     assert fit.limit is None or fit.limit <= nominal
     assert bool(fit.note) == (fit.limit != current)
+
+
+def test_returning_a_loan_lowers_a_lending_limit_above_the_returned_quota() -> None:
+    """on-finished's loan return lowers nominalQuota too: never under the queue's lendingLimit."""
+    cq = K.cluster_queue("team-a", 10, lending_limit=8)
+    cq["metadata"]["annotations"] = {LENT_ANNOTATION: json.dumps(
+        {"team-a/job": {"flavor": "a100", "gpus": 4, "uid": "u", "lentAt": "2026-01-01T00:00:00Z"}})}
+    patch = return_loan_patch(cq, "team-a/job")
+    (resource,) = patch["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert resource == {"name": "nvidia.com/gpu", "nominalQuota": 6, "lendingLimit": 6}
+    assert json.loads(patch["metadata"]["annotations"]["gpuaas.io/lending-limits"]) == {
+        "a100": {"configured": 8, "set": 6}}
