@@ -45,6 +45,9 @@ STEPS_CLUSTER_RULES: list[Rule] = [
      "steps/strategies.py release/resume: read the owner, JSON-patch replicas and the release annotation"),
     (["apps"], ["deployments"], ["list"],
      "steps/model/state.py _predictor_of: find the Deployment KServe created for a raw-deployment InferenceService"),
+    (["autoscaling"], ["horizontalpodautoscalers"], ["list"],
+     ("steps/model/state.py observe_workload: an HPA someone else keeps on the KEDA target (e.g. KServe's) "
+      "means no gpuaas ScaledObject (KEDA's webhook refuses a second autoscaler)")),
     (["apps"], ["replicasets"], ["get"],
      "steps/reactions/idle_alerts.py: walk a pod's owner chain (ReplicaSet -> Deployment)"),
     (["batch"], ["jobs"], ["get", "patch"],
