@@ -73,16 +73,20 @@ def _job(gpus_per_pod: int, pods: int) -> JSON:
 
 
 def _scaled_object(real_cluster: RealCluster) -> JSON:
-    """The product's rendered ScaledObject for the Kubernetes overlay, pointed at this test's pool and
-    at the stack's Prometheus (the rendered in-cluster address does not resolve here), polling faster."""
+    """The product's ScaledObject for the Kubernetes overlay's pool, for this test's pool and ClusterQueue
+    (other tests' pending GPUs do not count), at the stack's Prometheus (the rendered in-cluster address
+    does not resolve here), polling faster. The stack has no kube-state-metrics: the pool's nodes read
+    as none, which is what a pool at 0 nodes reads anyway."""
     (rendered,) = [o for o in node_pool.kubernetes() if o["kind"] == "ScaledObject"]
-    rendered["metadata"]["namespace"] = NAMESPACE
-    rendered["spec"]["scaleTargetRef"]["name"] = POOL
-    rendered["spec"]["pollingInterval"] = 10
-    rendered["spec"]["cooldownPeriod"] = 20
-    for trigger in rendered["spec"]["triggers"]:
-        trigger["metadata"]["serverAddress"] = real_cluster.endpoint("prometheus")
-    return rendered
+    pool = node_pool.NodePool(rendered["spec"]["scaleTargetRef"]["apiVersion"], "MachineDeployment", POOL, NAMESPACE,
+                              real_cluster.endpoint("prometheus"), cluster_queues=FLAVOR)
+    scaled = node_pool.scaled_object(pool)
+    assert scaled["metadata"]["annotations"] == rendered["metadata"]["annotations"]
+    assert {k: v for k, v in scaled["spec"].items() if k not in ("scaleTargetRef", "triggers")} == {
+        k: v for k, v in rendered["spec"].items() if k not in ("scaleTargetRef", "triggers")}
+    scaled["spec"]["pollingInterval"] = 10
+    scaled["spec"]["cooldownPeriod"] = 20
+    return scaled
 
 
 def _replicas(custom: client.CustomObjectsApi) -> int:
