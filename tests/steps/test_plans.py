@@ -490,3 +490,16 @@ def test_pause_keda_records_the_size_and_resume_brings_it_back() -> None:
     deployment["spec"]["replicas"] = 2              # someone sized it since: left as is
     resumed, notes = resume_actions(record, so, "by hand", scale_target=deployment)
     assert [a.action for a in resumed] == ["unpause-keda"] and "left as is" in notes[-1]
+
+
+def test_an_older_scaled_object_at_zero_is_updated_to_its_recorded_size() -> None:
+    """An object of the earlier design (min 0, max N) whose target KEDA took to 0: N is still known."""
+    scene = Scene.of("Deployment", workers=3)
+    older = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body
+    older["spec"].update(minReplicaCount=0, maxReplicaCount=3)
+    del older["spec"]["idleReplicaCount"]
+    next(o for o in scene.chain() if o["kind"] == "Deployment")["spec"]["replicas"] = 0
+    plan = on_admitted.plan(request(scene), state_of(scene, scaled_objects=[older]), Policy())
+    assert actions(plan) == [("update-scaled-object", "ScaledObject")]
+    spec = plan.actions[0].patch["spec"]
+    assert (spec["idleReplicaCount"], spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 3, 3)
