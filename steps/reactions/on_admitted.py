@@ -84,10 +84,12 @@ def scaled_object_name(target: JSON) -> str:
 
 def recorded_size(target: JSON, ours: JSON | None) -> int:
     """The size gpuaas' ScaledObject brings the target back to: what it recorded when it was made
-    (its minReplicaCount), else the target's replicas now."""
-    spec = (ours or {}).get("spec") or {}
-    if ours is not None and int(spec.get("minReplicaCount") or 0) > 0:
-        return int(spec["minReplicaCount"])
+    (steps.strategies.scaled_size: its minReplicaCount, or an older object's maxReplicaCount), else
+    the target's replicas now."""
+    from steps.strategies import scaled_size
+
+    if ours is not None:
+        return scaled_size(ours)
     replicas = (target.get("spec") or {}).get("replicas")
     return 1 if replicas is None else int(replicas)
 
