@@ -11,7 +11,7 @@ plan (pure):
   HPA KEDA makes can never resize N->M, which Kueue forbids for a managed StatefulSet) and
   `idleReplicaCount: 0` (KEDA v2.20 pkg/scaling/executor: inactive -> idleReplicaCount after the
   cooldown, active at idle -> minReplicaCount). The Prometheus trigger reads the DCGM activity of
-  the target's pods (both label spellings) and is empty until the pods have reported for a whole
+  the target's live pods (both label spellings) and is empty until they have reported for a whole
   idle window, so a new or resumed server is never judged on its first low sample; the cooldowns
   (`initialCooldownPeriod` from creation, `cooldownPeriod` from the last activity) are the longer of
   the tenant's idle window and minimum runtime. Owner reference to the owner (garbage collected with
@@ -61,9 +61,10 @@ def pod_regex(target: JSON) -> str:
 def activity_query(namespace: str, target: JSON, window_seconds: float) -> str:
     """Highest GPU activity (0-1) of the target's pods over the window, in both DCGM label spellings.
 
-    One element (max) as KEDA requires. A series counts only if it already existed a window ago
-    (`and ... offset`): a new or resumed server's pods have no such samples, so the query is empty
-    until they have reported for a whole window. No `or vector(0)`: "no data" must never read as
+    One element (max) as KEDA requires. A series counts only if it exists now (a deleted pod's
+    series is stale at once, so the pods a server had before it went to 0 do not count) and already
+    existed a window ago (`offset`): a new or resumed server's pods have no such samples, so the
+    query is empty until they have reported for a whole window. No `or vector(0)`: "no data" must never read as
     idle; an empty result is an error on which KEDA keeps the current replicas.
     """
     window = f"{int(window_seconds)}s"
@@ -73,7 +74,7 @@ def activity_query(namespace: str, target: JSON, window_seconds: float) -> str:
         scale = " / 100" if metric == "DCGM_FI_DEV_GPU_UTIL" else ""
         for ns_label, pod_label in (("namespace", "pod"), ("exported_namespace", "exported_pod")):
             series = f'{metric}{{{ns_label}="{namespace}",{pod_label}=~"{pods}"}}'
-            parts.append(f"(max_over_time({series}[{window}]) and {series} offset {window}){scale}")
+            parts.append(f"(max_over_time({series}[{window}]) and {series} and {series} offset {window}){scale}")
     return "max(" + " or ".join(parts) + ")"
 
 

@@ -437,11 +437,13 @@ def test_scaled_object_waits_for_the_idle_window_and_the_minimum_runtime() -> No
 
 def test_activity_query_is_empty_until_the_pods_have_reported_for_a_whole_window() -> None:
     """A resumed or new server has no samples a window ago: the query is empty (KEDA holds) rather
-    than idle at its first low sample."""
+    than idle at its first low sample; the pods it had before it went to 0 (their series stale now,
+    their last samples still in the window) do not count either."""
     scene = Scene.of("Deployment")
     query = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body["spec"]["triggers"][0][
         "metadata"]["query"]
-    assert query.count(" offset 1800s") == 4 and query.count(" and ") == 4
+    assert query.count(" offset 1800s") == 4 and query.count(" and ") == 8
+    assert "[1800s]) and DCGM_FI_DEV_GPU_UTIL{namespace=" in query
 
 
 def test_scaled_object_keeps_its_recorded_size_when_the_target_was_scaled() -> None:
