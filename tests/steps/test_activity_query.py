@@ -20,11 +20,12 @@ WINDOW_S = 60
 SERVER = {"kind": "Deployment", "metadata": {"name": "srv"}}
 
 
-def _evaluate(tmp_path: Path, series: list[dict], expected: dict[str, list[dict]]) -> subprocess.CompletedProcess:
+def _evaluate(tmp_path: Path, series: list[dict], expected: dict[str, list[dict]],
+              server: dict = SERVER) -> subprocess.CompletedProcess:
     """Each `expected` entry: the query's samples at that evaluation time (series sampled every 10 s from 0)."""
     promtool = shutil.which("promtool")
     assert promtool is not None, "promtool (Debian package prometheus) is needed: run `make setup`"
-    query = activity_query("ns", SERVER, WINDOW_S)
+    query = activity_query("ns", server, WINDOW_S)
     (tmp_path / "test.yaml").write_text(yaml.safe_dump({
         "rule_files": [], "evaluation_interval": "10s",
         "tests": [{"interval": "10s", "input_series": series,
@@ -56,4 +57,13 @@ def test_the_busiest_gpu_of_the_window_counts_in_either_label_spelling(tmp_path:
     done = _evaluate(tmp_path, [_util("srv-abc12-aaaaa", "0 0 0 0 0 0 6 0 0 0 0 0 0", exported=True),
                                 _util("srv-abc12-bbbbb", "1x12"), _util("other-abc12-ccccc", "90x12")],
                      {"100s": [{"labels": "{}", "value": 0.06}], "130s": [{"labels": "{}", "value": 0.01}]})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_name_with_dashes_and_dots_is_a_valid_promql_regex(tmp_path: Path) -> None:
+    """Found on the real stack: `re.escape` gave `llm\\-server`, which PromQL's string parser refuses
+    ("unknown escape sequence"), so KEDA's query failed with 400 for any name with a dash."""
+    done = _evaluate(tmp_path, [_util("llm-server.v2-0", "3x12"), _util("llm-serverxv2-0", "90x12")],
+                     {"100s": [{"labels": "{}", "value": 0.03}]},
+                     server={"kind": "StatefulSet", "metadata": {"name": "llm-server.v2"}})
     assert done.returncode == 0, done.stdout + done.stderr
