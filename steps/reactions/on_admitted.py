@@ -68,7 +68,7 @@ def activity_query(namespace: str, target: JSON, window_seconds: float) -> str:
     idle; an empty result is an error on which KEDA keeps the current replicas.
     """
     window = f"{int(window_seconds)}s"
-    pods = pod_regex(target)
+    pods = pod_regex(target).replace("\\", "\\\\")   # a PromQL string literal: the regex's backslashes doubled
     parts = []
     for metric in METRICS:
         scale = " / 100" if metric == "DCGM_FI_DEV_GPU_UTIL" else ""
