@@ -233,9 +233,13 @@ def test_a_busy_server_keeps_its_size_and_resume_after_a_pause_brings_it_back(
         watch = ReplicaWatch(real_cluster, name)
         # Busy at 6% (threshold 5%): KEDA's HPA reads the activity and wants the recorded 3, nothing else.
         autoscaling = client.AutoscalingV2Api(real_cluster.admin)
-        hpa = eventually(lambda: (h := autoscaling.read_namespaced_horizontal_pod_autoscaler(f"keda-hpa-{scaled}",
-                                                                                              NAMESPACE))
-                         and h.status.current_metrics and h, timeout_s=240, what="KEDA's HPA reading the activity")
+        def computed() -> bool:
+            hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler(f"keda-hpa-{scaled}", NAMESPACE)
+            watch.seen.add(_replicas(real_cluster, name))
+            return any(c.type == "ScalingActive" and c.status == "True" and c.reason == "ValidMetricFound"
+                       for c in hpa.status.conditions or [])
+        # The query is empty until the pods have reported for a whole window; then the HPA has a value.
+        eventually(computed, timeout_s=240, poll_s=2, what="KEDA's HPA reading the activity (ValidMetricFound)")
         watch.hold(30)
         hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler(f"keda-hpa-{scaled}", NAMESPACE)
         assert (hpa.spec.min_replicas, hpa.spec.max_replicas, hpa.status.desired_replicas) == (3, 3, 3)
