@@ -9,7 +9,12 @@ Metrics: gpuHoursReclaimed = GPUs released x hours since the release.
 Optional parameter `target` ("Kind/name", e.g. `Deployment/llm`, `StatefulSet/nb`,
 `ScaledObject/gpuaas-llm`): resume the object directly when its Workload is gone (a KEDA-paused
 Deployment's pods, and with them their per-pod Workloads, no longer exist). For a Deployment or
-InferenceService the ScaledObject scaling it is found and unpaused.
+InferenceService the ScaledObject scaling it is found and unpaused, and the Deployment is brought
+back to the size recorded at the release (KEDA cannot: at 0 replicas its activity query is empty).
+
+A serving workload gpuaas' own ScaledObject took to 0 when idle (idleReplicaCount 0, no release
+record) comes back the same way: `target=Deployment/<name>` scales it to the size that ScaledObject
+recorded (its minReplicaCount); KEDA then holds it there until it is idle for a whole window again.
 """
 
 from __future__ import annotations
@@ -69,6 +74,19 @@ def observe_target(context: Any, request: ReactionRequest, target: str) -> Workl
         if record is not None:
             state.release, state.release_on = record, holder
             break
+    from steps.model.state import MANAGED_BY, MANAGED_BY_VALUE, scale_target_of
+
+    if state.release_on is not None and state.release_on.get("kind") == "ScaledObject":
+        state.scale_target = obj if obj["kind"] in ("Deployment", "StatefulSet") else scale_target_of(
+            kube, state.release_on)
+    elif state.release is None:
+        # No release record: a server gpuaas' own ScaledObject scaled to 0 when idle comes back too.
+        ours = [h for h in holders if h.get("kind") == "ScaledObject"
+                and ((h.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGED_BY_VALUE
+                and (h.get("spec") or {}).get("idleReplicaCount") == 0]
+        if ours:
+            state.managed_scaled_objects = ours[:1]
+            state.scale_target = obj if obj["kind"] != "ScaledObject" else scale_target_of(kube, ours[0])
     return state
 
 
@@ -77,6 +95,8 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     notes = state.event_notes()
     if "targetMissing" in state.extra:
         return Plan.nothing(*notes, f"{state.extra['targetMissing']}: nothing to resume")
+    if wl is None and state.release is None and state.managed_scaled_objects and state.scale_target is not None:
+        return wake(request, state)
     if wl is None and state.release is None:
         return Plan.nothing(*notes, f"Workload {request.namespace}/{request.workload} not found: nothing to resume")
     record, target = state.release, state.release_on
@@ -98,7 +118,7 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
                          "(restored by an earlier, interrupted resume, or removed by hand): only the Workload's "
                          "copy is cleared")]
     else:
-        actions, resume_notes = resume_actions(record, target, why)
+        actions, resume_notes = resume_actions(record, target, why, scale_target=state.scale_target)
         if wl is not None and target.get("kind") != "Workload" and RELEASE_ANNOTATION in wl.annotations:
             actions.append(mirror_release(wl, None, why))
     metrics: dict[str, float] = {}
@@ -111,6 +131,24 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     return Plan(tuple(actions), tuple(reasons), metrics=metrics,
                 event=(RESUMED, (f"gpuaas resumed the workers released at {record.get('releasedAt')} "
                                 f"({record.get('strategy')})")))
+
+
+def wake(request: ReactionRequest, state: WorkloadState) -> Plan:
+    """A target gpuaas' ScaledObject scaled to 0 when idle: back to the size it recorded (pure)."""
+    from steps.strategies import restore_scale_target, scaled_size
+
+    scaler, target = state.managed_scaled_objects[0], state.scale_target
+    assert target is not None
+    size = scaled_size(scaler)
+    name = f"{target.get('kind')} {(target.get('metadata') or {}).get('name')}"
+    why = request.extra.get("reason") or "requested (resume-workers)"
+    actions, notes = restore_scale_target(target, size, why)
+    reasons = [(f"ScaledObject {(scaler.get('metadata') or {}).get('name')} (gpuaas') scales {name} between {size} "
+                "and 0 replicas; no release record: wake it to its recorded size"), *notes]
+    if not actions:
+        return Plan.nothing(*reasons)
+    return Plan(tuple(actions), tuple(reasons),
+                event=(RESUMED, f"gpuaas woke {name} to {size} replica(s) (scaled to 0 when idle)"))
 
 
 def step(context: Any) -> StepReport:

@@ -458,3 +458,46 @@ def test_a_retried_interrupted_resume_never_patches_the_workload_with_replicas(a
     workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
     assert "replicas" not in workload["spec"] and "gpuaas.io/release" not in workload["metadata"].get("annotations", {})
     assert api.store.get(R.STATEFUL_SET, "train", NS)["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize("target", ["Deployment/train", "ScaledObject/gpuaas-train"])
+def test_resume_by_target_after_a_keda_pause_brings_back_the_recorded_replicas(api: ApiServer, run_step: StepRunner,
+                                                                               target: str) -> None:
+    """Removing paused-replicas alone leaves the Deployment at 0 (issue 10 item 3)."""
+    scene = Scene.of("Deployment", workers=3)
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    api.store.patch(R.DEPLOYMENT, "train", {"spec": {"replicas": 0}}, NS)   # KEDA held it at paused-replicas 0
+    api.store.delete(R.WORKLOAD, wl_name(scene), NS)
+    code, out = run_step("resume-workers", namespace=NS, target=target)
+    assert code == 0 and out["outcome"] == "applied", out["plan"]
+    assert api.store.get(R.DEPLOYMENT, "train", NS)["spec"]["replicas"] == 3
+
+
+def test_resume_by_target_wakes_a_server_keda_scaled_to_zero_when_idle(api: ApiServer, run_step: StepRunner) -> None:
+    """gpuaas' ScaledObject took an idle server to 0 (idleReplicaCount) with no release record: resume
+    brings it back to the size its ScaledObject recorded (docs/reactions.md, serving at 0)."""
+    scene = Scene.of("Deployment", workers=3)
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    api.store.patch(R.DEPLOYMENT, "train", {"spec": {"replicas": 0}}, NS)   # KEDA: idle -> idleReplicaCount 0
+    api.store.delete(R.WORKLOAD, wl_name(scene), NS)
+    code, out = run_step("resume-workers", namespace=NS, target="Deployment/train")
+    assert code == 0 and out["outcome"] == "applied", out["plan"]
+    assert api.store.get(R.DEPLOYMENT, "train", NS)["spec"]["replicas"] == 3
+    api.reset_counters()
+    code, again = run_step("resume-workers", namespace=NS, target="Deployment/train")
+    assert code == 0 and again["outcome"] == "no-op" and api.write_count == 0
+
+
+def test_a_deployment_an_hpa_scales_gets_no_scaled_object(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Deployment")
+    scene.seed(api.store)
+    api.store.create(R.HORIZONTAL_POD_AUTOSCALER, {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "train"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "train"},
+                 "minReplicas": 1, "maxReplicas": 4}}, NS)
+    code, out = run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "no-op" and api.store.list(R.SCALED_OBJECT, NS) == []
+    assert "HorizontalPodAutoscaler train already scales Deployment train" in " ".join(out["plan"]["reasons"])
