@@ -6,7 +6,10 @@ GPU nodes carry it (the NVIDIA GPU operator's labels); Kueue injects the flavor'
 tolerations into admitted pods, so they land on these nodes. The CPU node takes pods that no queue
 manages. Pod lifecycles come from KWOK's own `general` stages (read from the pinned module): pods
 become Ready; pods owned by a Job complete after `pod-complete.stage.kwok.x-k8s.io/delay` (default
-1 s plus up to 5 s of jitter), which a test sets to keep a Job running.
+1 s plus up to 5 s of jitter), which a test sets to keep a Job running. The one change to upstream's
+stages: pods owned by a PyTorchJob complete the same way (COMPLETING_OWNERS), as a training
+script's processes exit; the training-operator then marks the PyTorchJob Succeeded. Ray's pods
+(owned by a RayCluster) run until deleted, as Ray's head and workers do.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ MANAGED_LABEL = ("type", "kwok")
 GPU_PRODUCT = "NVIDIA-A100-SXM4-80GB"
 GPU_NODES = 3
 GPUS_PER_NODE = 4
+COMPLETING_OWNERS = ("Job", "PyTorchJob")
+"""Owner kinds whose pods KWOK completes (upstream's `pod-complete` stage names only Job)."""
 
 STAGES = ("kustomize/stage/node/fast/node-initialize.yaml",
           "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -36,6 +41,11 @@ def stages_config() -> str:
     docs = []
     for path in STAGES:
         docs += [doc for doc in yaml.safe_load_all((root / path).read_text()) if doc]
+    for doc in docs:
+        if doc["metadata"]["name"] == "pod-complete":
+            owners = next(e for e in doc["spec"]["selector"]["matchExpressions"]
+                          if e["key"] == ".metadata.ownerReferences.[].kind")
+            owners["values"] = list(COMPLETING_OWNERS)
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
