@@ -1,0 +1,104 @@
+"""Run a reaction step on the real stack exactly as its WorkflowTemplate would: `python -m steps
+<reaction> PARAMS_FILE` as the template's ServiceAccount.
+
+    steps = RealSteps(real_cluster, tmp_path)              # identity: gpuaas/gpuaas-steps, a TokenRequest token
+    run = steps.run("release-workers", namespace="rt-job", workload="job-train-1a2b3")
+    run.outcome, run.plan, run.record, run.actions, run.reasons
+
+The process gets a kubeconfig holding a token from the TokenRequest API for `gpuaas-steps` (never
+the admin's credentials, and no GPUAAS_KUBE_URL), the stack's Prometheus as GPUAAS_PROMETHEUS_URL,
+and its own outputs dir. Every run is checked for a 403 (a denied call is a defect of the RBAC or
+of the code, whatever the outcome says) and for an exit code other than 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.support.real_cluster import RealCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS_NAMESPACE = "gpuaas"
+STEPS_ACCOUNT = "gpuaas-steps"
+JSON = dict[str, Any]
+
+
+@dataclass
+class StepRun:
+    reaction: str
+    params: dict[str, str]
+    exit_code: int
+    outcome: str
+    record: JSON
+    stdout: str
+    stderr: str
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def data(self) -> JSON:
+        return self.record.get("data") or {}
+
+    @property
+    def plan(self) -> JSON:
+        return self.data.get("plan") or {}
+
+    @property
+    def actions(self) -> list[JSON]:
+        return self.data.get("actions") or []
+
+    @property
+    def applied(self) -> list[str]:
+        """Names of the actions that wrote something."""
+        return [a["action"] for a in self.actions if a.get("result") == "applied"]
+
+    @property
+    def reasons(self) -> list[str]:
+        return self.plan.get("reasons") or []
+
+    def describe(self) -> str:
+        return (f"{self.reaction} {self.params.get('namespace', '')}/{self.params.get('workload', '')}: exit "
+                f"{self.exit_code}, outcome {self.outcome}, actions {[(a['action'], a.get('result')) for a in self.actions]}, "
+                f"errors {self.data.get('errors')}, reasons {self.reasons}\nstderr: {self.stderr[-1500:]}")
+
+
+class RealSteps:
+    """Runs steps as a ServiceAccount of the product against the real apiserver."""
+
+    def __init__(self, real_cluster: RealCluster, workdir: Path, account: str = STEPS_ACCOUNT) -> None:
+        self.cluster = real_cluster
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig = real_cluster.service_account_kubeconfig(STEPS_NAMESPACE, account,
+                                                                  workdir / f"{account}.kubeconfig")
+        self.runs: list[StepRun] = []
+
+    def run(self, reaction: str, *, expect_exit: int = 0, **params: str) -> StepRun:
+        """Run one step; fail on a 403 anywhere in its record or output, or on an unexpected exit code."""
+        index = len(self.runs)
+        params = {"dry-run": "false", **{k.replace("_", "-"): v for k, v in params.items()}}
+        params_file = self.workdir / f"{index:03d}-{reaction}.params.json"
+        params_file.write_text(json.dumps([{"name": k, "value": v} for k, v in params.items()]))
+        outputs = self.workdir / f"{index:03d}-{reaction}.outputs"
+        outputs.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUAAS_") and k != "KUBECONFIG"}
+        env.update({"KUBECONFIG": str(self.kubeconfig), "GPUAAS_OUTPUTS_DIR": str(outputs),
+                    "GPUAAS_NAMESPACE": STEPS_NAMESPACE, "PYTHONPATH": str(ROOT),
+                    "GPUAAS_PROMETHEUS_URL": self.cluster.endpoint("prometheus")})
+        done = subprocess.run([sys.executable, "-m", "steps", reaction, str(params_file)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=180, check=False)
+        files = {p.name: p.read_text() for p in outputs.iterdir() if p.is_file()}
+        record = json.loads(files["record"]) if files.get("record") else {}
+        run = StepRun(reaction, params, done.returncode, files.get("outcome", "").strip(), record, done.stdout,
+                      done.stderr, files)
+        self.runs.append(run)
+        text = json.dumps(record) + done.stderr
+        assert "403" not in json.dumps(record.get("data", {}).get("errors")) and "Forbidden" not in text, \
+            f"a call of the step was denied (403):\n{run.describe()}"
+        assert done.returncode == expect_exit, f"expected exit {expect_exit}:\n{run.describe()}"
+        return run
