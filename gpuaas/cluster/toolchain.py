@@ -36,7 +36,10 @@ class GoProgram:
     stack_module: str
     package: str
     binary: str
-    ldflags: str = "-s -w"
+    ldflags: str | None = None
+    """None: the flags `gpuaas cluster build` uses for the module (gpuaas.cluster.binaries.ldflags), with the
+    version stamps of upstream's release builds; without them a Kubernetes binary reports
+    `v0.0.0-master+$Format:%H$` (the node's kubeletVersion)."""
     static: bool = False
     """Built with CGO_ENABLED=0: for programs that run in an image with no C library (argoexec)."""
     module: str = ""
@@ -79,6 +82,15 @@ CNI_DIR = Path("/usr/lib/cni")
 """Debian's containernetworking-plugins install the bridge, host-local and loopback plugins here."""
 
 
+def program_ldflags(program: GoProgram) -> str:
+    """The program's own flags, else the stack build's for its module (one place knows the version stamps)."""
+    if program.ldflags is not None:
+        return program.ldflags
+    from gpuaas.cluster.binaries import Component, ldflags
+
+    return ldflags(Component(program.stack_module, STACK_DIR / program.stack_module, ()))
+
+
 def go_binary(program: GoProgram, *, build: bool = True) -> Path:
     """The built program, building it from its pinned module first if absent (minutes, once)."""
     if program.path.exists():
@@ -95,7 +107,7 @@ def go_binary(program: GoProgram, *, build: bool = True) -> Path:
     env = dict(os.environ, GOBIN=str(program.path.parent))
     if program.static:
         env["CGO_ENABLED"] = "0"
-    command = ["go", "install", "-trimpath", f"-ldflags={program.ldflags}", program.package]
+    command = ["go", "install", "-trimpath", f"-ldflags={program_ldflags(program)}", program.package]
     workdir = STACK_DIR / program.stack_module
     if program.symlinks:
         workdir = _restored_module(program)
