@@ -300,6 +300,8 @@ class KueueController:
         flavors = self._latest(R.RESOURCE_FLAVOR, R.RESOURCE_FLAVOR_V1BETA1, namespaced=False)
         flavor_labels = {name: (obj.get("spec") or {}).get("nodeLabels") or {} for (_, name), (_, obj) in flavors.items()}
         queues = {name: queue_from_object(obj) for (_, name), (_, obj) in queues_raw.items()}
+        namespace_labels = {obj["metadata"]["name"]: (obj["metadata"].get("labels") or {})
+                            for obj in self._safe_list(R.NAMESPACE)}
         book = CohortBook(queues.values())
         workloads = self._workloads()
         owners = self._owner_index(workloads)
@@ -367,7 +369,7 @@ class KueueController:
                 problem = f"ClusterQueue {cluster_queue} doesn't exist"
             elif queue.stop_policy != "None":
                 problem = f"ClusterQueue {cluster_queue} is inactive"
-            elif not self._namespace_allowed(queues_raw[("", cluster_queue)][1], ns):
+            elif not self._namespace_allowed(queues_raw[("", cluster_queue)][1], ns, namespace_labels.get(ns) or {}):
                 problem = "Workload namespace doesn't match ClusterQueue selector"
             requests: list = []
             if problem is None:
@@ -620,11 +622,13 @@ class KueueController:
         return (-int(spec.get("priority") or 0), stamp, workload.key)
 
     @staticmethod
-    def _namespace_allowed(cluster_queue: JSON, namespace: str) -> bool:
+    def _namespace_allowed(cluster_queue: JSON, namespace: str, namespace_labels: dict[str, str]) -> bool:
+        """The ClusterQueue's namespaceSelector against the Namespace's labels, plus the
+        `kubernetes.io/metadata.name` label kube-apiserver gives every Namespace."""
         selector = (cluster_queue.get("spec") or {}).get("namespaceSelector")
         if not selector:
             return True
-        labels = {"kubernetes.io/metadata.name": namespace}
+        labels = {**namespace_labels, "kubernetes.io/metadata.name": namespace}
         for key, value in (selector.get("matchLabels") or {}).items():
             if labels.get(key) != value:
                 return False

@@ -1,14 +1,17 @@
 """Run a reaction step on the real stack exactly as its WorkflowTemplate would: `python -m steps
 <reaction> PARAMS_FILE` as the template's ServiceAccount.
 
-    steps = RealSteps(real_cluster, tmp_path)              # identity: gpuaas/gpuaas-steps, a TokenRequest token
-    run = steps.run("release-workers", namespace="rt-job", workload="job-train-1a2b3")
-    run.outcome, run.plan, run.record, run.actions, run.reasons
+    steps = RealSteps(real_cluster, tmp_path)
+    run = steps.run("release-workers", namespace="team-b", workload="job-train-1a2b3")
+    run.outcome, run.plan, run.record, run.actions, run.reasons, run.account
 
-The process gets a kubeconfig holding a token from the TokenRequest API for `gpuaas-steps` (never
-the admin's credentials, and no GPUAAS_KUBE_URL), the stack's Prometheus as GPUAAS_PROMETHEUS_URL,
+Each reaction runs as the ServiceAccount of the rendered WorkflowTemplate `gpuaas-<reaction>`
+(`spec.serviceAccountName` in manifests/base/workflows; the on-idle fan-out `idle-alerts` runs in
+`gpuaas-on-idle`). The process gets a kubeconfig holding a token from the TokenRequest API for
+that account (never the admin's credentials, and no GPUAAS_KUBE_URL), the stack's Prometheus as GPUAAS_PROMETHEUS_URL,
 and its own outputs dir. Every run is checked for a 403 (a denied call is a defect of the RBAC or
-of the code, whatever the outcome says) and for an exit code other than 0.
+of the code, whatever the outcome says) and for an exit code other than 0; kube-apiserver's audit log (gpuaas.cluster.audit) is read for
+any request of that account it denied while the step ran.
 """
 
 from __future__ import annotations
@@ -18,15 +21,33 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from gpuaas.cluster import audit
 from tests.support.real_cluster import RealCluster
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / "manifests" / "base" / "workflows"
 STEPS_NAMESPACE = "gpuaas"
-STEPS_ACCOUNT = "gpuaas-steps"
 JSON = dict[str, Any]
+TEMPLATE_OF = {"idle-alerts": "on-idle", "record-outcome": None}
+
+
+@cache
+def template_account(reaction: str) -> str:
+    """The ServiceAccount the rendered WorkflowTemplate of `reaction` runs its pods as."""
+    template = TEMPLATE_OF.get(reaction, reaction)
+    if template is None:
+        raise ValueError(f"{reaction} runs in every template (exit handler): name the template's reaction instead")
+    document = yaml.safe_load((WORKFLOWS / f"gpuaas-{template}.yaml").read_text())
+    account = (document.get("spec") or {}).get("serviceAccountName")
+    if not account:
+        raise AssertionError(f"expected spec.serviceAccountName in WorkflowTemplate gpuaas-{template}, found none")
+    return account
 
 
 @dataclass
@@ -38,6 +59,7 @@ class StepRun:
     record: JSON
     stdout: str
     stderr: str
+    account: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -68,15 +90,20 @@ class StepRun:
 
 
 class RealSteps:
-    """Runs steps as a ServiceAccount of the product against the real apiserver."""
+    """Runs steps as their templates' ServiceAccounts against the real apiserver."""
 
-    def __init__(self, real_cluster: RealCluster, workdir: Path, account: str = STEPS_ACCOUNT) -> None:
+    def __init__(self, real_cluster: RealCluster, workdir: Path) -> None:
         self.cluster = real_cluster
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.kubeconfig = real_cluster.service_account_kubeconfig(STEPS_NAMESPACE, account,
-                                                                  workdir / f"{account}.kubeconfig")
+        self.kubeconfigs: dict[str, Path] = {}
         self.runs: list[StepRun] = []
+
+    def kubeconfig(self, account: str) -> Path:
+        if account not in self.kubeconfigs:
+            self.kubeconfigs[account] = self.cluster.service_account_kubeconfig(
+                STEPS_NAMESPACE, account, self.workdir / f"{account}.kubeconfig")
+        return self.kubeconfigs[account]
 
     def run(self, reaction: str, *, expect_exit: int = 0, **params: str) -> StepRun:
         """Run one step; fail on a 403 anywhere in its record or output, or on an unexpected exit code."""
@@ -87,16 +114,23 @@ class RealSteps:
         outputs = self.workdir / f"{index:03d}-{reaction}.outputs"
         outputs.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUAAS_") and k != "KUBECONFIG"}
-        env.update({"KUBECONFIG": str(self.kubeconfig), "GPUAAS_OUTPUTS_DIR": str(outputs),
+        account = template_account(reaction)
+        env.update({"KUBECONFIG": str(self.kubeconfig(account)), "GPUAAS_OUTPUTS_DIR": str(outputs),
                     "GPUAAS_NAMESPACE": STEPS_NAMESPACE, "PYTHONPATH": str(ROOT),
                     "GPUAAS_PROMETHEUS_URL": self.cluster.endpoint("prometheus")})
+        audited_before = len(list(audit.requests(self.cluster.cluster.audit_log)))
         done = subprocess.run([sys.executable, "-m", "steps", reaction, str(params_file)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=180, check=False)
+        user = f"system:serviceaccount:{STEPS_NAMESPACE}:{account}"
+        denied = [r for r in list(audit.requests(self.cluster.cluster.audit_log))[audited_before:]
+                  if r.user == user and r.denied]
         files = {p.name: p.read_text() for p in outputs.iterdir() if p.is_file()}
         record = json.loads(files["record"]) if files.get("record") else {}
         run = StepRun(reaction, params, done.returncode, files.get("outcome", "").strip(), record, done.stdout,
-                      done.stderr, files)
+                      done.stderr, account, files)
         self.runs.append(run)
+        assert not denied, (f"kube-apiserver denied {user}: "
+                            f"{[(r.verb, r.rbac_resource, r.namespace, r.name) for r in denied]}\n{run.describe()}")
         text = json.dumps(record) + done.stderr
         assert "403" not in json.dumps(record.get("data", {}).get("errors")) and "Forbidden" not in text, \
             f"a call of the step was denied (403):\n{run.describe()}"
