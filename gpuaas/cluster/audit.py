@@ -81,3 +81,68 @@ def requests(path: Path, user: str | None = None) -> Iterator[Request]:
                           code=int((event.get("responseStatus") or {}).get("code") or 0),
                           decision=(event.get("annotations") or {}).get("authorization.k8s.io/decision", ""),
                           uri=event.get("requestURI", ""))
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One (verb, resource) an RBAC rule gives one ServiceAccount, where it applies."""
+
+    user: str
+    """`system:serviceaccount:NS:NAME`"""
+    role: str
+    """`ClusterRole/NAME` or `Role/NS/NAME`"""
+    namespace: str | None
+    """The Role's namespace; None for a ClusterRole bound cluster-wide."""
+    group: str
+    resource: str
+    """`resource` or `resource/subresource`"""
+    verb: str
+    resource_names: tuple[str, ...] = ()
+
+    def allows(self, request: Request) -> bool:
+        """Whether RBAC would authorize `request` by this grant (and only what the request says)."""
+        return (request.user == self.user and request.group == self.group
+                and request.rbac_resource == self.resource and request.verb == self.verb
+                and (self.namespace is None or request.namespace == self.namespace)
+                and (not self.resource_names or request.name in self.resource_names))
+
+    def describe(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        names = f" {list(self.resource_names)}" if self.resource_names else ""
+        group = self.group or "core"
+        return f"{self.user}: {self.verb} {group}/{self.resource}{names}{where} ({self.role})"
+
+
+def grants(objects: list[dict[str, Any]]) -> list[Grant]:
+    """Every (ServiceAccount, verb, resource) the rendered Roles and ClusterRoles give through their
+    bindings. Wildcards are kept as written (a `*` is never "used" by one request: it fails the
+    least-privilege check, as it should)."""
+    roles = {(o["kind"], (o["metadata"].get("namespace") or ""), o["metadata"]["name"]): o for o in objects
+             if o.get("kind") in ("Role", "ClusterRole")}
+    found: list[Grant] = []
+    for binding in objects:
+        if binding.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        namespace = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
+        ref = binding["roleRef"]
+        role = roles.get((ref["kind"], (namespace or "") if ref["kind"] == "Role" else "", ref["name"]))
+        if role is None:
+            continue
+        label = f"{ref['kind']}/{namespace + '/' if ref['kind'] == 'Role' else ''}{ref['name']}"
+        for subject in binding.get("subjects") or []:
+            if subject.get("kind") != "ServiceAccount":
+                continue
+            user = f"system:serviceaccount:{subject.get('namespace') or namespace}:{subject['name']}"
+            for rule in role.get("rules") or []:
+                for group in rule.get("apiGroups") or [""]:
+                    for resource in rule.get("resources") or []:
+                        for verb in rule.get("verbs") or []:
+                            found.append(Grant(user, label, namespace, group, resource, verb,
+                                               tuple(rule.get("resourceNames") or ())))
+    return found
+
+
+def unused(granted: list[Grant], seen: list[Request]) -> list[Grant]:
+    """The grants no allowed request in `seen` needed."""
+    allowed = [r for r in seen if not r.denied]
+    return [g for g in granted if not any(g.allows(r) for r in allowed)]
