@@ -59,24 +59,22 @@ def stages_config() -> str:
 
 def pod_fail_stage() -> dict[str, Any]:
     """A KWOK Stage: a Running, Ready pod annotated FAIL_DELAY fails (exit code 1) after that delay."""
-    status = "\n".join([
-        "{{ $now := Now }}",
-        "containerStatuses:",
-        "{{ range $index, $item := .spec.containers }}",
-        "- image: {{ $item.image | Quote }}",
-        "  name: {{ $item.name | Quote }}",
-        "  ready: false",
-        "  restartCount: 0",
-        "  started: false",
-        "  state:",
-        "    terminated:",
-        "      exitCode: 1",
-        "      finishedAt: {{ $now | Quote }}",
-        "      reason: Error",
-        "      startedAt: {{ $now | Quote }}",
-        "{{ end }}",
-        "phase: Failed",
-    ])
+    status = """{{ $now := Now }}
+containerStatuses:
+{{ range $index, $item := .spec.containers }}
+- image: {{ $item.image | Quote }}
+  name: {{ $item.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 1
+      finishedAt: {{ $now | Quote }}
+      reason: Error
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Failed"""
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "gpuaas-pod-fail"},
         "spec": {
