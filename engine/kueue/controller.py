@@ -314,10 +314,22 @@ class KueueController:
                 continue
             owner = owners.get(self._owner_key(workload))
             if not workload.active:
-                if workload.reserved or workload.status.get("admission"):
-                    self._release(workload, now, evicted=True)
+                # Kueue's steps: the workload controller marks it Evicted (the reservation stays) and the
+                # job reconciler suspends the job; once the job is no longer active, the reconciler
+                # clears the reservation and sets Requeued=False with the eviction's reason.
+                evicted = C.find(workload.conditions, C.EVICTED) or {}
+                if workload.reserved and not (evicted.get("status") == "True"
+                                              and evicted.get("reason") == C.REASON_DEACTIVATED):
+                    C.set_condition(workload.conditions, C.EVICTED, True, C.REASON_DEACTIVATED, C.MSG_DEACTIVATED,
+                                    now)
                     self._suspend(owner, True)
                     transitions.append(Transition("Workload", ns, name, "evicted", C.REASON_DEACTIVATED,
+                                                  C.MSG_DEACTIVATED))
+                elif workload.reserved or workload.status.get("admission"):
+                    self._release(workload, now, evicted=True)
+                    C.set_condition(workload.conditions, C.REQUEUED, False, C.REASON_DEACTIVATED,
+                                    C.MSG_DEACTIVATED, now)
+                    transitions.append(Transition("Workload", ns, name, "released", C.REASON_DEACTIVATED,
                                                   C.MSG_DEACTIVATED))
                 continue
             if owner is not None and owner.get("kind") == "StatefulSet" and \
@@ -347,10 +359,13 @@ class KueueController:
             evicted = C.find(workload.conditions, C.EVICTED)
             if evicted and evicted.get("status") == "True" and evicted.get("reason") == C.REASON_DEACTIVATED \
                     and not C.is_true(workload.conditions, C.REQUEUED):
+                # Kueue's workload controller writes Requeued=True/Reactivated on its own; the
+                # scheduler admits it on a later pass.
                 C.set_condition(workload.conditions, C.REQUEUED, True, C.REASON_REACTIVATED,
                                 "The workload was reactivated", now)
                 transitions.append(Transition("Workload", ns, name, "requeued", C.REASON_REACTIVATED,
                                               "The workload was reactivated"))
+                continue
             candidates.append(workload)
 
         # Queue each admissible candidate in its ClusterQueue, in queue order.

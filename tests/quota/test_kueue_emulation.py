@@ -140,8 +140,15 @@ def test_deactivation_evicts_suspends_and_frees_quota_then_reactivation_requeues
     clock.advance(10)
     gateway.merge_patch(R.WORKLOAD, name, {"spec": {"active": False}}, "team-a")
     kueue.reconcile()
+    # Kueue's first step (its workload controller): Evicted, the reservation kept until the job stops
     evicted = wl(gateway, "team-a", name)
     assert condition(evicted, "Evicted") == ("True", "Deactivated", "The workload is deactivated")
+    assert condition(evicted, "QuotaReserved")[0] == "True"
+    assert gateway.get(R.JOB, "trainer", "team-a")["spec"]["suspend"] is True
+    kueue.reconcile()
+    # the second (its job reconciler, the job no longer active): the reservation goes, Requeued=False
+    evicted = wl(gateway, "team-a", name)
+    assert condition(evicted, "Requeued") == ("False", "Deactivated", "The workload is deactivated")
     assert condition(evicted, "QuotaReserved") == ("False", "Pending", "The workload is deactivated")
     assert condition(evicted, "Admitted") == ("False", "NoReservation", "The workload has no reservation")
     assert not evicted["status"].get("admission")
