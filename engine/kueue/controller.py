@@ -206,8 +206,34 @@ class KueueController:
                                                   f"{meta['name']}"))
                     continue
                 transitions += self._sync_counts(existing, owner)
+                if integration.finished_condition(owner) is None:
+                    transitions += self._sync_pods_ready(existing, owner, now)
                 transitions += self._sync_finished(existing, owner, now)
         return transitions
+
+    def _sync_pods_ready(self, workload: _Workload, owner: JSON, now: datetime) -> list[Transition]:
+        """Kueue's job reconciler writes PodsReady on an admitted Workload after the admission (and
+        keeps it False/WaitForStart while the Workload is not admitted)."""
+        ready = integration.pods_ready(owner)
+        current = C.find(workload.conditions, C.PODS_READY)
+        if ready is None or workload.finished or (current is None and not workload.reserved):
+            return []
+        admitted = workload.reserved and C.is_true(workload.conditions, C.ADMITTED)
+        if admitted and ready:
+            wanted = (True, C.REASON_STARTED, C.MSG_PODS_READY)
+        elif admitted and current is not None and current.get("status") == "True":
+            wanted = (False, C.REASON_WAIT_FOR_RECOVERY, C.MSG_PODS_RECOVERY)
+        else:
+            wanted = (False, C.REASON_WAIT_FOR_START, C.MSG_PODS_NOT_READY)
+        status = copy.deepcopy(workload.obj.get("status") or {})
+        conditions = status.setdefault("conditions", [])
+        if not C.set_condition(conditions, C.PODS_READY, *wanted, now):
+            return []
+        if self._write_status(workload.resource, workload.obj, {"conditions": conditions}):
+            ns, name = workload.key
+            return [Transition("Workload", ns, name, "pods-ready" if wanted[0] else "pods-not-ready", wanted[1],
+                               wanted[2])]
+        return []
 
     def _release_finalizer(self, workload: _Workload) -> list[Transition]:
         """A deleted Workload (its job was deleted: owner GC) gives its quota back and may go.
