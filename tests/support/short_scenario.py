@@ -200,13 +200,16 @@ def run(backend: Backend) -> Recorded:
         return None
 
     def take(step: str) -> None:
-        """The objects once the ClusterQueue's status counts what the Workload holds (Kueue writes a
-        ClusterQueue's status after the Workload's, asynchronously; wait_for fails if it never does)."""
+        """The objects once Kueue's writes for the last change are done: the ClusterQueue's status counts
+        what the Workload holds (written after the Workload's, asynchronously) and an admitted Workload
+        carries PodsReady (the job reconciler's write after the scheduler's); wait_for fails if not."""
         def settled() -> Snapshot | None:
             taken = snapshot(step, api.get(R.WORKLOAD, recorded.workload, NAMESPACE) or {},
                              api.get(R.JOB, JOB_NAME, NAMESPACE) or {}, api.get(R.CLUSTER_QUEUE, NAMESPACE) or {})
-            reserved = ("QuotaReserved", "True") in {(c[0], c[1]) for c in taken.conditions} and \
-                ("Finished", "True") not in {(c[0], c[1]) for c in taken.conditions}
+            states = {(c[0], c[1]) for c in taken.conditions}
+            reserved = ("QuotaReserved", "True") in states and ("Finished", "True") not in states
+            if ("Admitted", "True") in states and not any(c[0] == "PodsReady" for c in taken.conditions):
+                return None  # Kueue's job reconciler writes PodsReady right after an admission
             return taken if taken.queue_gpus_reserved == (taken.gpus_assigned if reserved else 0.0) else None
         recorded.snapshots.append(wait_for(settled, f"{backend.name}: ClusterQueue {NAMESPACE}'s status after {step}",
                                            timeout_s=60))
@@ -247,6 +250,15 @@ def run(backend: Backend) -> Recorded:
         step("on-finished", ("applied", "no-op"))
         take("on-finished")
     return recorded
+
+
+def pods_ready(api: KubernetesGateway) -> bool:
+    """Kueue counted the Job's pods ready: its Workload's PodsReady is True."""
+    for workload in api.list(R.WORKLOAD, NAMESPACE):
+        if any(ref.get("name") == JOB_NAME and ref.get("kind") == "Job"
+               for ref in workload["metadata"].get("ownerReferences") or []):
+            return ("PodsReady", "True") in {(c[0], c[1]) for c in conditions_of(workload)}
+    return False
 
 
 def queue_gpus(queue: JSON) -> float:
@@ -342,9 +354,13 @@ class EmulatedBackend:
                        done.stderr, "", files)
 
     def complete_job(self) -> None:
-        """What the Job controller writes once every pod succeeded (no Job controller in the emulation)."""
+        """What the Job controller writes (there is none in the emulation): its 2 pods ready, then, once
+        Kueue counted them (PodsReady), both succeeded."""
+        api = gateway(self.api)
+        api.merge_patch(R.JOB, JOB_NAME, {"status": {"active": 2, "ready": 2}}, NAMESPACE, subresource="status")
+        wait_for(lambda: pods_ready(api), "emulation: the Workload PodsReady")
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        gateway(self.api).merge_patch(R.JOB, JOB_NAME, {"status": {
+        gateway(self.api).merge_patch(R.JOB, JOB_NAME, {"status": {"ready": 0,
             "succeeded": 2, "active": 0, "completionTime": now,
             "conditions": [{"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now},
                            {"type": "Complete", "status": "True", "lastTransitionTime": now}]}},
@@ -396,6 +412,7 @@ class RealBackend:
                     if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
 
         pods = wait_for(lambda: len(running()) == 2 and running(), "the Job's 2 pods running")
+        wait_for(lambda: pods_ready(gateway(self.api)), "real: the Workload PodsReady")
         for pod in pods:
             core.patch_namespaced_pod(pod.metadata.name, NAMESPACE,
                                       {"metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "0s"}}})
