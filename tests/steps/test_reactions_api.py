@@ -444,3 +444,28 @@ def test_a_retried_interrupted_resume_never_patches_the_workload_with_replicas(a
     workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
     assert "replicas" not in workload["spec"] and "gpuaas.io/release" not in workload["metadata"].get("annotations", {})
     assert api.store.get(R.STATEFUL_SET, "train", NS)["spec"]["replicas"] == 3
+
+
+def test_resume_waits_while_a_stateful_sets_scale_down_is_in_progress(api: ApiServer, run_step: StepRunner) -> None:
+    """Kueue's StatefulSet webhook refuses a scale-up from 0 while pods still terminate ("scaling down
+    is still in progress": status.replicas > 0), seen on the real stack with a resume right after a
+    release. resume-workers waits for it as a transient failure (exit 75, Argo retries), writing
+    nothing, instead of failing for good on the webhook's 403."""
+    scene = Scene.of("StatefulSet")
+    scene.seed(api.store)
+    code, released = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and released["outcome"] == "applied", released["plan"]
+    [stateful] = api.store.list(R.STATEFUL_SET, NS)
+    name = stateful["metadata"]["name"]
+    assert stateful["spec"]["replicas"] == 0
+    api.store.patch(R.STATEFUL_SET, name, {"status": {"replicas": 1}}, NS, subresource="status")
+    api.reset_counters()
+    code, waiting = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 75 and waiting["outcome"] == "failed", waiting["record"]["data"]
+    assert "scaling down" in waiting["record"]["data"]["errors"][0]
+    assert api.write_count == 0, api.writes
+    api.store.patch(R.STATEFUL_SET, name, {"status": {"replicas": 0}}, NS, subresource="status")
+    code, resumed = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]
+    assert api.store.get(R.STATEFUL_SET, name, NS)["spec"]["replicas"] == released["record"]["data"]["actions"][0][
+        "before"]["spec"]["replicas"] > 0
