@@ -113,6 +113,27 @@ def test_on_finished_returns_loan_and_records_gpu_hours_once(api: ApiServer, run
     assert code == 0 and again["outcome"] == "no-op" and writes(api) == 0
 
 
+def test_on_finished_keeps_the_loan_of_a_workload_slice_replaced_by_a_scale_up(api: ApiServer,
+                                                                                run_step: StepRunner) -> None:
+    """Kueue finishes an elastic job's old Workload slice with reason WorkloadSliceReplaced when the job
+    scales up (a new slice carries on, seen on real Kueue v0.19.2): the job did not end, so nothing
+    is returned or recorded as used, whoever submits on-finished for it."""
+    scene = Scene.of("Job", status="finished", workers=2, gpus_per_pod=2)
+    scene.seed(api.store)
+    workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
+    conditions = [dict(c, reason="WorkloadSliceReplaced", message="Replaced to accommodate a workload slice")
+                  if c["type"] == "Finished" else c for c in workload["status"]["conditions"]]
+    api.store.patch(R.WORKLOAD, wl_name(scene), {"status": {"conditions": conditions}}, NS, subresource="status")
+    key = f"{NS}/{wl_name(scene)}"
+    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"metadata": {"annotations": {"gpuaas.io/lent-gpus": json.dumps(
+        {key: {"flavor": "a100", "gpus": 2, "uid": workload["metadata"]["uid"], "lentAt": "2026-01-01T12:00:00Z"}})}}})
+    api.reset_counters()
+    code, out = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "no-op" and writes(api) == 0, out["record"]["data"]
+    assert "WorkloadSliceReplaced" in " ".join(out["plan"]["reasons"])
+    assert key in api.store.get(R.CLUSTER_QUEUE, "team-a")["metadata"]["annotations"]["gpuaas.io/lent-gpus"]
+
+
 def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: StepRunner) -> None:
     """Out of order: the admission event arrives after the Workload finished."""
     scene = Scene.of("Deployment", status="finished")
