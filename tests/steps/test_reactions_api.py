@@ -490,3 +490,30 @@ def test_resume_waits_while_a_stateful_sets_scale_down_is_in_progress(api: ApiSe
     assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]
     assert api.store.get(R.STATEFUL_SET, name, NS)["spec"]["replicas"] == released["record"]["data"]["actions"][0][
         "before"]["spec"]["replicas"] > 0
+
+
+def test_resume_waits_until_the_released_pods_are_gone(api: ApiServer, run_step: StepRunner) -> None:
+    """Seen on the real stack: a PyTorchJob resumed while the pods its suspension deleted still
+    terminate (30 s grace) is marked Failed by the training-operator, and Kueue finishes its
+    Workload: the tenant's job is lost. resume-workers waits for them as a transient failure (exit
+    75, Argo retries with backoff), writing nothing, and resumes once they are gone."""
+    scene = Scene.of("PyTorchJob")
+    scene.seed(api.store)
+    code, released = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and released["outcome"] == "applied", released["plan"]
+    owner = scene.owners[0][1]
+    owner_uid = api.store.get(scene.owners[0][0], owner["metadata"]["name"], NS)["metadata"]["uid"]
+    api.store.create(R.POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "train-master-0", "namespace": NS, "finalizers": ["test.gpuaas.io/terminating"],
+        "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+                             "uid": owner_uid, "controller": True}]},
+        "spec": {"containers": [{"name": "pytorch", "image": "trainer"}]}}, NS)
+    api.store.delete(R.POD, "train-master-0", NS)          # terminating: deletionTimestamp, finalizer kept
+    api.reset_counters()
+    code, waiting = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 75 and waiting["outcome"] == "failed", waiting["record"]["data"]
+    assert "terminating" in waiting["record"]["data"]["errors"][0]
+    assert api.write_count == 0, api.writes
+    api.store.patch(R.POD, "train-master-0", {"metadata": {"finalizers": None}}, NS)
+    code, resumed = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]
