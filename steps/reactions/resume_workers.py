@@ -37,7 +37,33 @@ def observe(context: Any, request: ReactionRequest) -> WorkloadState:
     else:
         state = observe_target(context, request, target)
     _wait_for_scale_down(state)
+    _wait_for_terminating_pods(context, request, state)
     return state
+
+
+def _wait_for_terminating_pods(context: Any, request: ReactionRequest, state: WorkloadState) -> None:
+    """Pods of the released workload still terminating (the release stopped them; their grace period
+    runs): resuming now lets the job's controller see them, and the Kubeflow training-operator then
+    marks a PyTorchJob Failed (seen on the real stack, v1.9.3), losing the job. A transient failure
+    (exit 75: the template retries with backoff) until they are gone."""
+    from steps.gateways.resources import POD
+
+    if state.release is None:
+        return
+    owners = {str((o.get("metadata") or {}).get("uid")) for o in state.owners.objects}
+    target = state.release_on or {}
+    owners.add(str((target.get("metadata") or {}).get("uid")))
+    owners.discard("None")
+    namespace = request.namespace or (target.get("metadata") or {}).get("namespace")
+    if not owners or not namespace:
+        return
+    terminating = [p for p in context.kube.list(POD, namespace)
+                   if (p.get("metadata") or {}).get("deletionTimestamp")
+                   and any(str(r.get("uid")) in owners for r in (p.get("metadata") or {}).get("ownerReferences") or [])]
+    if terminating:
+        names = ", ".join(sorted(str(p["metadata"].get("name")) for p in terminating)[:5])
+        raise TransientError(409, f"{len(terminating)} pod(s) the release stopped are still terminating ({names}); "
+                                  "resuming now would let the job's controller count them: retry", "PodsTerminating")
 
 
 def _wait_for_scale_down(state: WorkloadState) -> None:
