@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -35,6 +36,26 @@ WORKFLOWS = ROOT / "manifests" / "base" / "workflows"
 STEPS_NAMESPACE = "gpuaas"
 JSON = dict[str, Any]
 TEMPLATE_OF = {"idle-alerts": "on-idle", "record-outcome": None}
+
+
+@cache
+def _template(reaction: str) -> JSON:
+    template = TEMPLATE_OF.get(reaction, reaction)
+    if template is None:
+        raise ValueError(f"{reaction} runs in every template (exit handler): name the template's reaction instead")
+    return yaml.safe_load((WORKFLOWS / f"gpuaas-{template}.yaml").read_text())
+
+
+def retry_strategy(reaction: str) -> tuple[int, float, float]:
+    """(limit, first backoff seconds, factor) of the step's retryStrategy in its rendered template."""
+    for step_template in (_template(reaction).get("spec") or {}).get("templates") or []:
+        command = (step_template.get("script") or {}).get("command") or []
+        strategy = step_template.get("retryStrategy")
+        if strategy and reaction in command:
+            backoff = strategy.get("backoff") or {}
+            return (int(strategy.get("limit", 0)), float(str(backoff.get("duration", "1s")).rstrip("s")),
+                    float(backoff.get("factor", 1)))
+    return 0, 0.0, 1.0
 
 
 @cache
@@ -106,7 +127,20 @@ class RealSteps:
         return self.kubeconfigs[account]
 
     def run(self, reaction: str, *, expect_exit: int = 0, **params: str) -> StepRun:
-        """Run one step; fail on a 403 anywhere in its record or output, or on an unexpected exit code."""
+        """Run one step as Argo does: an attempt that exits 75 (transient) is retried after the
+        template's backoff, up to its retryStrategy limit. Fail on a 403 anywhere in an attempt's
+        record, output or audit trail, or on an unexpected final exit code."""
+        limit, backoff, factor = retry_strategy(reaction)
+        attempt = 0
+        while True:
+            done = self._attempt(reaction, attempt, limit, **params)
+            if done.exit_code != 75 or attempt >= limit or expect_exit == 75:
+                assert done.exit_code == expect_exit, f"expected exit {expect_exit}:\n{done.describe()}"
+                return done
+            time.sleep(backoff * factor ** attempt)
+            attempt += 1
+
+    def _attempt(self, reaction: str, attempt: int, limit: int, **params: str) -> StepRun:
         index = len(self.runs)
         params = {"dry-run": "false", **{k.replace("_", "-"): v for k, v in params.items()}}
         params_file = self.workdir / f"{index:03d}-{reaction}.params.json"
@@ -117,6 +151,7 @@ class RealSteps:
         account = template_account(reaction)
         env.update({"KUBECONFIG": str(self.kubeconfig(account)), "GPUAAS_OUTPUTS_DIR": str(outputs),
                     "GPUAAS_NAMESPACE": STEPS_NAMESPACE, "PYTHONPATH": str(ROOT),
+                    "GPUAAS_ATTEMPT": str(attempt), "GPUAAS_RETRY_LIMIT": str(limit),
                     "GPUAAS_PROMETHEUS_URL": self.cluster.endpoint("prometheus")})
         audited_before = len(list(audit.requests(self.cluster.cluster.audit_log)))
         done = subprocess.run([sys.executable, "-m", "steps", reaction, str(params_file)], cwd=ROOT, env=env,
@@ -134,5 +169,4 @@ class RealSteps:
         text = json.dumps(record) + done.stderr
         assert "403" not in json.dumps(record.get("data", {}).get("errors")) and "Forbidden" not in text, \
             f"a call of the step was denied (403):\n{run.describe()}"
-        assert done.returncode == expect_exit, f"expected exit {expect_exit}:\n{run.describe()}"
         return run
