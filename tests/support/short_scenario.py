@@ -43,6 +43,7 @@ from engine.resource_watcher import ResourceWatcher, WatchedResource
 from steps.gateways import resources as R
 from steps.gateways.kubernetes import KubernetesGateway
 from tests.support.real_steps import StepRun
+from tests.support.real_workloads import FINISH_NOW, RUNNING
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_SOURCE = ROOT / "manifests" / "base" / "events" / "eventsource-gpuaas-workloads.yaml"
@@ -58,7 +59,7 @@ def job() -> JSON:
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": JOB_NAME, "namespace": NAMESPACE, "labels": {"kueue.x-k8s.io/queue-name": NAMESPACE}},
             "spec": {"parallelism": 2, "completions": 2, "suspend": True, "template": {
-                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
+                "metadata": {"annotations": dict(RUNNING)},
                 "spec": {"restartPolicy": "Never", "containers": [{
                     "name": "train", "image": "registry.invalid/gpuaas-test:1",
                     "resources": {"requests": {"cpu": "1", "memory": "1Gi", GPU: "1"}, "limits": {GPU: "1"}}}]}}}}
@@ -415,4 +416,4 @@ class RealBackend:
         wait_for(lambda: pods_ready(gateway(self.api)), "real: the Workload PodsReady")
         for pod in pods:
             core.patch_namespaced_pod(pod.metadata.name, NAMESPACE,
-                                      {"metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "0s"}}})
+                                      {"metadata": {"annotations": dict(FINISH_NOW)}})
