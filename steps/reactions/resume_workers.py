@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from steps.gateways.errors import TransientError
 from steps.model.state import WorkloadState, observe_workload
 from steps.model.workload import parse_time
 from steps.plan import Plan, ReactionRequest, RejectedInput, StepReport
@@ -37,8 +38,53 @@ TARGET_KINDS = frozenset({"Deployment", "StatefulSet", "LeaderWorkerSet", "Infer
 def observe(context: Any, request: ReactionRequest) -> WorkloadState:
     target = (request.extra.get("target") or "").strip()
     if request.workload or not target:
-        return observe_workload(context, request)
-    return observe_target(context, request, target)
+        state = observe_workload(context, request)
+    else:
+        state = observe_target(context, request, target)
+    _wait_for_scale_down(state)
+    _wait_for_terminating_pods(context, request, state)
+    return state
+
+
+def _wait_for_terminating_pods(context: Any, request: ReactionRequest, state: WorkloadState) -> None:
+    """Pods of the released workload still terminating (the release stopped them; their grace period
+    runs): resuming now lets the job's controller see them, and the Kubeflow training-operator then
+    marks a PyTorchJob Failed (seen on the real stack, v1.9.3), losing the job. A transient failure
+    (exit 75: the template retries with backoff) until they are gone."""
+    from steps.gateways.resources import POD
+
+    if state.release is None:
+        return
+    owners = {str((o.get("metadata") or {}).get("uid")) for o in state.owners.objects}
+    target = state.release_on or {}
+    owners.add(str((target.get("metadata") or {}).get("uid")))
+    owners.discard("None")
+    namespace = request.namespace or (target.get("metadata") or {}).get("namespace")
+    if not owners or not namespace:
+        return
+    terminating = [p for p in context.kube.list(POD, namespace)
+                   if (p.get("metadata") or {}).get("deletionTimestamp")
+                   and any(str(r.get("uid")) in owners for r in (p.get("metadata") or {}).get("ownerReferences") or [])]
+    if terminating:
+        names = ", ".join(sorted(str(p["metadata"].get("name")) for p in terminating)[:5])
+        raise TransientError(409, f"{len(terminating)} pod(s) the release stopped are still terminating ({names}); "
+                                  "resuming now would let the job's controller count them: retry", "PodsTerminating")
+
+
+def _wait_for_scale_down(state: WorkloadState) -> None:
+    """A StatefulSet scaled to 0 by the release whose pods still terminate (`status.replicas` > 0):
+    Kueue's StatefulSet webhook refuses the scale-up from 0 until they are gone ("scaling down is
+    still in progress", pkg/controller/jobs/statefulset/statefulset_webhook.go), so this is a
+    transient failure (exit 75: the template retries with backoff), not the webhook's 403."""
+    target, record = state.release_on, state.release
+    if target is None or record is None or target.get("kind") != "StatefulSet":
+        return
+    replicas = (target.get("spec") or {}).get("replicas")
+    terminating = int((target.get("status") or {}).get("replicas") or 0)
+    if replicas == 0 and terminating > 0:
+        name = (target.get("metadata") or {}).get("name")
+        raise TransientError(409, f"StatefulSet {name} is still scaling down ({terminating} pod(s) terminating); "
+                                  "Kueue refuses a scale-up from 0 until they are gone: retry", "ScaleDownInProgress")
 
 
 def observe_target(context: Any, request: ReactionRequest, target: str) -> WorkloadState:
