@@ -446,6 +446,17 @@ def test_activity_query_is_empty_until_the_pods_have_reported_for_a_whole_window
     assert "[1800s]) and DCGM_FI_DEV_GPU_UTIL{namespace=" in query
 
 
+def test_the_scaled_objects_query_judges_no_pod_younger_than_the_minimum_runtime() -> None:
+    """KEDA's cooldowns count from the ScaledObject's creation or its last activity: for a server resumed
+    long after it went to 0 both are over, so only the query can hold it for the tenant's minimum
+    runtime. Activity over the idle window; the pods must have reported for max(window, minimum runtime)."""
+    scene = Scene.of("Deployment")
+    longer_runtime = parse_policy("idle: {window: 10m, minRuntime: 2h}")
+    query = on_admitted.plan(request(scene), state_of(scene), longer_runtime).actions[0].body["spec"]["triggers"][0][
+        "metadata"]["query"]
+    assert query.count("[600s])") == 4 and query.count("[7200s:") == 8
+
+
 def test_scaled_object_keeps_its_recorded_size_when_the_target_was_scaled() -> None:
     """A later admission (each Deployment pod has its own Workload) sees the target mid-change; the
     size recorded on gpuaas' ScaledObject stays what it scales back to."""
