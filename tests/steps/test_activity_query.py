@@ -86,3 +86,14 @@ def test_pods_younger_than_the_minimum_runtime_give_no_value(tmp_path: Path) -> 
     done = _evaluate(tmp_path, [_util("srv-abc12-aaaaa", "_x3 0x30")],          # first sample at 30 s
                      {"90s": [], "140s": [], "150s": [{"labels": "{}", "value": 0}]}, min_runtime_seconds=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_resumed_server_is_not_judged_while_its_old_pods_still_terminate(tmp_path: Path) -> None:
+    """Seen on the real stack: KEDA took the server to 0 and it was resumed at once; the old pods were
+    still terminating (a terminating pod still holds its GPU, so the exporter still reports it) and
+    had reported for far longer than a window, so the query read their idle samples and KEDA took the
+    resumed server straight back to 0 at its next poll. While any pod of the target is younger than
+    the window (here: the new one, from 130 s), nothing is judged."""
+    done = _evaluate(tmp_path, [_util("srv-abc12-aaaaa", "0x20"), _util("srv-abc12-bbbbb", "_x13 0x20")],
+                     {"150s": [], "180s": [], "190s": [{"labels": "{}", "value": 0}]})
+    assert done.returncode == 0, done.stdout + done.stderr
