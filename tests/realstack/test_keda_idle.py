@@ -77,15 +77,22 @@ def steps_kubeconfig(real_cluster: RealCluster, tmp_path_factory: pytest.TempPat
 
 
 def _step(real_cluster: RealCluster, kubeconfig: Path, tmp_path: Path, reaction: str, **params: str) -> tuple[str, JSON]:
-    name = f"{reaction}-{time.monotonic_ns()}"
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps([{"name": k, "value": v} for k, v in params.items()]))
-    outputs = tmp_path / f"outputs-{name}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUAAS_")}
-    env.update(KUBECONFIG=str(kubeconfig), GPUAAS_NAMESPACE="gpuaas", GPUAAS_OUTPUTS_DIR=str(outputs),
-               GPUAAS_PROMETHEUS_URL=real_cluster.endpoint("prometheus"))
-    done = subprocess.run([sys.executable, "-m", "steps", reaction, str(path)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    """One step as its pod runs it; a transient failure (exit 75) is retried as the WorkflowTemplates'
+    retryStrategy does (4 retries, backoff 5 s doubling)."""
+    backoff = [5, 10, 20, 40]
+    while True:
+        name = f"{reaction}-{time.monotonic_ns()}"
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps([{"name": k, "value": v} for k, v in params.items()]))
+        outputs = tmp_path / f"outputs-{name}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUAAS_")}
+        env.update(KUBECONFIG=str(kubeconfig), GPUAAS_NAMESPACE="gpuaas", GPUAAS_OUTPUTS_DIR=str(outputs),
+                   GPUAAS_PROMETHEUS_URL=real_cluster.endpoint("prometheus"))
+        done = subprocess.run([sys.executable, "-m", "steps", reaction, str(path)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 75 or not backoff:
+            break
+        time.sleep(backoff.pop(0))
     outcome = (outputs / "outcome").read_text().strip() if (outputs / "outcome").exists() else f"exit {done.returncode}"
     record = json.loads((outputs / "record").read_text()) if (outputs / "record").exists() else {}
     assert not outcome.startswith("exit") and outcome != "failed", f"{reaction}: {outcome}\n{done.stderr[-3000:]}"
