@@ -15,7 +15,12 @@ replica count is ceil(total / per-node).
   0 nodes (the query used to be empty there, and KEDA never scaled).
 - Pending GPUs come from `kueue_cluster_queue_resource_pending` (Kueue v0.18+, with
   `metrics.enableClusterQueueResources: true`). It has no flavor label (pending workloads have no
-  flavor yet): `cluster_queues` names the ClusterQueues whose GPUs this pool serves.
+  flavor yet): `cluster_queues` names the ClusterQueues whose GPUs this pool serves. With several
+  Kueue replicas the followers report the same gauge (label `replica_role="follower"`: the workload
+  and ClusterQueue controllers run on followers for the visibility API), so only non-followers count,
+  one value per ClusterQueue (`max by`: a second scrape does not count twice either), as in the
+  product's recording rules (gpuaas/manifests/observability.py KUEUE_SELECTOR). Likewise one value
+  per node from kube-state-metrics.
 
 Never shrinking: the pool only grows. `autoscaling.keda.sh/paused-scale-in: "true"` keeps KEDA from
 taking the target to `minReplicaCount` 0 when the query reads 0 (no demand, or kube-state-metrics
@@ -61,9 +66,10 @@ class NodePool:
     def query(self) -> str:
         label = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", self.pool_label)
         nodes = f'max by (node) (kube_node_labels{{{label}="{self.name}"}})'
-        allocatable = (f'sum(kube_node_status_allocatable{{resource="nvidia_com_gpu"}} * on (node) group_left () '
-                       f"{nodes})")
-        pending = f'sum({PENDING_METRIC}{{resource="nvidia.com/gpu", cluster_queue=~"{self.cluster_queues}"}})'
+        allocatable = (f'sum(max by (node) (kube_node_status_allocatable{{resource="nvidia_com_gpu"}}) '
+                       f"* on (node) group_left () {nodes})")
+        pending = (f'sum(max by (cluster_queue) ({PENDING_METRIC}{{resource="nvidia.com/gpu", '
+                   f'replica_role!="follower", cluster_queue=~"{self.cluster_queues}"}}))')
         return f"({allocatable} or vector(0)) + ({pending} or vector(0))"
 
 

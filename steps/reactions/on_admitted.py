@@ -58,24 +58,38 @@ def pod_regex(target: JSON) -> str:
     return f"{name}-[a-z0-9]+-[a-z0-9]+"
 
 
-def activity_query(namespace: str, target: JSON, window_seconds: float) -> str:
+PRESENCE_STEP = "10s"
+"""Resolution at which the query checks that a pod's series was there without a break (a subquery step)."""
+
+
+def activity_query(namespace: str, target: JSON, window_seconds: float, min_runtime_seconds: float = 0.0) -> str:
     """Highest GPU activity (0-1) of the target's pods over the window, in both DCGM label spellings.
 
-    One element (max) as KEDA requires. A series counts only if it exists now (a deleted pod's
-    series is stale at once, so the pods a server had before it went to 0 do not count) and already
-    existed a window ago (`offset`): a new or resumed server's pods have no such samples, so the
-    query is empty until they have reported for a whole window. No `or vector(0)`: "no data" must never read as
-    idle; an empty result is an error on which KEDA keeps the current replicas.
+    One element (max) as KEDA requires. A series counts only if it exists now (a deleted pod's series
+    is stale at once, so the pods a server had before it went to 0 do not count). Nothing is judged
+    (empty) while ANY series of the target's pods that exists now was not there, without a break, at
+    every step of the last A = max(window, minimum runtime): so a new or resumed server is not judged
+    before its pods have reported for a whole window and run for the tenant's minimum runtime (KEDA's
+    cooldowns cannot hold a server resumed long after it went to 0: both count from a time long
+    past), not on the old pods that still terminate beside it (they hold their GPUs until they are
+    gone, and have reported for long), and not on a StatefulSet pod's predecessor under the same
+    name (the same series; the stale marker between them is a break). "There at every step" compares
+    the count of subquery steps the series was there with the count of steps (of `vector(1)`), so it
+    does not depend on how a Prometheus version bounds a range. No `or vector(0)`: "no data" must
+    never read as idle; an empty result is an error on which KEDA keeps the current replicas.
     """
     window = f"{int(window_seconds)}s"
+    age = f"{int(max(window_seconds, min_runtime_seconds))}s:{PRESENCE_STEP}"
+    steps = f"count_over_time(vector(1)[{age}])"
     pods = pod_regex(target).replace("\\", "\\\\")   # a PromQL string literal: the regex's backslashes doubled
-    parts = []
+    parts, young = [], []
     for metric in METRICS:
         scale = " / 100" if metric == "DCGM_FI_DEV_GPU_UTIL" else ""
         for ns_label, pod_label in (("namespace", "pod"), ("exported_namespace", "exported_pod")):
             series = f'{metric}{{{ns_label}="{namespace}",{pod_label}=~"{pods}"}}'
-            parts.append(f"(max_over_time({series}[{window}]) and {series} and {series} offset {window}){scale}")
-    return "max(" + " or ".join(parts) + ")"
+            parts.append(f"(max_over_time({series}[{window}]) and {series}){scale}")
+            young.append(f"({series} unless count_over_time({series}[{age}]) >= on () group_left () {steps})")
+    return f"max({' or '.join(parts)}) unless on () ({' or '.join(young)})"
 
 
 def scaled_object_name(target: JSON) -> str:
@@ -131,7 +145,7 @@ def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle:
                 "name": "gpu-activity",
                 "metadata": {
                     "serverAddress": state.prometheus_url,
-                    "query": activity_query(wl.namespace, target, idle.window_seconds),
+                    "query": activity_query(wl.namespace, target, idle.window_seconds, idle.min_runtime_seconds),
                     "threshold": threshold,
                     "activationThreshold": threshold,
                     "ignoreNullValues": "false",

@@ -15,6 +15,8 @@ back to the size recorded at the release (KEDA cannot: at 0 replicas its activit
 A serving workload gpuaas' own ScaledObject took to 0 when idle (idleReplicaCount 0, no release
 record) comes back the same way: `target=Deployment/<name>` scales it to the size that ScaledObject
 recorded (its minReplicaCount); KEDA then holds it there until it is idle for a whole window again.
+Either way a server at 0 comes back only once its old pods are gone (a transient failure until
+then): beside them, still reporting their idle GPUs, KEDA would take it straight back to 0.
 """
 
 from __future__ import annotations
@@ -43,7 +45,37 @@ def observe(context: Any, request: ReactionRequest) -> WorkloadState:
         state = observe_target(context, request, target)
     _wait_for_scale_down(state)
     _wait_for_terminating_pods(context, request, state)
+    _wait_for_old_server_pods(context, request, state)
     return state
+
+
+def _wait_for_old_server_pods(context: Any, request: ReactionRequest, state: WorkloadState) -> None:
+    """A KEDA scale target at 0 (idle-scaled by gpuaas' ScaledObject, or paused at 0) whose old pods
+    still terminate: they hold their GPUs until they are gone, so the exporter still reports their
+    (idle, long-continuous) series, and KEDA would judge the resumed server on them and take it
+    straight back to 0 (seen on the real stack). A transient failure (exit 75: the template retries
+    with backoff) until they are gone. The pods are those the activity query reads (its name regex)."""
+    import re
+
+    from steps.gateways.resources import POD
+    from steps.reactions.on_admitted import pod_regex
+
+    target = state.scale_target
+    keda = state.managed_scaled_objects or (state.release_on or {}).get("kind") == "ScaledObject"
+    if target is None or not keda or target.get("kind") not in ("Deployment", "StatefulSet"):
+        return
+    if int((target.get("spec") or {}).get("replicas") or 0) != 0:
+        return
+    meta = target.get("metadata") or {}
+    namespace = meta.get("namespace") or request.namespace
+    pattern = re.compile(pod_regex(target))
+    terminating = sorted(str((p.get("metadata") or {}).get("name")) for p in context.kube.list(POD, namespace)
+                         if (p.get("metadata") or {}).get("deletionTimestamp")
+                         and pattern.fullmatch(str((p.get("metadata") or {}).get("name"))))
+    if terminating:
+        raise TransientError(409, (f"{len(terminating)} old pod(s) of {target.get('kind')} {meta.get('name')} are still "
+                                   f"terminating ({', '.join(terminating[:5])}); KEDA would judge the resumed "
+                                   "server on their idle GPUs: retry"), "PodsTerminating")
 
 
 def _wait_for_terminating_pods(context: Any, request: ReactionRequest, state: WorkloadState) -> None:

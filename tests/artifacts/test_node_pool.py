@@ -75,3 +75,31 @@ def test_keda_never_shrinks_the_pool_by_itself() -> None:
     assert rendered["metadata"]["annotations"]["autoscaling.keda.sh/paused-scale-in"] == "true"
     assert rendered["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"] == {
         "selectPolicy": "Disabled"}
+
+
+def _pending_from(queue: str, gpus: int, role: str, instance: str) -> dict:
+    """One Kueue replica's scrape: Kueue v0.18+ labels the gauge with `replica_role` (pkg/metrics)."""
+    return {"series": (f'kueue_cluster_queue_resource_pending{{resource="nvidia.com/gpu",cluster_queue="{queue}",'
+                       f'replica_role="{role}",instance="{instance}"}}'), "values": f"{gpus}x3"}
+
+
+def test_kueue_followers_and_a_second_scrape_count_once(tmp_path: Path) -> None:
+    """With several Kueue replicas every follower's queue manager reports the same pending gauge
+    (Kueue v0.19 pkg/cache/queue/metrics.go reportCQPendingWorkloads; the workload and ClusterQueue
+    controllers run on followers, NeedLeaderElection false), labelled replica_role="follower"; a
+    ClusterQueue scraped twice has two series too. Counted twice, the pool grew twice as much."""
+    done = _promtool(tmp_path, [*_node("gpu-1", 8, "gpu"),
+                                _pending_from("team-a", 4, "leader", "kueue-0"),
+                                _pending_from("team-a", 4, "follower", "kueue-1"),
+                                _pending_from("team-b", 8, "standalone", "kueue-0"),
+                                _pending_from("team-b", 8, "standalone", "kueue-0-again")],
+                     [{"labels": "gpus_wanted", "value": 20}])   # 8 (the pool's node) + 4 + 8
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_node_reported_by_two_kube_state_metrics_counts_once(tmp_path: Path) -> None:
+    series = [*_node("gpu-1", 8, "gpu"), _pending("team-a", 4)]
+    series += [{"series": s["series"].replace("}", ',instance="ksm-1"}'), "values": s["values"]}
+               for s in _node("gpu-1", 8, "gpu")]
+    done = _promtool(tmp_path, series, [{"labels": "gpus_wanted", "value": 12}])
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -21,11 +21,11 @@ SERVER = {"kind": "Deployment", "metadata": {"name": "srv"}}
 
 
 def _evaluate(tmp_path: Path, series: list[dict], expected: dict[str, list[dict]],
-              server: dict = SERVER) -> subprocess.CompletedProcess:
+              server: dict = SERVER, **limits: float) -> subprocess.CompletedProcess:
     """Each `expected` entry: the query's samples at that evaluation time (series sampled every 10 s from 0)."""
     promtool = shutil.which("promtool")
     assert promtool is not None, "promtool (Debian package prometheus) is needed: run `make setup`"
-    query = activity_query("ns", server, WINDOW_S)
+    query = activity_query("ns", server, WINDOW_S, **limits)
     (tmp_path / "test.yaml").write_text(yaml.safe_dump({
         "rule_files": [], "evaluation_interval": "10s",
         "tests": [{"interval": "10s", "input_series": series,
@@ -66,4 +66,34 @@ def test_a_name_with_dashes_and_dots_is_a_valid_promql_regex(tmp_path: Path) -> 
     done = _evaluate(tmp_path, [_util("llm-server.v2-0", "3x12"), _util("llm-serverxv2-0", "90x12")],
                      {"100s": [{"labels": "{}", "value": 0.03}]},
                      server={"kind": "StatefulSet", "metadata": {"name": "llm-server.v2"}})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_statefulset_pod_back_under_its_old_name_is_judged_only_on_its_own_samples(tmp_path: Path) -> None:
+    """A StatefulSet's pod comes back as `srv-0` again: the same series (same pod, namespace and GPU
+    labels) as before the scale to 0. Old pod: 0 until 100 s, then stale; the new one reports from
+    130 s. Its old, idle samples must not count: empty until the new pod has reported for a whole
+    window (from 190 s), or KEDA takes a server resumed soon after it went to 0 straight back to 0."""
+    done = _evaluate(tmp_path, [_util("srv-0", "0x10 stale _ 0x20")],
+                     {"150s": [], "180s": [], "190s": [{"labels": "{}", "value": 0}]},
+                     server={"kind": "StatefulSet", "metadata": {"name": "srv"}})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pods_younger_than_the_minimum_runtime_give_no_value(tmp_path: Path) -> None:
+    """The tenant's minimum runtime is longer than the window: a server resumed long after KEDA took it
+    to 0 (its cooldown long over) must not be judged before its pods have run that long either."""
+    done = _evaluate(tmp_path, [_util("srv-abc12-aaaaa", "_x3 0x30")],          # first sample at 30 s
+                     {"90s": [], "140s": [], "150s": [{"labels": "{}", "value": 0}]}, min_runtime_seconds=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_resumed_server_is_not_judged_while_its_old_pods_still_terminate(tmp_path: Path) -> None:
+    """Seen on the real stack: KEDA took the server to 0 and it was resumed at once; the old pods were
+    still terminating (a terminating pod still holds its GPU, so the exporter still reports it) and
+    had reported for far longer than a window, so the query read their idle samples and KEDA took the
+    resumed server straight back to 0 at its next poll. While any pod of the target is younger than
+    the window (here: the new one, from 130 s), nothing is judged."""
+    done = _evaluate(tmp_path, [_util("srv-abc12-aaaaa", "0x20"), _util("srv-abc12-bbbbb", "_x13 0x20")],
+                     {"150s": [], "180s": [], "190s": [{"labels": "{}", "value": 0}]})
     assert done.returncode == 0, done.stdout + done.stderr

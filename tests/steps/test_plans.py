@@ -436,14 +436,26 @@ def test_scaled_object_waits_for_the_idle_window_and_the_minimum_runtime() -> No
 
 
 def test_activity_query_is_empty_until_the_pods_have_reported_for_a_whole_window() -> None:
-    """A resumed or new server has no samples a window ago: the query is empty (KEDA holds) rather
-    than idle at its first low sample; the pods it had before it went to 0 (their series stale now,
-    their last samples still in the window) do not count either."""
+    """A resumed or new server has not reported for a whole window (and the minimum runtime, 1h by
+    default): the query is empty (KEDA holds) rather than idle at its first low sample; the pods it had
+    before it went to 0 (their series stale now, their last samples still in the window) do not count
+    either (tests/steps/test_activity_query.py evaluates it)."""
     scene = Scene.of("Deployment")
     query = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body["spec"]["triggers"][0][
         "metadata"]["query"]
-    assert query.count(" offset 1800s") == 4 and query.count(" and ") == 8
+    assert query.count("[3600s:10s]") == 8 and query.count(" and ") == 4 and " unless on () (" in query
     assert "[1800s]) and DCGM_FI_DEV_GPU_UTIL{namespace=" in query
+
+
+def test_the_scaled_objects_query_judges_no_pod_younger_than_the_minimum_runtime() -> None:
+    """KEDA's cooldowns count from the ScaledObject's creation or its last activity: for a server resumed
+    long after it went to 0 both are over, so only the query can hold it for the tenant's minimum
+    runtime. Activity over the idle window; the pods must have reported for max(window, minimum runtime)."""
+    scene = Scene.of("Deployment")
+    longer_runtime = parse_policy("idle: {window: 10m, minRuntime: 2h}")
+    query = on_admitted.plan(request(scene), state_of(scene), longer_runtime).actions[0].body["spec"]["triggers"][0][
+        "metadata"]["query"]
+    assert query.count("[600s])") == 4 and query.count("[7200s:") == 8
 
 
 def test_scaled_object_keeps_its_recorded_size_when_the_target_was_scaled() -> None:

@@ -574,3 +574,32 @@ def test_resume_waits_until_the_released_pods_are_gone(api: ApiServer, run_step:
     api.store.patch(R.POD, "train-master-0", {"metadata": {"finalizers": None}}, NS)
     code, resumed = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
     assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]
+
+
+@pytest.mark.parametrize("released", [False, True], ids=["idle-scaled", "keda-paused"])
+def test_a_server_at_zero_comes_back_only_once_its_old_pods_are_gone(api: ApiServer, run_step: StepRunner,
+                                                                     released: bool) -> None:
+    """Seen on the real stack: resumed while its old pods still terminated (they hold their GPUs, so
+    the exporter still reports their idle series), a server was judged on them and taken straight
+    back to 0 by KEDA. resume-workers waits for them as a transient failure (exit 75, Argo retries
+    with backoff), writing nothing, and brings the server back once they are gone."""
+    scene = Scene.of("Deployment", workers=3)
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    if released:
+        run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    api.store.patch(R.DEPLOYMENT, "train", {"spec": {"replicas": 0}}, NS)   # KEDA: to 0 (idle, or paused at 0)
+    api.store.delete(R.WORKLOAD, wl_name(scene), NS)
+    api.store.create(R.POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "train-5f94544f7c-q2wxk", "namespace": NS, "finalizers": ["test.gpuaas.io/terminating"]},
+        "spec": {"containers": [{"name": "server", "image": "llm"}]}}, NS)
+    api.store.delete(R.POD, "train-5f94544f7c-q2wxk", NS)          # terminating: deletionTimestamp, finalizer kept
+    api.reset_counters()
+    code, waiting = run_step("resume-workers", namespace=NS, target="Deployment/train")
+    assert code == 75 and waiting["outcome"] == "failed", waiting["record"]["data"]
+    assert "terminating" in waiting["record"]["data"]["errors"][0]
+    assert api.write_count == 0, api.writes
+    api.store.patch(R.POD, "train-5f94544f7c-q2wxk", {"metadata": {"finalizers": None}}, NS)
+    code, resumed = run_step("resume-workers", namespace=NS, target="Deployment/train")
+    assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]
+    assert api.store.get(R.DEPLOYMENT, "train", NS)["spec"]["replicas"] == 3
