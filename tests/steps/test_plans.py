@@ -435,6 +435,18 @@ def test_scaled_object_waits_for_the_idle_window_and_the_minimum_runtime() -> No
     assert (spec["initialCooldownPeriod"], spec["cooldownPeriod"]) == (3600, 3600)
 
 
+def test_the_prepared_event_says_when_keda_takes_the_target_to_zero() -> None:
+    """The Event a tenant reads with kubectl must give the whole wait: KEDA scales to 0 once the query
+    has been below the threshold for the window and then the cooldown has passed (cooldownPeriod
+    counts from the last active poll), never sooner than initialCooldownPeriod after creation."""
+    scene = Scene.of("Deployment")
+    plan = on_admitted.plan(request(scene), state_of(scene), parse_policy("idle: {window: 10m, minRuntime: 2h}"))
+    reason, message = plan.event
+    assert reason == "GPUaaSIdleHandlingPrepared"
+    assert "idle for 600s and then KEDA's cooldown of 7200s has passed" in message
+    assert "never sooner than 7200s after it was made" in message
+
+
 def test_activity_query_is_empty_until_the_pods_have_reported_for_a_whole_window() -> None:
     """A resumed or new server has not reported for a whole window (and the minimum runtime, 1h by
     default): the query is empty (KEDA holds) rather than idle at its first low sample; the pods it had
