@@ -214,9 +214,10 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     if dry:
         reasons.append(f"tenant {state.tenant} policy mode is dry-run")
     event = (PREPARED, (f"gpuaas prepared idle handling: ScaledObject {desired['metadata']['name']} scales "
-                       f"{target_name} between {desired['spec']['minReplicaCount']} and 0 replicas, to 0 after "
-                       f"{idle.window_seconds:g}s without GPU activity and not before "
-                       f"{desired['spec']['initialCooldownPeriod']}s"))
+                       f"{target_name} between {desired['spec']['minReplicaCount']} and 0 replicas: to 0 once its GPUs "
+                       f"have been idle for {idle.window_seconds:g}s and then KEDA's cooldown of "
+                       f"{desired['spec']['cooldownPeriod']}s has passed, never sooner than "
+                       f"{desired['spec']['initialCooldownPeriod']}s after it was made"))
     if ours is None:
         action = Action("create-scaled-object", SCALED_OBJECT, desired["metadata"]["name"], wl.namespace,
                         "no ScaledObject scales the owner yet", operation="create", body=desired)
