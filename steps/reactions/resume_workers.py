@@ -9,8 +9,10 @@ Metrics: gpuHoursReclaimed = GPUs released x hours since the release.
 Optional parameter `target` ("Kind/name", e.g. `Deployment/llm`, `StatefulSet/nb`,
 `ScaledObject/gpuaas-llm`): resume the object directly when its Workload is gone (a KEDA-paused
 Deployment's pods, and with them their per-pod Workloads, no longer exist). For a Deployment or
-InferenceService the ScaledObject scaling it is found and unpaused, and the Deployment is brought
-back to the size recorded at the release (KEDA cannot: at 0 replicas its activity query is empty).
+StatefulSet the ScaledObject scaling it is found and unpaused, and the target is brought back to the
+size recorded at the release (KEDA cannot: at 0 replicas its activity query is empty). A raw-deployment
+InferenceService is served by its predictor Deployment, which is what gpuaas' ScaledObject scales:
+name that Deployment (or the ScaledObject), not the InferenceService.
 
 A serving workload gpuaas' own ScaledObject took to 0 when idle (idleReplicaCount 0, no release
 record) comes back the same way: `target=Deployment/<name>` scales it to the size that ScaledObject
