@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 
 from steps.events import parse_resource_event
 from steps.plan import RejectedInput
@@ -22,33 +22,49 @@ def assert_clear(error: RejectedInput) -> None:
     message.encode("utf-8")  # printable and storable: no lone surrogates in the message
 
 
-@given(resource_events())
-def test_resource_event_parameter(raw: Any) -> None:
-    try:
-        with process_recursion_limit():
-            event = parse_resource_event(raw)
-    except RejectedInput as error:
-        assert_clear(error)
-        return
-    if event is not None:
-        assert event.kind in ("ADD", "UPDATE", "DELETE") and isinstance(event.body, dict)
-        summary = event.summary()
-        assert summary is None or summary.get("id") is None or isinstance(summary["id"], str)
+def test_resource_event_parameter() -> None:
+    cases = 0
+
+    @given(resource_events())
+    def parse(raw: Any) -> None:
+        nonlocal cases
+        cases += 1
+        try:
+            with process_recursion_limit():
+                event = parse_resource_event(raw)
+        except RejectedInput as error:
+            assert_clear(error)
+            return
+        if event is not None:
+            assert event.kind in ("ADD", "UPDATE", "DELETE") and isinstance(event.body, dict)
+            summary = event.summary()
+            assert summary is None or summary.get("id") is None or isinstance(summary["id"], str)
+
+    parse()
+    assert cases >= settings.default.max_examples, f"only {cases} cases ran"
 
 
-@given(alert_groups())
-def test_alert_group(raw: Any) -> None:
-    try:
+def test_alert_group() -> None:
+    cases = 0
+
+    @given(alert_groups())
+    def split(raw: Any) -> None:
+        nonlocal cases
+        cases += 1
+        try:
+            with process_recursion_limit():
+                body = idle_alerts.alertmanager_body(raw)
+        except RejectedInput as error:
+            assert_clear(error)
+            return
         with process_recursion_limit():
-            body = idle_alerts.alertmanager_body(raw)
-    except RejectedInput as error:
-        assert_clear(error)
-        return
-    with process_recursion_limit():
-        candidates, skipped, rejected = idle_alerts.candidate_alerts(body)
-    for each in rejected:
-        assert "\n" not in each.reason and "expected" in each.reason
-        each.reason.encode("utf-8")
-    assert len(candidates) + len(skipped) + len(rejected) == len(body["alerts"])
-    for alert in candidates:
-        assert alert.as_param().encode("utf-8")
+            candidates, skipped, rejected = idle_alerts.candidate_alerts(body)
+        for each in rejected:
+            assert "\n" not in each.reason and "expected" in each.reason
+            each.reason.encode("utf-8")
+        assert len(candidates) + len(skipped) + len(rejected) == len(body["alerts"])
+        for alert in candidates:
+            assert alert.as_param().encode("utf-8")
+
+    split()
+    assert cases >= settings.default.max_examples, f"only {cases} cases ran"
