@@ -11,12 +11,14 @@ every path it judges itself, as the product runs them:
   gpuaas-steps, tests.support.real_steps) on real Kueue, one workload per kind, each submitted by
   tenant team-b and released with its kind's strategy: a Job (released, resumed and released again,
   so its GPUaaSWorkersReleased Event is counted up), an elastic Job (workers scaled down), a
-  RayCluster and a RayJob through KubeRay, a PyTorchJob through the training-operator (deactivated),
-  a LeaderWorkerSet (its controller does not run here; its Workloads are made, and deleted at 0
-  replicas, by Kueue's LWS integration, which does run: released, then resumed by name), a KEDA-scaled Deployment (on-admitted makes its ScaledObject, which
-  real KEDA's webhook admits; idle-alerts and on-idle on an Alertmanager group naming its pod;
-  release pauses KEDA, resume brings the replicas back), a StatefulSet (scaled to 0), a Notebook and
-  a raw-deployment InferenceService (their controllers do not run here: the test makes the
+  RayCluster and a RayJob through KubeRay (each once plain, deactivated, and once elastic, its
+  worker groups scaled down), a PyTorchJob through the training-operator (deactivated), a
+  LeaderWorkerSet (its controller does not run here; its Workloads are made, and deleted at 0
+  replicas, by Kueue's LWS integration, which does run: released, then resumed by name), a
+  KEDA-scaled Deployment (on-admitted makes its ScaledObject, which real KEDA's webhook admits;
+  idle-alerts and on-idle on an Alertmanager group naming its pod; release pauses KEDA, resume by the
+  ScaledObject's name brings the replicas back), a StatefulSet (scaled to 0), a Notebook and a
+  raw-deployment InferenceService (their controllers do not run here: the test makes the
   StatefulSet and Deployment they would, owned by them, as test_reactions_per_kind does);
   provision-quota for a new tenant by hand, a resize, and the capacity split in dry-run;
 - the two Kubernetes-resource EventSources' list and watch (engine.resource_watcher runs the
@@ -49,6 +51,7 @@ from tests.realstack.test_sensor_submission import _submissions, _trigger_as
 from tests.support.real_cluster import RealCluster, eventually
 from tests.support.real_steps import RealSteps
 from tests.support.real_workloads import (
+    ELASTIC,
     KINDS,
     QUEUE_LABEL,
     Kind,
@@ -79,10 +82,6 @@ NOT_EXERCISED: dict[tuple[str, str, str], str] = {
         "Argo's executor (argoexec, the `wait` container of each step pod) writes it; the step pods run "
         "on the pod tier's own control plane (docs/real-stack-pods.md), which this cluster does not join",
     ("gpuaas-steps", "argoproj.io/workflowtaskresults", "patch"): "as above (argoexec)",
-    ("gpuaas-steps", "ray.io/rayclusters", "patch"):
-        "scale-worker-groups of an elastic RayCluster, and on-finished scaling down a finished RayJob's kept "
-        "RayCluster: neither is driven here (the non-elastic Ray kinds are deactivated)",
-    ("gpuaas-steps", "ray.io/rayjobs", "patch"): "scale-worker-groups of an elastic RayJob: not driven here",
     ("gpuaas-steps", "apps/deployments", "list"):
         "steps/model/state.py _predictor_of looks for a KServe predictor when an InferenceService is in a "
         "Workload's owner chain without its Deployment; the chain of every Workload Kueue makes for a predictor "
@@ -104,6 +103,15 @@ def _account(user: str) -> str:
 def _sized(name: str, build: Callable[..., JSON], **size: int) -> Kind:
     """A row of the kind table with smaller workloads (one GPU per pod), so the steps' quota stays small."""
     return dataclasses.replace(KINDS[name], build=lambda n, ns, q: build(n, ns, q, **size))
+
+
+def _elastic(build: Callable[..., JSON]) -> Callable[..., JSON]:
+    """The object with `kueue.x-k8s.io/elastic-job: "true"`: released by scaling its worker groups down."""
+    def elastic(*args: str, **size: int) -> JSON:
+        obj = build(*args, **size)
+        obj["metadata"].setdefault("annotations", {})[ELASTIC] = "true"
+        return obj
+    return elastic
 
 
 def _controlled_by(owner: JSON) -> JSON:
@@ -139,11 +147,16 @@ def _drive_job_kinds(steps: RealSteps, tenant: RealWorkloads) -> None:
     for name, kind in (("lp-elastic", _sized("elastic Job", lambda n, ns, q, **k: job(n, ns, q, elastic=True, **k),
                                              pods=2)),
                        ("lp-raycluster", _sized("RayCluster", ray_cluster, workers=1)),
+                       ("lp-elastic-raycluster", _sized("RayCluster", _elastic(ray_cluster), workers=1)),
+                       ("lp-elastic-rayjob", _sized("RayJob", _elastic(ray_job), workers=1)),
                        ("lp-rayjob", _sized("RayJob", ray_job, workers=1)),
                        ("lp-pytorch", _sized("PyTorchJob", pytorch_job, workers=1))):
         made = tenant.submit(kind, name)
         try:
-            _release(steps, tenant.admitted(made)["metadata"]["name"])
+            released = steps.run("release-workers", namespace=TENANT, workload=tenant.admitted(made)["metadata"]["name"])
+            assert released.outcome == "applied", released.describe()
+            if name.startswith("lp-elastic"):
+                assert any(a in released.applied for a in ("scale-workers", "scale-worker-groups")), released.describe()
         finally:
             _gone(tenant, made)
 
