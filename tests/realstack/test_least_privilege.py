@@ -17,7 +17,8 @@ every path it judges itself, as the product runs them:
   replicas, by Kueue's LWS integration, which does run: released, then resumed by name), a
   KEDA-scaled Deployment (on-admitted makes its ScaledObject, which real KEDA's webhook admits;
   idle-alerts and on-idle on an Alertmanager group naming its pod; release pauses KEDA, resume by the
-  ScaledObject's name brings the replicas back), a StatefulSet (scaled to 0), a Notebook and a
+  ScaledObject's name brings the replicas back; another whose pod fails and which is deleted with
+  `--cascade=orphan`: on-finished removes the ScaledObject left behind), a StatefulSet (scaled to 0), a Notebook and a
   raw-deployment InferenceService (their controllers do not run here: the test makes the
   StatefulSet and Deployment they would, owned by them, as test_reactions_per_kind does);
   provision-quota for a new tenant by hand, a resize, and the capacity split in dry-run;
@@ -86,9 +87,6 @@ NOT_EXERCISED: dict[tuple[str, str, str], str] = {
         "steps/model/state.py _predictor_of looks for a KServe predictor when an InferenceService is in a "
         "Workload's owner chain without its Deployment; the chain of every Workload Kueue makes for a predictor "
         "pod climbs Pod -> ReplicaSet -> Deployment -> InferenceService, so it is not reached here",
-    ("gpuaas-steps", "keda.sh/scaledobjects", "delete"):
-        "on-finished deletes a ScaledObject gpuaas made for a Workload whose owner is gone; a Deployment's "
-        "ScaledObject is owned by the Deployment, so the garbage collector removes it first here",
 }
 
 
@@ -208,6 +206,36 @@ def _drive_idle_alert(steps: RealSteps, pod: str) -> None:
     assert judged.outcome in ("no-op", "skipped-by-policy", "applied"), judged.describe()
 
 
+def _drive_orphaned_scaled_object(steps: RealSteps, tenant: RealWorkloads) -> None:
+    """on-finished removes the ScaledObject gpuaas made for a Deployment deleted with `--cascade=orphan`
+    (the garbage collector then only drops its ownerReference). The Workload of a Deployment's pod
+    finishes when the pod fails: its phase is set to Failed as a node evicting it would (KWOK stands in
+    for the kubelet)."""
+    server = tenant.submit(KINDS["Deployment"], "lp-orphan")
+    try:
+        workload = tenant.admitted(server)["metadata"]["name"]
+        prepared = steps.run("on-admitted", namespace=TENANT, workload=workload, event="")
+        assert "create-scaled-object" in prepared.applied, prepared.describe()
+        scaled_object = next(a["target"]["name"] for a in prepared.actions if a["action"] == "create-scaled-object")
+        pod = eventually(lambda: [p for p in tenant.live_pods(server) if p.status.phase == "Running"],
+                         timeout_s=90, what="the Deployment's pod running")[0]
+        tenant.core.patch_namespaced_pod_status(pod.metadata.name, TENANT, {"status": {
+            "phase": "Failed", "reason": "Evicted", "message": "evicted by the test, as a node under pressure would"}})
+        eventually(lambda: condition(tenant.get_workload(workload) or {}, "Finished") == "True", timeout_s=90,
+                   what=f"Workload {workload} Finished once its pod failed")
+        tenant.cluster.kubectl("delete", "deployment", "lp-orphan", "-n", TENANT, "--cascade=orphan")
+        eventually(lambda: not ((tenant.get(R.SCALED_OBJECT, scaled_object) or {"metadata": {"ownerReferences": [1]}})
+                                ["metadata"].get("ownerReferences")), timeout_s=60,
+                   what=f"ScaledObject {scaled_object} orphaned by the garbage collector")
+        done = steps.run("on-finished", namespace=TENANT, workload=workload, event="")
+        assert "delete-scaled-object" in done.applied, done.describe()
+        assert tenant.get(R.SCALED_OBJECT, scaled_object) is None
+    finally:
+        tenant.cluster.kubectl("delete", "deployment,replicaset,pod", "-l", "app=lp-orphan", "-n", TENANT,
+                               "--ignore-not-found", "--wait=false")
+        _gone(tenant)
+
+
 def _drive_serving_kinds(steps: RealSteps, tenant: RealWorkloads) -> None:
     """A KEDA-scaled Deployment, a StatefulSet, a Notebook and a raw-deployment InferenceService."""
     server = tenant.submit(KINDS["Deployment"], "lp-server")
@@ -227,6 +255,8 @@ def _drive_serving_kinds(steps: RealSteps, tenant: RealWorkloads) -> None:
         assert resumed.outcome == "applied", resumed.describe()
     finally:
         _gone(tenant, server)
+
+    _drive_orphaned_scaled_object(steps, tenant)
 
     stateful = tenant.submit(KINDS["StatefulSet"], "lp-stateful")
     try:
