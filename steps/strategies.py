@@ -4,7 +4,8 @@
 |----------------------------------------------|---------------------|----------------------------------------------|--------------------------------|
 | Notebook (Kubeflow / OpenShift AI)           | stop-notebook       | Notebook annotation kubeflow-resource-stopped | released (StatefulSet at 0)    |
 | Deployment / InferenceService with a ScaledObject | pause-keda     | ScaledObject autoscaling.keda.sh/paused-replicas: "0" | released with the pods |
-| StatefulSet, LeaderWorkerSet, plain Deployment | scale-to-zero     | spec.replicas: 0                             | released (Workload kept, OnHold) |
+| StatefulSet, plain Deployment                | scale-to-zero       | spec.replicas: 0                             | released (Workload kept, OnHold) |
+| LeaderWorkerSet                              | scale-to-zero       | spec.replicas: 0 (record on the set only)    | released (Kueue deletes its Workloads) |
 | elastic Job / RayJob / RayCluster            | scale-worker-groups | worker replicas 0 in the owner               | reservation shrinks            |
 | RayCluster, RayJob, PyTorchJob, Job, JobSet, TrainJob, other jobs, no owner | deactivate-workload | Workload spec.active: false | released, Workload kept |
 | plain Pod / pod group, InferenceService without KEDA | none        | nothing (would delete pods / cannot scale)   | kept                           |
@@ -56,6 +57,10 @@ JOB_KINDS = ("RayCluster", "RayJob", "PyTorchJob", "Job", "JobSet", "TrainJob", 
              "PaddleJob", "JAXJob", "AppWrapper")
 ELASTIC_KINDS = ("Job", "RayJob", "RayCluster")
 SCALABLE_KINDS = ("StatefulSet", "LeaderWorkerSet", "Deployment")
+WORKLOADS_GONE_AT_ZERO = frozenset({"LeaderWorkerSet"})
+"""Kinds whose Workloads Kueue deletes once spec.replicas is 0 (v0.19.2: one Workload per LeaderWorkerSet
+group, deleted at or beyond spec.replicas, pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go
+filterWorkloads): the release record lives on the object alone; resume it by name (target=Kind/name)."""
 
 STRATEGY_KINDS: dict[str, tuple[str, ...]] = {
     DEACTIVATE: ("Workload",),
@@ -137,8 +142,9 @@ def strategy_for(workload: Workload, owners: OwnerChain, scaled_object: Mapping[
                                "InferenceService without a ScaledObject: only KEDA can scale raw deployments to 0")
     for kind in ("LeaderWorkerSet", "StatefulSet", "Deployment"):
         if kind in kinds:
-            return ReleaseStrategy(SCALE_TO_ZERO, owners.find(kind),
-                                   f"{kind}: replicas 0 keeps the Workload and releases its quota")
+            kept = ("Kueue deletes its groups' Workloads (resume it by name)" if kind in WORKLOADS_GONE_AT_ZERO
+                    else "keeps the Workload")
+            return ReleaseStrategy(SCALE_TO_ZERO, owners.find(kind), f"{kind}: replicas 0 {kept} and releases its quota")
     direct = owners.direct
     direct_kind = (direct or {}).get("kind")
     if direct is not None and direct_kind in ELASTIC_KINDS and is_elastic(workload, owners):
@@ -292,7 +298,7 @@ def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: st
                               patch={"metadata": {"annotations": {KEDA_PAUSED_REPLICAS: "0",
                                                                   RELEASE_ANNOTATION: record}}},
                               resource_version=rv, before={"metadata": {"annotations": {KEDA_PAUSED_REPLICAS: old}}}))
-    if actions and workload.obj.get("metadata"):
+    if actions and workload.obj.get("metadata") and target.get("kind") not in WORKLOADS_GONE_AT_ZERO:
         actions.append(mirror_release(workload, record, reason))
     return actions
 

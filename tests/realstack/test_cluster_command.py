@@ -10,7 +10,8 @@ from pathlib import Path
 from tests.support.real_cluster import RealCluster
 
 EXPECTED = {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kueue",
-            "keda-operator", "keda-admission-webhooks", "keda-metrics-apiserver", "gpu-exporter", "prometheus"}
+            "keda-operator", "keda-admission-webhooks", "keda-metrics-apiserver", "gpu-exporter", "prometheus",
+            "kuberay-operator", "training-operator"}
 
 
 def test_status_json_lists_every_component_running_with_its_endpoint(real_cluster: RealCluster) -> None:

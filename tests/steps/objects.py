@@ -131,6 +131,10 @@ class Scene:
             direct = self._add(R.STATEFUL_SET, {"metadata": self._meta(n, "uid-sts"),
                                                 "spec": {"replicas": self.workers, "template": tpl}})
             via_annotations = True
+        elif kind == "LeaderWorkerSet":
+            direct = self._add(R.LEADER_WORKER_SET, {"metadata": self._meta(n, "uid-lws"), "spec": {
+                "replicas": self.workers, "leaderWorkerTemplate": {"size": 1, "workerTemplate": tpl}}})
+            via_annotations = True
         elif kind == "Notebook":
             notebook = self._add(R.NOTEBOOK, {"metadata": self._meta(n, "uid-nb"), "spec": {"template": tpl}})
             direct = self._add(R.STATEFUL_SET, {"metadata": self._meta(n, "uid-nb-sts", notebook),

@@ -128,6 +128,19 @@ def test_release_plan_per_kind(kind: str, version: str) -> None:
         assert plan.empty_outcome == Outcome.SKIPPED_BY_POLICY
 
 
+def test_a_leader_worker_set_release_writes_the_set_alone() -> None:
+    """Kueue deletes the Workload of each LeaderWorkerSet group at or beyond spec.replicas (v0.19.2
+    pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go filterWorkloads): at 0 the
+    Workload is gone, so the release record lives on the set only (seen on the real stack: the record's
+    PATCH on the Workload got 404 and the step failed after releasing)."""
+    scene = Scene.of("LeaderWorkerSet", workers=2)
+    plan = release_workers.plan(request(scene), state_of(scene), Policy())
+    assert actions(plan) == [("scale-to-zero", "LeaderWorkerSet")]
+    patch = plan.actions[0].patch
+    record = json.loads(patch["metadata"]["annotations"][RELEASE_ANNOTATION])
+    assert patch["spec"] == {"replicas": 0} and record["previous"] == {"replicas": 2}
+
+
 def test_elastic_raycluster_release_is_a_guarded_json_patch() -> None:
     scene = Scene.of("RayCluster", elastic=True, workers=3)
     plan = release_workers.plan(request(scene), state_of(scene), Policy())
