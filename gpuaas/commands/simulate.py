@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import sys
 import time
@@ -95,6 +96,54 @@ def _seconds(option: str, value: str) -> float:
         raise ValueError(str(error)) from None
 
 
+def _windows(text: str, step: float) -> list[float]:
+    """The swept idle windows in seconds, each once, in the order given; none shorter than the grid's step
+    (the replay reads the history one step at a time, so a shorter window holds no sample)."""
+    from gpuaas.simulate.product import format_duration
+
+    windows: list[float] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        seconds = _seconds("--windows", item)
+        if seconds < step:
+            raise ValueError(f"--windows: expected idle windows of at least --step ({format_duration(step)}), "
+                             f"found {item}; pass longer windows or a finer --step")
+        if seconds not in windows:
+            windows.append(seconds)
+    return windows
+
+
+def _sparse_grid_note(history: Any) -> str | None:
+    """A note when most held GPU slots have no sample, which is what a --step finer than the samples'
+    interval gives: every other slot reads as "no data", idle stretches break up and little is idle."""
+    import numpy as np
+
+    from gpuaas.simulate.product import format_duration
+
+    held = history.samples
+    share = int(np.count_nonzero(history.activity >= 0)) / held if held else 1.0
+    if share >= 0.5:
+        return None
+    interval = format_duration(round(history.step / max(share, 1e-9)))
+    return (f"only {share:.0%} of the held GPU slots on the {format_duration(history.step)} grid have a sample: "
+            f"samples come about every {interval} (or the exporter was silent), so most slots count as no data "
+            f"and idle stretches break up; pass --step {interval} or coarser")
+
+
+def _writable_folder(option: str, folder: Path | None) -> None:
+    """Make the folder an option writes into, before minutes of replay; a clear error if it cannot be."""
+    if folder is None:
+        return
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{option} {folder}: expected a folder to write into, found a file; pass another folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"{option} {folder}: expected a folder this user can write, found "
+                         f"{(error.strerror or str(error)).lower()}; pass another folder") from None
+
+
 def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
     if args.trace is not None:
         from gpuaas.simulate.trace import read_trace
@@ -111,8 +160,20 @@ def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
         return read_cluster(args.prometheus, since, until, step, progress=progress)
     from gpuaas.simulate.synthesis import load_itp, synthesize
 
+    if not math.isfinite(args.days) or args.days <= 0:
+        raise ValueError(f"--days: expected a positive number of days such as 7 or 30, found {args.days:g}")
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected a whole number >= 0, found {args.seed}")
+    try:
+        jobs = load_itp(args.itp)
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"--itp {error}") from None
+    covered = math.ceil(float(jobs.submission.max()) / 86400.0 - 1e-9)
+    if args.days > covered:
+        raise ValueError(f"--days: expected at most {covered} days (the ITP jobs given cover {covered}), found "
+                         f"{args.days:g}; the original raw-traces.tar.gz (--itp) covers 60")
     progress.note(f"synthesizing {args.days:g} days of the ITP trace (seed {args.seed})")
-    history = synthesize(load_itp(args.itp), seed=args.seed, days=args.days, step=step,
+    history = synthesize(jobs, seed=args.seed, days=args.days, step=step,
                          progress=lambda share: progress("synthesizing", share))
     if args.write_trace is not None:
         from gpuaas.simulate.trace import write_trace
@@ -132,9 +193,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         step = _seconds("--step", args.step)
         delay = _seconds("--reaction-delay", args.reaction_delay)
-        windows = [_seconds("--windows", w.strip()) for w in args.windows.split(",") if w.strip()]
         if step <= 0:
             raise ValueError(f"--step: expected a positive duration such as 1m, found {args.step!r}")
+        windows = _windows(args.windows, step)
+        _writable_folder("--html", args.html)
+        _writable_folder("--write-trace", args.write_trace)
         policy, policy_source = load_policy(args.policy)
         timings = load_timings(args.observability)
         started = time.perf_counter()
@@ -146,6 +209,10 @@ def run(args: argparse.Namespace) -> int:
     if len(history.workloads) == 0:
         print("gpuaas simulate: the history holds no workload; nothing to replay", file=sys.stderr)
         return 2
+    sparse = _sparse_grid_note(history)
+    if sparse:
+        history.warnings.append(sparse)
+        progress.note(f"warning: {sparse}")
     from gpuaas.simulate.comparison import Simulator
     from gpuaas.simulate.report import as_json, table, timing_notes, write_html
 

@@ -3,13 +3,18 @@
 - **no automation**: nothing is ever released.
 - **KEDA only** (a ScaledObject per workload, as a KEDA-only set-up would do it): KEDA polls every
   `pollingInterval` (30 s) and scales to 0 once the metric stayed at or below the activation
-  threshold for `cooldownPeriod` (300 s) after it was last active. No minimum runtime (the first
-  `cooldownPeriod` after start counts: KEDA's `initialCooldownPeriod` defaults to 0), no
-  exemption, no budget, and no coverage check: with `ignoreNullValues` (default true) a query
-  without data reads 0, so missing samples count as inactive.
+  threshold for `cooldownPeriod` (300 s) after it was last active. A target never active yet is
+  scaled to 0 at the first poll after `initialCooldownPeriod`, whatever `cooldownPeriod` says
+  (KEDA v2.20 `scaleToZeroOrIdle`, pkg/scaling/executor/scale_scaledobjects.go; kedacore/keda#5008).
+  With KEDA's default of 0 that is every workload at its creation, before its pods report any GPU
+  activity, so the baseline assumes `initialCooldownPeriod: 300` (`KedaTimings`): a workload idle
+  from its start goes 300 s after it. No minimum runtime beyond that, no exemption, no budget, and
+  no coverage check: with `ignoreNullValues` (default true) a query without data reads 0, so
+  missing samples count as inactive.
 - **Kubeflow notebook culler** (notebook-controller defaults `CULL_IDLE_TIME` 1440 min,
-  `IDLENESS_CHECK_PERIOD` 1 min): a Notebook is stopped at the first check more than 24 h after
-  its last activity. The culler reads kernel activity, not GPUs; here a busy GPU sample stands for
+  `IDLENESS_CHECK_PERIOD` 1 min; culling runs only with `ENABLE_CULLING=true`, default false,
+  components/notebook-controller/controllers/culling_controller.go): a Notebook is stopped at the
+  first check more than 24 h after its last activity. The culler reads kernel activity, not GPUs; here a busy GPU sample stands for
   kernel activity. It applies to Notebooks only.
 
 All release the workload until its end, like a gpuaas release.
@@ -28,6 +33,8 @@ from gpuaas.simulate.definitions import IdleSamples
 class KedaTimings:
     polling_interval: float = 30.0
     cooldown_period: float = 300.0
+    initial_cooldown_period: float = 300.0
+    """KEDA's default is 0 (a never-active workload is scaled to 0 at its first poll); see the module docstring."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +85,13 @@ def keda_only(samples: IdleSamples, timings: KedaTimings = KedaTimings()) -> tup
     run_begin = samples.row_begin[first]
     last = end - 1
     run_end = samples.row_begin[last] + samples.row_seconds[last]
-    # last active: the busy sample before the run (its poll saw it until this run's first sample), or the start
-    release = _ceil_to(run_begin + timings.cooldown_period, timings.polling_interval)
+    # last active: the busy sample before the run (its poll saw it until this run's first sample); a run from the
+    # workload's start was never active: initialCooldownPeriod after the ScaledObject's creation (the start)
+    rows = samples.history.rows
+    at_start = first == rows.start[workload]
+    wait = np.where(at_start, timings.initial_cooldown_period, timings.cooldown_period)
+    release = np.where(at_start & (timings.initial_cooldown_period <= 0), run_begin,
+                       _ceil_to(run_begin + wait, timings.polling_interval))
     eligible = (release < run_end) & (release < workloads.end[workload])
     return _first_per_workload(workload, release, eligible)
 

@@ -9,14 +9,17 @@ prometheus-api-client):
   `exported_namespace`/`exported_pod`. Queried as range vectors in chunks, so samples are raw (no
   lookback filling a gap: a missing sample stays "no data").
 - **Who holds them** (kube-state-metrics): `kube_pod_owner` (pod -> owner), `kube_replicaset_owner`
-  (ReplicaSet -> Deployment), `kube_job_owner` (Job -> JobSet, CronJob, ...), `kube_pod_labels`
+  (ReplicaSet -> Deployment), `kube_job_owner` (Job -> JobSet, ...; a CronJob's Jobs stay
+  workloads of their own, as Kueue admits them), `kube_pod_labels`
   (`notebook-name` marks a Kubeflow Notebook; `gpuaas.io/idle-policy: exempt` an exemption, both
   only when KSM's `--metric-labels-allowlist` exposes them), `kube_namespace_labels`
   (`gpuaas.io/tenant`, else the tenant is the namespace), `kube_pod_created` (the admission time
   stand-in: the earliest pod's creation, even before `--since`, so minRuntime counts from it), `kube_pod_container_resource_requests{resource=
   "nvidia_com_gpu"}` (GPUs held; a requested GPU without any DCGM series is held but has no data).
 - **Lifetimes**: a pod lives while `kube_pod_owner` has raw samples; a workload from its first
-  pod's creation to its last pod's last sample (plus one step).
+  pod's creation to its last pod's last sample (plus one step). Its GPUs are the most its pods held
+  at once: pods that replace each other (a rollout, a retried Job) hold them in turn, and GPU-hours
+  count the GPUs held at each time.
 
 The workload is the pod's top owner (Deployment, JobSet, RayCluster, PyTorchJob, Notebook, ...),
 which is what a Kueue Workload stands for.
@@ -38,6 +41,8 @@ from gpuaas.simulate.history import NOT_HELD, History, Pods, Workloads, allocate
 from steps.gateways.metrics import ENGINE_ACTIVE, GPU_UTIL, MetricsGateway
 
 CHUNK_SECONDS = 3 * 3600.0
+OWNERS_NOT_WORKLOADS = ("CronJob",)
+"""Owners of a Job that Kueue does not admit as one Workload: each Job a CronJob creates is a Workload."""
 
 
 class ClusterHistoryError(RuntimeError):
@@ -74,8 +79,9 @@ class ClusterReader:
     def __init__(self, url: str, since: float, until: float, step: float = 60.0, *,
                  progress: Callable[[str, float], None] | None = None,
                  exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> None:
-        if until <= since:
-            raise ClusterHistoryError(f"--since/--until: expected since before until, found {since} >= {until}")
+        if until - since < step:
+            raise ClusterHistoryError(f"--since/--until: expected --since at least one --step ({step:g}s) before "
+                                      f"--until, found --since {_iso(since)}, --until {_iso(until)}")
         self.gateway = MetricsGateway(url, timeout_seconds=120.0)
         self.since, self.until, self.step = since, until, step
         self.progress = progress
@@ -83,10 +89,20 @@ class ClusterReader:
         self.pods: dict[tuple[str, str], PodInfo] = {}
 
     def _query(self, promql: str, at: float) -> list[dict[str, Any]]:
-        from steps.gateways.metrics import MetricsError
+        from steps.gateways.metrics import MetricsError, MetricsUnavailable
 
         try:
             return self.gateway.query(promql, at=at)
+        except MetricsUnavailable as error:
+            # the gateway speaks to the on-idle step (retried by Argo, URL from GPUAAS_PROMETHEUS_URL); here the
+            # URL is the --prometheus option and nothing retries
+            cause = error.__cause__
+            why = str(cause)[:200] if cause is not None and "HTTP Status Code" in str(cause) else (
+                type(cause).__name__ if cause is not None else str(error))
+            raise ClusterHistoryError(
+                f"--prometheus {self.gateway.url}: Prometheus is unreachable or failing ({why}); expected the URL of "
+                "its HTTP API (for example http://prometheus-operated.monitoring.svc:9090): check it and that "
+                "Prometheus answers") from None
         except MetricsError as error:
             raise ClusterHistoryError(str(error)) from None
 
@@ -170,8 +186,8 @@ class ClusterReader:
         for info in self.pods.values():
             table = {"ReplicaSet": replicasets, "Job": jobs}.get(info.owner_kind)
             owner = table.get((info.namespace, info.owner_name)) if table else None
-            if owner and owner.get("owner_kind") not in (None, "", "<none>") and owner.get("owner_name") not in (
-                    None, "", "<none>"):
+            if owner and owner.get("owner_kind") not in (None, "", "<none>", *OWNERS_NOT_WORKLOADS) and owner.get(
+                    "owner_name") not in (None, "", "<none>"):
                 info.owner_kind, info.owner_name = owner["owner_kind"], owner["owner_name"]
         for series in self._instant(f"last_over_time(kube_pod_created[{span}])"):
             labels = series["metric"]
@@ -306,8 +322,17 @@ class ClusterReader:
                         np.fmax.at(target, local, values[inside].astype(np.float32))
                         block[:, column] = target
                     column += 1
+            # pods that replace each other hold the workload's GPUs in turn: it holds at most this many
+            held = (block != NOT_HELD).sum(axis=1)
+            history.workloads.gpus[w] = max(1, int(held.max())) if len(held) else history.workloads.gpus[w]
         history.notes.append(f"{len(self.pods):,} pods seen; {len(keys):,} workloads holding GPUs")
         return history
+
+
+def _iso(seconds: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def read_cluster(url: str, since: float, until: float, step: float = 60.0,

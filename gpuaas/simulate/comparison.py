@@ -124,14 +124,16 @@ class Simulator:
         workload, when = baselines.keda_only(self.samples, keda)
         runs.append(self._scored(
             "KEDA only", "baseline", f"scale to 0 after {keda.cooldown_period:g}s at or below the threshold (polling "
-            f"{keda.polling_interval:g}s); no minimum runtime, no coverage check", workload, when, started,
-            settings={"pollingInterval": keda.polling_interval, "cooldownPeriod": keda.cooldown_period}))
+            f"{keda.polling_interval:g}s, initialCooldownPeriod {keda.initial_cooldown_period:g}s); no minimum "
+            "runtime, no coverage check", workload, when, started,
+            settings={"pollingInterval": keda.polling_interval, "cooldownPeriod": keda.cooldown_period,
+                      "initialCooldownPeriod": keda.initial_cooldown_period}))
         started = time.perf_counter()
         culler = baselines.CullerTimings()
         workload, when = baselines.notebook_culler(self.samples, culler)
         runs.append(self._scored(
             "Kubeflow culler", "baseline", f"Notebooks stopped {culler.cull_idle_seconds / 3600:g}h after their last "
-            "activity (notebook-controller default)", workload, when, started,
+            "activity (notebook-controller default timings; culling itself needs ENABLE_CULLING=true)", workload, when, started,
             settings={"cullIdleTime": culler.cull_idle_seconds, "idlenessCheckPeriod": culler.check_period}))
         return runs
 

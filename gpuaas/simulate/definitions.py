@@ -5,8 +5,8 @@
 - It is **busy** when some GPU it holds has a sample above the threshold.
 - An **idle stretch** is a maximal run of idle samples. It **ends busy** when activity came back
   (a busy sample) after it and before the workload ended, else it **ends at finish**.
-- **Idle GPU-hours**: the stretches' durations times the workload's GPUs (all stretches; and those
-  ending at finish, which no policy can interrupt).
+- **Idle GPU-hours**: the stretches' durations times the GPUs the workload held then (all
+  stretches; and those ending at finish, which no policy can interrupt).
 - **Reclaimed GPU-hours** of a release: its GPUs times the idle time from the release until the
   activity came back (or the workload ended): for a release inside a stretch with no gap in the
   data after it, from the release to the stretch's end.
@@ -14,7 +14,9 @@
   job wanted its GPUs back). **Release latency**: release time minus the start of its stretch.
 
 A sample stands for its slot of the grid, clipped to the workload's lifetime: its duration is the
-step, except at the workload's first and last slot.
+step, except at the workload's first and last slot. GPU-hours count the GPUs held in each slot: a
+trace's workload holds all its GPUs all its life, while pods read from Prometheus may replace each
+other (a rollout, a retried Job), each holding the workload's GPUs for a while.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ DEFINITIONS: dict[str, str] = {
     "busy": "some GPU it holds has a sample above the threshold",
     "idleStretch": "a maximal run of idle samples; it ends busy when activity came back before the workload "
                    "ended, else at finish",
-    "idleGpuHours": "stretch durations x the workload's GPUs (all stretches; and those ending at finish)",
+    "idleGpuHours": "stretch durations x the GPUs the workload held then (all stretches; and those ending at finish)",
     "reclaimedGpuHours": "GPUs x idle time from the release until activity came back or the workload ended "
                          "(inside a stretch: release to the stretch's end)",
     "wrongRelease": "a release after which activity came back before the workload ended",
@@ -55,7 +57,8 @@ class IdleSamples:
     row_seconds: np.ndarray
     """Duration of each row (the step, clipped to the workload's lifetime)."""
     idle_before: np.ndarray
-    """idle_before[r]: idle seconds of the owner's rows before r (prefix sum, global; len rows+1)."""
+    """idle_before[r]: idle GPU-seconds (seconds x GPUs held) of the rows before r (prefix sum, global;
+    len rows+1); differences within one workload are its idle GPU-seconds."""
     next_busy: np.ndarray
     """First busy row after r of the same workload, else the workload's end row (exclusive)."""
     stretch_of_row: np.ndarray
@@ -77,11 +80,12 @@ class IdleSamples:
 
     @property
     def stretch_seconds(self) -> np.ndarray:
-        return self.idle_before[self.stretch_end] - self.idle_before[self.stretch_first]
+        """A stretch's rows are consecutive slots of one workload: its end time minus its start."""
+        return self.stretch_end_time - self.stretch_begin_time
 
     @property
     def stretch_gpu_hours(self) -> np.ndarray:
-        return self.stretch_seconds * self.history.workloads.gpus[self.stretch_workload] / 3600.0
+        return (self.idle_before[self.stretch_end] - self.idle_before[self.stretch_first]) / 3600.0
 
     def row_at(self, workload: np.ndarray, when: np.ndarray) -> np.ndarray:
         """The row of `workload` whose time contains `when` (clipped to its rows)."""
@@ -116,7 +120,7 @@ class IdleSamples:
         row_seconds -= row_begin
         np.maximum(row_seconds, 0.0, out=row_seconds)
         idle_before = np.zeros(count + 1, dtype=np.float64)
-        np.cumsum(np.where(idle, row_seconds, 0.0), out=idle_before[1:])
+        np.cumsum(np.where(idle, row_seconds * rows.held, 0.0), out=idle_before[1:])
         segment_end = ((rows.start + rows.count)[owner]).astype(np.int32)
         # next busy row strictly after r, within the workload (later workloads' rows are >= its end)
         never = np.iinfo(np.int32).max

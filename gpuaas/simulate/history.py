@@ -14,7 +14,8 @@ Everything is numpy, so 30 days of 1,000 GPUs at one sample a minute (43 M sampl
   Prometheus alert is per pod.
 
 `SampleRows` reduces the GPUs of every row once (`Rows.of(history)`): the highest activity of the
-GPUs with a sample, whether every held GPU has one, whether any has one.
+GPUs with a sample, whether every held GPU has one, whether any has one, and how many GPUs are held
+(pods that replace each other, from `--prometheus`, hold the workload's GPUs in turn).
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ class History:
     source: str = ""
     """Where the history came from, for the report."""
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What makes the figures doubtful (printed with them): e.g. a grid finer than the samples."""
 
     @property
     def samples(self) -> int:
@@ -175,6 +178,8 @@ class SampleRows:
     all_sampled: np.ndarray
     """Every held GPU has a sample (and at least one GPU is held)."""
     any_sampled: np.ndarray
+    held: np.ndarray
+    """GPUs held in the row (int32): the idle GPU-seconds of an idle row are its seconds times this."""
     owner: np.ndarray
     start: np.ndarray
     """First row of each owner."""
@@ -185,17 +190,17 @@ class SampleRows:
     def _reduce(activity: np.ndarray, starts: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, ...]:
         if len(starts) == 0:
             empty = np.zeros(0, dtype=bool)
-            return np.zeros(0, dtype=np.float32), empty, empty
+            return np.zeros(0, dtype=np.float32), empty, empty, np.zeros(0, dtype=np.int32)
         held = activity != NOT_HELD
         sampled = activity >= 0  # False for NaN and -inf
         if np.all(widths == 1) and len(starts) == len(activity):
             highest = np.where(sampled, activity, np.float32(np.nan))
-            return highest, sampled & held, sampled
+            return highest, sampled & held, sampled, held.astype(np.int32)
         highest = np.fmax.reduceat(np.where(sampled, activity, np.float32(np.nan)), starts)
         n_sampled = np.add.reduceat(sampled, starts, dtype=np.int32)
         del sampled
         n_held = np.add.reduceat(held, starts, dtype=np.int32)
-        return highest, (n_sampled == n_held) & (n_held > 0), n_sampled > 0
+        return highest, (n_sampled == n_held) & (n_held > 0), n_sampled > 0, n_held
 
     @classmethod
     def of(cls, history: History) -> SampleRows:
@@ -207,8 +212,8 @@ class SampleRows:
             start[1:] = np.cumsum(slots)[:-1]
         local = np.arange(rows, dtype=np.int64) - start[owner]
         row_starts = history.offset[owner] + local * columns[owner]
-        highest, all_sampled, any_sampled = cls._reduce(history.activity, row_starts, columns[owner])
-        return cls(highest=highest, all_sampled=all_sampled, any_sampled=any_sampled, owner=owner,
+        highest, all_sampled, any_sampled, held = cls._reduce(history.activity, row_starts, columns[owner])
+        return cls(highest=highest, all_sampled=all_sampled, any_sampled=any_sampled, held=held, owner=owner,
                    start=start, count=slots.copy())
 
     @classmethod
@@ -227,6 +232,7 @@ class SampleRows:
         # a pod holding all its workload's GPUs has the workload's rows
         source = rows.start[pods.workload][owner] + (np.arange(total, dtype=np.int64) - start[owner])
         highest, all_sampled, any_sampled = rows.highest[source], rows.all_sampled[source], rows.any_sampled[source]
+        held_count = rows.held[source]
         del source
         for pod in np.flatnonzero(~whole).tolist():
             block = history.block(int(pods.workload[pod]))
@@ -239,5 +245,6 @@ class SampleRows:
                 highest[span] = np.fmax.reduce(np.where(sampled, part, np.nan), axis=1)
             all_sampled[span] = (sampled.sum(axis=1) == held.sum(axis=1)) & held.any(axis=1)
             any_sampled[span] = sampled.any(axis=1)
-        return cls(highest=highest, all_sampled=all_sampled, any_sampled=any_sampled, owner=owner,
+            held_count[span] = held.sum(axis=1)
+        return cls(highest=highest, all_sampled=all_sampled, any_sampled=any_sampled, held=held_count, owner=owner,
                    start=start, count=slots.copy())

@@ -32,7 +32,7 @@ def history_summary(history: History) -> dict[str, Any]:
             "days": round(span / 86400.0, 2), "step": format_duration(history.step), "workloads": len(workloads),
             "tenants": len(set(workloads.tenant.tolist())), "namespaces": len(set(workloads.namespace.tolist())),
             "pods": len(history.pods), "gpusHeldOnAverage": round(held / span, 1), "samples": history.samples,
-            "notes": list(history.notes)}
+            "notes": list(history.notes), "warnings": list(history.warnings)}
 
 
 def timings_summary(timings: ProductTimings) -> dict[str, Any]:
@@ -132,6 +132,7 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
         f"{t['alertmanager']['groupInterval']}, repeat_interval {t['alertmanager']['repeatInterval']} "
         f"({t['source']}); policy {policy_source}"),
         *(f"  note: {note}" for note in notes or []),
+        *(f"  warning: {warning}" for warning in h["warnings"]),
         "",
     ]
     header = ("policy", "reclaimed GPU-h", "share", "releases", "wrong", "wrong share", "latency p50", "p90",

@@ -45,16 +45,16 @@ def judge_releases(samples: IdleSamples, workload: np.ndarray, when: np.ndarray)
     back = samples.next_busy[row]
     wrong = back < segment_end
     idle_here = samples.idle[row]
-    before_release = np.where(idle_here, np.clip(when - samples.row_begin[row], 0.0, samples.row_seconds[row]), 0.0)
-    seconds = samples.idle_before[back] - samples.idle_before[row] - before_release
-    gpus = history.workloads.gpus[workload]
+    before_release = np.where(idle_here, np.clip(when - samples.row_begin[row], 0.0, samples.row_seconds[row])
+                              * rows.held[row], 0.0)
+    gpu_seconds = samples.idle_before[back] - samples.idle_before[row] - before_release
     stretch = samples.stretch_of_row[row]
     latency = np.full(len(when), np.nan)
     inside = stretch >= 0
     latency[inside] = when[inside] - samples.row_begin[samples.stretch_first[stretch[inside]]]
     back_time = np.where(wrong, samples.row_begin[np.minimum(back, len(samples.row_begin) - 1)],
                          history.workloads.end[workload])
-    return Releases(workload=workload, time=when, reclaimed_gpu_hours=np.maximum(seconds, 0.0) * gpus / 3600.0,
+    return Releases(workload=workload, time=when, reclaimed_gpu_hours=np.maximum(gpu_seconds, 0.0) / 3600.0,
                     wrong=wrong, latency=latency, stretch=stretch, activity_back=back_time)
 
 

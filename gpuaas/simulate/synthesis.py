@@ -72,29 +72,46 @@ def load_itp(path: Path | None = None) -> ItpJobs:
     path = Path(path) if path else BUNDLED_ITP
     rows: list[tuple[str, float, float, int]] = []
 
-    def read(handle: io.TextIOBase, cluster: str | None) -> None:
-        for row in csv.DictReader(handle):
-            rows.append((cluster or row["cluster"], float(row["submission_time"]), float(row["duration"]),
-                         int(row["num_gpu"])))
+    expected = "expected ITP job rows (cluster, submission_time, duration, num_gpu), the original raw-traces.tar.gz " \
+               "or a folder of its clusterNN.csv"
 
+    def read(handle: io.TextIOBase, cluster: str | None) -> None:
+        for line, row in enumerate(csv.DictReader(handle), start=2):
+            try:
+                rows.append((cluster or row["cluster"], float(row["submission_time"]), float(row["duration"]),
+                             int(row["num_gpu"])))
+            except (KeyError, ValueError, TypeError) as error:
+                problem = f"no column {error}" if isinstance(error, KeyError) else str(error)
+                raise ValueError(f"{path}: {expected}, found on line {line}: {problem}") from None
+
+    if not path.exists():
+        raise ValueError(f"{path}: {expected}, found no such file")
     if path.is_dir():
         for file in sorted(path.glob("cluster*.csv")):
             with file.open(newline="") as handle:
                 read(handle, file.stem.removeprefix("cluster"))
     elif path.name.endswith(".tar.gz"):
-        with tarfile.open(path) as archive:
-            for member in sorted(archive.getmembers(), key=lambda m: m.name):
-                name = Path(member.name).name
-                if name.startswith("cluster") and name.endswith(".csv"):
-                    handle = archive.extractfile(member)
-                    if handle is not None:
-                        read(io.TextIOWrapper(handle, newline=""), name.removeprefix("cluster").removesuffix(".csv"))
+        try:
+            with tarfile.open(path) as archive:
+                for member in sorted(archive.getmembers(), key=lambda m: m.name):
+                    name = Path(member.name).name
+                    if name.startswith("cluster") and name.endswith(".csv"):
+                        handle = archive.extractfile(member)
+                        if handle is not None:
+                            read(io.TextIOWrapper(handle, newline=""),
+                                 name.removeprefix("cluster").removesuffix(".csv"))
+        except (tarfile.TarError, OSError) as error:
+            raise ValueError(f"{path}: {expected}, found a file that is not a readable tar.gz archive "
+                             f"({type(error).__name__})") from None
     else:
         opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", newline="") as handle:  # type: ignore[operator]
-            read(handle, None)
+        try:
+            with opener(path, "rt", newline="") as handle:  # type: ignore[operator]
+                read(handle, None)
+        except (OSError, UnicodeDecodeError, EOFError) as error:
+            raise ValueError(f"{path}: {expected}, found a file that cannot be read ({error})") from None
     if not rows:
-        raise ValueError(f"{path}: expected ITP job rows (cluster, submission_time, duration, num_gpu), found none")
+        raise ValueError(f"{path}: {expected}, found none")
     cluster, submission, duration, gpus = zip(*rows, strict=True)
     order = np.lexsort((np.asarray(cluster), np.asarray(submission)))
     return ItpJobs(np.asarray(cluster, dtype=object)[order], np.asarray(submission)[order],

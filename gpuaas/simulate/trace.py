@@ -77,7 +77,7 @@ def read_workloads(path: Path) -> Workloads:
         raise TraceError(path, None, None, "expected workloads.csv in the trace directory, found no such file")
     names: list[str] = []
     columns: dict[str, list] = {c: [] for c in (*WORKLOAD_COLUMNS, "exempt")}
-    with path.open(newline="") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:  # -sig: spreadsheets write a byte order mark
         reader = csv.reader(handle)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in WORKLOAD_COLUMNS if c not in header]
@@ -91,6 +91,9 @@ def read_workloads(path: Path) -> Workloads:
                 continue
             if len(row) < len(header):
                 raise TraceError(path, line, header[len(row)], f"expected {len(header)} columns, found {len(row)}")
+            if len(row) > len(header):
+                raise TraceError(path, line, None, f"expected {len(header)} columns (as many as the header), "
+                                 f"found {len(row)}")
 
             def cell(name: str, row: list[str] = row) -> str:
                 return row[at[name]].strip()
@@ -137,7 +140,7 @@ def read_workloads(path: Path) -> Workloads:
 def _first_bad_line(path: Path, column: str, check: callable) -> tuple[int, str]:  # type: ignore[valid-type]
     """Scan the file with the csv module for the first cell of `column` that `check` rejects."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", newline="") as handle:  # type: ignore[operator]
+    with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:  # type: ignore[operator]
         reader = csv.reader(handle)
         header = [h.strip() for h in next(reader, [])]
         index = header.index(column)
@@ -147,6 +150,18 @@ def _first_bad_line(path: Path, column: str, check: callable) -> tuple[int, str]
             problem = check(row[index])
             if problem:
                 return line, problem
+    return 0, ""
+
+
+def _first_ragged_line(path: Path) -> tuple[int, str]:
+    """The first data line with more or fewer cells than the header (0 when there is none)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:  # type: ignore[operator]
+        reader = csv.reader(handle)
+        width = len(next(reader, []))
+        for line, row in enumerate(reader, start=2):
+            if row and len(row) != width:
+                return line, f"expected {width} columns (as many as the header), found {len(row)}"
     return 0, ""
 
 
@@ -176,7 +191,7 @@ def _activity_header(path: Path) -> list[str]:
             header_bytes = handle.readline()
     except (OSError, EOFError) as error:
         raise TraceError(path, None, None, f"cannot read it ({error})") from None
-    header = [h.strip() for h in next(csv.reader([header_bytes.decode("utf-8", "replace").strip()]), [])]
+    header = [h.strip() for h in next(csv.reader([header_bytes.decode("utf-8-sig", "replace").strip()]), [])]
     missing = [c for c in ACTIVITY_COLUMNS if c not in header]
     if missing:
         raise TraceError(path, 1, missing[0], f"expected a header with {', '.join(ACTIVITY_COLUMNS)} (pod optional), "
@@ -212,6 +227,9 @@ def activity_batches(path: Path, header: list[str],
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
             failure = error
     if table is None:
+        line, problem = _first_ragged_line(path)
+        if line:
+            raise TraceError(path, line, None, problem) from None
         for column, check in (("gpu", _number_problem("gpu")), ("activity", _number_problem("activity")),
                               ("time", _time_problem)):
             line, problem = _first_bad_line(path, column, check)

@@ -39,3 +39,13 @@ def test_culler_stops_notebooks_a_day_after_their_last_activity(trace_dir: Path)
             Job("train", 1600, [run((60, 0.5), (1540, 0.0))], kind="PyTorchJob")]
     # last busy sample at minute 59: culled at the first check after 59 + 1440
     assert releases(trace_dir, jobs, baselines.notebook_culler) == {"nb": 1500.0}
+
+
+def test_keda_default_initial_cooldown_scales_a_never_active_workload_at_its_first_poll(trace_dir: Path) -> None:
+    """KEDA v2.20 scales a target whose triggers were never active at its first poll once
+    `initialCooldownPeriod` (default 0) has passed, ignoring cooldownPeriod
+    (pkg/scaling/executor/scale_scaledobjects.go, scaleToZeroOrIdle); the baseline assumes 300 s."""
+    jobs = [Job("startup", 60, [run((10, 0.0), (50, 0.9))]), Job("active-first", 60, [run((10, 0.9), (50, 0.0))])]
+    default = baselines.KedaTimings(initial_cooldown_period=0.0)
+    assert releases(trace_dir, jobs, lambda s: baselines.keda_only(s, default)) == {"startup": 0.0, "active-first": 15.0}
+    assert releases(trace_dir, jobs, baselines.keda_only) == {"startup": 5.0, "active-first": 15.0}

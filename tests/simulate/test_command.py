@@ -63,6 +63,18 @@ def test_synthesize_writes_a_trace_that_replays_the_same(tmp_path: Path, capsys:
     (["--trace", "{trace}", "--policy", "{tmp}/missing.yaml"], "cannot read it"),
     (["--prometheus", "http://127.0.0.1:9", "--since", "2h"], "unreachable"),
     (["--prometheus", "http://127.0.0.1:9", "--since", "last week"], "--since: expected RFC 3339"),
+    (["--trace", "{trace}", "--windows", "10m,0s"], "--windows: expected idle windows of at least --step (1m), found 0s"),
+    (["--trace", "{trace}", "--windows", "30s", "--step", "1m"], "--windows: expected idle windows of at least --step"),
+    (["--synthesize", "--days", "0"], "--days: expected a positive number of days"),
+    (["--synthesize", "--days", "nan"], "--days: expected a positive number of days"),
+    (["--synthesize", "--days", "45"], "--days: expected at most 30 days (the ITP jobs given cover 30), found 45"),
+    (["--synthesize", "--seed", "-5"], "--seed: expected a whole number >= 0, found -5"),
+    (["--synthesize", "--itp", "{trace}/workloads.csv"], "--itp {trace}/workloads.csv: expected ITP job rows"),
+    (["--synthesize", "--itp", "{tmp}/missing.tar.gz"], "--itp {tmp}/missing.tar.gz: expected"),
+    (["--synthesize", "--itp", "{trace}/activity.csv"], "--itp {trace}/activity.csv: expected ITP job rows"),
+    (["--trace", "{trace}", "--html", "{trace}/workloads.csv"], "--html {trace}/workloads.csv: expected a folder"),
+    (["--synthesize", "--days", "0.1", "--write-trace", "{trace}/workloads.csv"],
+     "--write-trace {trace}/workloads.csv: expected a folder"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, small_trace: Path, args: list[str], says: str) -> None:
     filled = [a.replace("{tmp}", str(tmp_path)).replace("{trace}", str(small_trace)) for a in args]
@@ -70,4 +82,40 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, small_trace: Path, arg
                             check=False, cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]
+    says = says.replace("{tmp}", str(tmp_path)).replace("{trace}", str(small_trace))
     assert says in last and "Traceback" not in result.stderr, result.stderr
+
+
+def test_an_unreachable_prometheus_names_the_option_not_the_step(tmp_path: Path) -> None:
+    """The command is not the on-idle step: nothing retries it and GPUAAS_PROMETHEUS_URL plays no part."""
+    result = subprocess.run([sys.executable, "-m", "gpuaas.cli", "simulate", "--prometheus", "http://127.0.0.1:9",
+                             "--since", "2h"], capture_output=True, text=True, check=False,
+                            cwd=Path(__file__).resolve().parents[2])
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and "unreachable" in last and "--prometheus" in last, last
+    assert "GPUAAS_PROMETHEUS_URL" not in last and "retried" not in last, last
+
+
+def test_since_after_until_shows_the_times(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--prometheus", "http://127.0.0.1:9", "--since", "2026-03-02T00:00:00Z",
+                 "--until", "2026-03-01T00:00:00Z"]) == 2
+    err = capsys.readouterr().err
+    assert "found --since 2026-03-02T00:00:00Z, --until 2026-03-01T00:00:00Z" in err, err
+
+
+def test_a_window_swept_twice_is_replayed_once(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--trace", str(small_trace), "--windows", "10m,10m,600s", "--output", "json"]) == 0
+    names = [p["name"] for p in json.loads(capsys.readouterr().out)["policies"]]
+    assert names == ["given policy", "window 10m", "no automation", "KEDA only", "Kubeflow culler"]
+
+
+def test_a_step_finer_than_the_samples_is_pointed_out(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One sample a minute on a 20 s grid leaves two slots in three without data: nothing is idle for long,
+    and the figures would be silently wrong."""
+    assert main(["simulate", "--trace", str(small_trace), "--step", "20s", "--windows", "", "--output", "json"]) == 0
+    captured = capsys.readouterr()
+    warnings = json.loads(captured.out)["history"]["warnings"]
+    assert any("33% of the held GPU slots" in note and "--step 1m" in note for note in warnings), warnings
+    assert "--step 1m or coarser" in captured.err
+    assert main(["simulate", "--trace", str(small_trace), "--windows", "", "--output", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["history"]["warnings"] == []

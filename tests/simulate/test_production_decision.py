@@ -79,3 +79,45 @@ def test_step_import_path_stays_free_of_numpy() -> None:
     result = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
                             check=True, cwd=Path(__file__).resolve().parents[2])
     assert json.loads(result.stdout) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_gpu_needs_its_own_samples_as_in_the_gateway(tmp_path: Path, seed: int) -> None:
+    """GPUs that drop out on their own (one GPU's exporter series gone, the other idle): the replay's
+    verdict is the gateway's, which judges coverage per GPU and wants evidence for every GPU held
+    (`GpuActivity.why_not_idle` with `expected` and `held`, as the on-idle step calls it)."""
+    rng = np.random.default_rng(100 + seed)
+    gpus = []
+    for _ in range(2):
+        column: list[float | None] = []
+        while len(column) < 240:
+            gone = rng.random() < 0.2
+            column += [None if gone else float(rng.choice([0.0, 0.0, 0.0, 0.02, 0.5]))] * int(rng.integers(1, 40))
+        gpus.append(column[:240])
+    history = read_trace(trace(tmp_path / "t", [Job("a", 240, gpus)]))
+    window = StepWindow(history)
+    agreed = idle_seen = 0
+    for _ in range(60):
+        now = at(float(rng.integers(31, 239)))
+        length = float(rng.choice([600.0, 1800.0]))
+        observations = []
+        for index, column in enumerate(gpus):
+            inside = [i for i, v in enumerate(column) if v is not None and now - length < at(i) <= now]
+            if not inside:
+                continue
+            covered, _ = metrics._coverage([at(i) for i in inside], now - length, now, 180.0)
+            observations.append(GpuObservation(
+                uuid=f"G{index}", hostname="n", gpu=str(index), namespace="team-a", pod="a", metric=ENGINE_ACTIVE,
+                label_spelling="plain", max_activity=max(column[i] for i in inside),  # type: ignore[type-var]
+                samples=len(inside), first_seen=at(inside[0]), last_seen=at(inside[-1]), coverage=covered))
+        production = GpuActivity(namespace="team-a", pods=("a",), window_seconds=length, evaluated_at=now,
+                                 gpus=tuple(observations),
+                                 coverage=min((o.coverage or 0.0 for o in observations), default=0.0))
+        step_idle = production.why_not_idle(0.05, 0.9, expected={"a": 2}, held=2) is None
+        reading = window.read(0, now, length)
+        replay_idle = metrics.first_idleness_failure(reading.observations, reading.coverage, reading.max_activity,
+                                                     0.05, 0.9) is None
+        assert replay_idle == step_idle, (now, length)
+        agreed += 1
+        idle_seen += step_idle
+    assert agreed == 60 and 0 < idle_seen < 60, idle_seen

@@ -15,6 +15,8 @@ import subprocess
 import time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +109,13 @@ def openmetrics(jobs: list[Job]) -> str:
     return "\n".join(lines) + "\n# EOF\n"
 
 
-@pytest.fixture(scope="module")
-def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Any:
+@contextmanager
+def serving(workdir: Path, text: str) -> Iterator[Any]:
+    """A real Prometheus serving `text` (OpenMetrics) backfilled with promtool into a fresh TSDB."""
     found = availability()
     assert found.prometheus and found.promtool, f"prometheus and promtool are needed (make setup): {found.reason}"
-    workdir = tmp_path_factory.mktemp("backfill")
     source = workdir / "history.om"
-    source.write_text(openmetrics(JOBS))
+    source.write_text(text)
     (workdir / "tsdb").mkdir()
     created = subprocess.run([found.promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(source),
                               str(workdir / "tsdb")], capture_output=True, text=True, check=False, timeout=120)
@@ -137,6 +139,12 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with serving(tmp_path_factory.mktemp("backfill"), openmetrics(JOBS)) as process:
+        yield process
 
 
 def _simulate(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -167,3 +175,95 @@ def _iso(seconds: float) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rolled_deployment() -> str:
+    """A 1-GPU Deployment rolled once: ReplicaSet infer-r-1's pod lives minutes 0-120 (busy 0-60, idle
+    60-120), then infer-r-2's pod minutes 120-300 (busy 120-180, idle 180-300). One GPU at any time."""
+    lines: dict[str, list[str]] = defaultdict(list)
+    for replicaset, pod, first, busy, last in (("infer-r-1", "infer-r-1-aaaa", 0, 60, 120),
+                                               ("infer-r-2", "infer-r-2-bbbb", 120, 180, 300)):
+        base = {"namespace": "team-r", "pod": pod}
+        gpu = _labels({**base, "gpu": "0", "UUID": f"GPU-{pod}", "Hostname": "node-r"})
+        lines["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] += [
+            f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu} {0.6 if m < busy else 0.0} {T0 + m * 60}" for m in range(first, last)]
+        owner = _labels({**base, "owner_kind": "ReplicaSet", "owner_name": replicaset, "owner_is_controller": "true"})
+        lines["kube_pod_owner"] += [f"kube_pod_owner{owner} 1 {T0 + m * 60}" for m in range(first, last)]
+        lines["kube_pod_created"].append(f"kube_pod_created{_labels(base)} {T0 + first * 60} {T0 + first * 60}")
+        request = _labels({**base, "container": "main", "resource": "nvidia_com_gpu", "unit": "integer"})
+        lines["kube_pod_container_resource_requests"].append(
+            f"kube_pod_container_resource_requests{request} 1 {T0 + first * 60}")
+        chain = _labels({"namespace": "team-r", "replicaset": replicaset, "owner_kind": "Deployment",
+                         "owner_name": "infer-r", "owner_is_controller": "true"})
+        lines["kube_replicaset_owner"].append(f"kube_replicaset_owner{chain} 1 {T0 + first * 60}")
+    lines["kube_namespace_labels"].append(
+        f"kube_namespace_labels{_labels({'namespace': 'team-r', 'label_gpuaas_io_tenant': 'tenant-r'})} 1 {T0}")
+    out = []
+    for family in sorted(lines):
+        out.append(f"# TYPE {family} gauge")
+        by_series: dict[str, list[str]] = defaultdict(list)
+        for line in lines[family]:
+            by_series[line.rsplit(" ", 2)[0]].append(line)
+        for series in sorted(by_series):
+            out += by_series[series]
+    return "\n".join(out) + "\n# EOF\n"
+
+
+def test_a_rolled_deployment_holds_one_gpu_not_one_per_pod_it_ever_had(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Pods that replace each other (a rollout, a Job's retry) hold the workload's GPUs in turn: idle
+    and reclaimed GPU-hours count the GPUs held at each time, not every pod's GPUs at once."""
+    with serving(tmp_path, rolled_deployment()) as prometheus:
+        result = _simulate(["--prometheus", prometheus.url, "--since", _iso(T0), "--until", _iso(T0 + 300 * 60)],
+                           capsys)
+    assert (result["history"]["workloads"], result["history"]["pods"]) == (1, 2)
+    assert result["history"]["gpusHeldOnAverage"] == 1.0
+    given = result["policies"][0]["total"]
+    # idle 60-120 (ends busy: the new pod works) and 180-300 (ends at finish): 3 GPU-hours on one GPU
+    assert (given["idleGpuHours"], given["idleGpuHoursEndingAtFinish"]) == (3.0, 2.0)
+    # the first pod's alert fires at 95 (30m window + 5m for), delivered at 95.5: released until the
+    # new pod's activity at 120 (a wrong release): 24.5 minutes of one GPU
+    assert (given["releases"], given["wrongReleases"]) == (1, 1)
+    assert given["reclaimedGpuHours"] == round(24.5 / 60, 3)
+    assert result["interruptions"][0]["gpus"] == 1
+
+
+def nightly_cronjob() -> str:
+    """A CronJob's two runs (Jobs nightly-1 and nightly-2, one 1-GPU pod each): minutes 0-60 (busy 0-20,
+    idle after) and 120-180 (busy 120-140, idle after)."""
+    lines: dict[str, list[str]] = defaultdict(list)
+    for job, pod, first in (("nightly-1", "nightly-1-x", 0), ("nightly-2", "nightly-2-y", 120)):
+        base = {"namespace": "team-n", "pod": pod}
+        gpu = _labels({**base, "gpu": "0", "UUID": f"GPU-{pod}", "Hostname": "node-n"})
+        lines["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] += [
+            f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu} {0.6 if m < first + 20 else 0.0} {T0 + m * 60}"
+            for m in range(first, first + 60)]
+        owner = _labels({**base, "owner_kind": "Job", "owner_name": job, "owner_is_controller": "true"})
+        lines["kube_pod_owner"] += [f"kube_pod_owner{owner} 1 {T0 + m * 60}" for m in range(first, first + 60)]
+        lines["kube_pod_created"].append(f"kube_pod_created{_labels(base)} {T0 + first * 60} {T0 + first * 60}")
+        request = _labels({**base, "container": "main", "resource": "nvidia_com_gpu", "unit": "integer"})
+        lines["kube_pod_container_resource_requests"].append(
+            f"kube_pod_container_resource_requests{request} 1 {T0 + first * 60}")
+        chain = _labels({"namespace": "team-n", "job_name": job, "owner_kind": "CronJob", "owner_name": "nightly",
+                         "owner_is_controller": "true"})
+        lines["kube_job_owner"].append(f"kube_job_owner{chain} 1 {T0 + first * 60}")
+    out = []
+    for family in sorted(lines):
+        out.append(f"# TYPE {family} gauge")
+        by_series: dict[str, list[str]] = defaultdict(list)
+        for line in lines[family]:
+            by_series[line.rsplit(" ", 2)[0]].append(line)
+        for series in sorted(by_series):
+            out += by_series[series]
+    return "\n".join(out) + "\n# EOF\n"
+
+
+def test_each_run_of_a_cronjob_is_a_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kueue admits each Job a CronJob creates as a Workload of its own (a CronJob is not one): each
+    run's idle tail ends at that run's finish, not busy at the next night's run."""
+    with serving(tmp_path, nightly_cronjob()) as prometheus:
+        result = _simulate(["--prometheus", prometheus.url, "--since", _iso(T0), "--until", _iso(T0 + 180 * 60)],
+                           capsys)
+    assert result["history"]["workloads"] == 2
+    given = result["policies"][0]["total"]
+    assert (given["idleGpuHours"], given["idleGpuHoursEndingAtFinish"]) == (round(80 / 60, 3), round(80 / 60, 3))

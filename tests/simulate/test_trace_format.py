@@ -56,6 +56,10 @@ def write(directory: Path, workloads: str, activity: str, name: str = "activity.
      "expected a header with"),
     (WORKLOADS + GOOD_WORKLOAD + "", f"time,workload,gpu,activity,pod\n{T0},a,0,0.5,p0\n{T0 + 60},a,0,0.5,p1\n",
      "activity.csv line 3, column 'pod'", "to stay in pod 'p0'"),
+    (WORKLOADS + GOOD_WORKLOAD, f"time,workload,gpu,activity\n{T0},a,0,0.5\n{T0},a,1,0.5,1\n",
+     "activity.csv line 3", "expected 4 columns (as many as the header), found 5"),
+    (WORKLOADS + GOOD_WORKLOAD + f"b,team-a,tenant-a,Job,1,{T0},{T0 + 60},true\n", "time,workload,gpu,activity\n",
+     "workloads.csv line 3", "expected 7 columns (as many as the header), found 8"),
 ])
 def test_errors_name_file_line_and_column(tmp_path: Path, workloads: str, activity: str, where: str, says: str) -> None:
     with pytest.raises(TraceError) as caught:
@@ -115,3 +119,10 @@ def test_times_are_unix_seconds_or_rfc3339_in_workloads(tmp_path: Path) -> None:
                       f"time,workload,gpu,activity\n{T0},a,0,0.5\n")
     history = read_trace(directory)
     assert history.workloads.start[0] == at(0) and history.workloads.end[0] == at(10)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path: Path) -> None:
+    """Spreadsheets write UTF-8 with a byte order mark; the header is still the header."""
+    directory = write(tmp_path / "t", "\ufeff" + WORKLOADS + GOOD_WORKLOAD, f"\ufefftime,workload,gpu,activity\n{T0},a,0,0.5\n")
+    history = read_trace(directory)
+    assert history.workloads.name.tolist() == ["a"] and history.samples == 20
