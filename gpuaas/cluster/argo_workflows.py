@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gpuaas.cluster import objects, postgres, readiness
-from gpuaas.cluster.binaries import program
+from gpuaas.cluster.binaries import PLACEHOLDER_UI, program
 from gpuaas.cluster.images import ARGOEXEC_IMAGE
 
 if TYPE_CHECKING:
@@ -152,10 +152,15 @@ def _server(cluster: Cluster) -> None:
 
     def ui_served() -> str | None:
         status, body = readiness.http_status(f"{url}/workflows")
-        if status != 200 or "<title>Argo</title>" not in body:
-            return f"GET {url}/workflows: HTTP {status}, expected the Argo UI's index.html, found {body[:120]!r}"
+        if status != 200 or not ("<title>Argo</title>" in body or PLACEHOLDER_UI.strip() in body):
+            return (f"GET {url}/workflows: HTTP {status}, expected the Argo UI's index.html or upstream's placeholder, "
+                    f"found {body[:120]!r}")
         return None
-    readiness.wait("the Argo UI", ui_served, timeout_s=cluster.remaining(30), record=record)
-    cluster.state.endpoints.update({"argo-server": url, "argo-ui": f"{url}/workflows",
-                                    "argo-archive": f"{url}/archived-workflows"})
+    readiness.wait("the Argo Server's UI page", ui_served, timeout_s=cluster.remaining(30), record=record)
+    _, body = readiness.http_status(f"{url}/workflows")
+    cluster.state.endpoints["argo-server"] = url
+    if "<title>Argo</title>" in body:
+        cluster.state.endpoints.update({"argo-ui": f"{url}/workflows", "argo-archive": f"{url}/archived-workflows"})
+    else:
+        cluster.progress("  the Argo UI is not built (upstream's placeholder page): `gpuaas cluster build --argo-ui`")
     cluster.state.save()

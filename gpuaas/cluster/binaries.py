@@ -8,8 +8,8 @@ with `tool` lines; `go install tool` in that folder builds exactly those, with t
 `<cache>/bin/<component>/`. The version strings the programs report (`kube-apiserver --version`,
 Kueue's and KEDA's start-up log) are set from the pinned versions with `-X`, as upstream's release
 builds do. Argo's programs are static (CGO off, as upstream builds them), argoexec from a module
-copy with upstream's one symlink put back, and the argo CLI with the real UI embedded (built by
-gpuaas.cluster.argo_ui): see SourcePatch. This is the only build path: the node's kubelet and the
+copy with upstream's one symlink put back, and `argo server` with the UI embedded when it was built
+(`gpuaas cluster build --argo-ui`, gpuaas.cluster.argo_ui), else upstream's placeholder page: see SourcePatch. This is the only build path: the node's kubelet and the
 images' argoexec come from here too.
 
 The cache folder is `$GPUAAS_STACK_CACHE`, else `<checkout>/.stack-cache` (git-ignored).
@@ -55,7 +55,7 @@ class SourcePatch:
     symlinks: tuple[tuple[str, str], ...] = ()
     """Files that are symbolic links upstream: (path, target beside it). Module zips omit symlinks."""
     argo_ui: bool = False
-    """Build the Argo UI from the module's `ui/` (gpuaas.cluster.argo_ui) into `ui/dist/app` for `go:embed`."""
+    """`ui/dist/app` for `go:embed`: the UI built from the module's `ui/` on request, else upstream's placeholder."""
 
 
 SOURCE_PATCHES: dict[str, SourcePatch] = {
@@ -175,7 +175,7 @@ def _digests(component: Component) -> dict[str, str]:
     return out
 
 
-def _patched_copy(patch: SourcePatch, component: Component, go: str, progress: Progress) -> Path:
+def _patched_copy(patch: SourcePatch, component: Component, go: str, progress: Progress, build_ui: bool) -> Path:
     """The writable copy of `patch.module` with its symlinks and generated files put back (see SourcePatch)."""
     version = pins()[patch.module].version
     source = cache_dir() / "src" / f"{patch.module.replace('/', '_')}@{version}"
@@ -196,17 +196,38 @@ def _patched_copy(patch: SourcePatch, component: Component, go: str, progress: P
             link.unlink(missing_ok=True)
             link.symlink_to(target)
     if patch.argo_ui:
-        _embed_ui(source, version, progress)
+        _embed_ui(source, version, progress, build_ui)
     return source
 
 
-def _embed_ui(source: Path, version: str, progress: Progress) -> None:
-    """Put the built Argo UI at `ui/dist/app` of the copy (rebuilt only when the module or lockfile changes)."""
-    try:
-        app = argo_ui.build_ui(cache_dir(), source, version, progress)
-    except argo_ui.UiBuildFailed as error:
-        raise BuildFailed(str(error)) from None
+PLACEHOLDER_UI = "Built without static files\n"
+"""What upstream's Makefile writes to ui/dist/app/index.html when built with STATIC_FILES=false."""
+
+
+def _embed_ui(source: Path, version: str, progress: Progress, build_ui: bool) -> None:
+    """Put the Argo UI at `ui/dist/app` of the copy for `go:embed`.
+
+    With `build_ui` (`gpuaas cluster build --argo-ui`) the UI is built from the module's `ui/` source
+    (gpuaas.cluster.argo_ui: yarn and webpack, many minutes and the npm registry) unless already
+    built for this module and lockfile. Without it, a UI built before is used, else upstream's own
+    placeholder page (its `STATIC_FILES=false` build): `argo server` and its API work, its UI
+    page says "Built without static files".
+    """
     target = source / "ui" / "dist" / "app"
+    app = argo_ui.built_ui(cache_dir(), source, version)
+    if app is None and build_ui:
+        try:
+            app = argo_ui.build_ui(cache_dir(), source, version, progress)
+        except argo_ui.UiBuildFailed as error:
+            raise BuildFailed(str(error)) from None
+    if app is None:
+        if not (target / ".gpuaas-build.json").is_file() and (target / "index.html").is_file() \
+                and (target / "index.html").read_text() == PLACEHOLDER_UI:
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        (target / "index.html").write_text(PLACEHOLDER_UI)
+        return
     stamp = (app.parent / "build.json").read_text()
     if (target / ".gpuaas-build.json").is_file() and (target / ".gpuaas-build.json").read_text() == stamp:
         return
@@ -215,12 +236,12 @@ def _embed_ui(source: Path, version: str, progress: Progress) -> None:
     (target / ".gpuaas-build.json").write_text(stamp)
 
 
-def _modfile(component: Component, go: str, progress: Progress) -> list[str]:
+def _modfile(component: Component, go: str, progress: Progress, build_ui: bool) -> list[str]:
     """`-modfile=` flags that build the component against its patched module copy, else nothing."""
     patch = SOURCE_PATCHES.get(component.name)
     if patch is None:
         return []
-    source = _patched_copy(patch, component, go, progress)
+    source = _patched_copy(patch, component, go, progress, build_ui)
     build_dir = cache_dir() / "build" / component.name
     build_dir.mkdir(parents=True, exist_ok=True)
     modfile = build_dir / "go.mod"
@@ -231,7 +252,8 @@ def _modfile(component: Component, go: str, progress: Progress) -> list[str]:
     return [f"-modfile={modfile}"]
 
 
-def build(component: Component, go: str | None = None, progress: Progress = lambda line: None) -> BuildResult:
+def build(component: Component, go: str | None = None, progress: Progress = lambda line: None,
+          build_ui: bool = False) -> BuildResult:
     """`go install -trimpath -ldflags=... tool` in the component's folder, into its bin folder."""
     go = go or shutil.which("go")
     if go is None:
@@ -244,7 +266,7 @@ def build(component: Component, go: str | None = None, progress: Progress = lamb
     env = {**os.environ, "GOBIN": str(target), "GOFLAGS": "-mod=readonly"}
     if component.name in STATIC:
         env["CGO_ENABLED"] = "0"
-    done = subprocess.run([go, "install", *_modfile(component, go, progress), "-trimpath",
+    done = subprocess.run([go, "install", *_modfile(component, go, progress, build_ui), "-trimpath",
                            f"-ldflags={ldflags(component)}", *component.tools],
                           cwd=component.gomod_dir, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
@@ -261,7 +283,8 @@ def build(component: Component, go: str | None = None, progress: Progress = lamb
     return BuildResult(component.name, seconds, component.programs, cached=before == after)
 
 
-def build_all(selected: list[str] | None = None, progress: Progress = lambda line: None) -> list[BuildResult]:
+def build_all(selected: list[str] | None = None, progress: Progress = lambda line: None,
+              build_ui: bool = False) -> list[BuildResult]:
     """Build every component (or the `selected` ones), reporting progress before and after each."""
     chosen = [c for c in components() if not selected or c.name in selected]
     unknown = set(selected or ()) - {c.name for c in components()}
@@ -271,7 +294,7 @@ def build_all(selected: list[str] | None = None, progress: Progress = lambda lin
     results = []
     for index, component in enumerate(chosen, 1):
         progress(f"[{index}/{len(chosen)}] {component.name}: go install {', '.join(component.programs)} ...")
-        result = build(component, progress=progress)
+        result = build(component, progress=progress, build_ui=build_ui)
         results.append(result)
         progress(f"[{index}/{len(chosen)}] {component.name}: {'up to date' if result.cached else 'built'} "
                  f"in {result.seconds:.1f}s")

@@ -65,12 +65,13 @@ KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "kubeflow
 
 PARTS: dict[str, str] = {
     "node": "a real node (kubelet, containerd, runc) that runs pods: the step image's, Argo's; needs root",
-    "argo": "Argo Workflows: PostgreSQL archive, workflow-controller, Argo Server with the UI",
+    "argo": "Argo Workflows: PostgreSQL archive, workflow-controller, Argo Server (API; the UI if built)",
     "events": "Argo Events: NATS JetStream for the EventBus, the controller (a pod on the node)",
 }
 """Optional parts of the stack, started after the control plane in this order."""
-REQUIRES: dict[str, set[str]] = {"events": {"node"}}
-"""Parts another part cannot run without (Argo Events' controller and its EventSources/Sensors are pods)."""
+REQUIRES: dict[str, set[str]] = {"events": {"node", "argo"}}
+"""Parts another part cannot run without: Argo Events' controller and its EventSources and Sensors are
+pods (the node), and the Sensors submit workflows (the workflow-controller runs them)."""
 NODE_NAME = "gpuaas-node"
 
 CONTENT_HASH = "gpuaas.io/content-hash"

@@ -25,6 +25,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     build = actions.add_parser("build", help="build the pinned components (go install) into the cache")
     build.add_argument("components", nargs="*", help="only these (folder names under stack/)")
     build.add_argument("--output", choices=("text", "json"), default="text")
+    build.add_argument("--argo-ui", action="store_true",
+                       help="also build the Argo UI from the pinned module's source (yarn, webpack: many minutes, "
+                            "the npm registry) for `argo server` to embed; kept for later builds")
     for name, text in (("up", "start the cluster and wait until every component is ready"),
                        ("down", "stop every process the cluster started"),
                        ("status", "each component's state, pid, endpoint, log file and memory")):
@@ -38,7 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
             sub.add_argument("--no-build", action="store_true", help="fail instead of building missing binaries")
             sub.add_argument("--with", dest="parts", action="append", default=[], metavar="PART",
                              help="also start PART (repeat, or comma-separated): node (a real kubelet for pods; "
-                                  "root), argo (Argo Workflows, archive, UI), events (Argo Events; implies node), "
+                                  "root), argo (Argo Workflows, archive, Argo Server), events (Argo Events; implies node and "
+                                  "argo), "
                                   "all")
 
 
@@ -70,7 +74,7 @@ def _build(args: argparse.Namespace) -> int:
         return 2
     started = time.monotonic()
     try:
-        results = build_all(args.components or None, progress=_progress)
+        results = build_all(args.components or None, progress=_progress, build_ui=args.argo_ui)
     except BuildFailed as error:
         print(f"gpuaas cluster build: {error}", file=sys.stderr)
         return 1
