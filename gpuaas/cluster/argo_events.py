@@ -10,8 +10,9 @@ and no volume provisioner for the claims, so the bus is `jetstreamExotic`: the p
 (stack/nats) runs on 127.0.0.1 with JetStream, its store in the state dir, and user/password
 authentication; pods reach it at the fixed ClusterIP of Service `argo-events/eventbus-nats`
 (gpuaas.cluster.services), which the node's stand-in for kube-proxy forwards. The product's
-rendered EventBus (`jetstream`, three replicas) is what a cluster runs; the overlay
-`manifests/overlays/local-stack` replaces it with the exotic form.
+rendered EventBus (`jetstream`, three replicas) is what a cluster runs; applied to this stack, it
+is replaced by `exotic_event_bus()` (same name, `default` in `gpuaas`), which the EventSources and
+Sensors find as they would the rendered one.
 
 The controller runs as upstream installs it, a Deployment (`manifests/cluster-install` of the
 pinned module, CRDs left out: the control plane installed them) on the real node, because its
@@ -21,7 +22,7 @@ built here: gpuaas.cluster.images), `imagePullPolicy: Never` for it and, through
 `IMAGE_PULL_POLICY` variable, for the EventSource and Sensor Deployments it creates, and the real
 node's nodeSelector and toleration.
 
-For the overlay, `up` also writes two Secrets into the product's namespace `gpuaas`: the bus
+For the product, `up` also writes two Secrets into the product's namespace `gpuaas`: the bus
 credentials (`gpuaas-eventbus-auth`, key `auth.yaml`, as Argo Events mounts it) and the
 Alertmanager webhook token (`gpuaas-alertmanager-webhook`, key `token`, as the README has users
 create it); the token is also in `<state>/events/webhook-token` for the Alertmanager that posts.
@@ -36,7 +37,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuaas.cluster import objects, readiness
+from gpuaas.cluster import certificates, objects, readiness, services
 from gpuaas.cluster.argo_workflows import node_placement
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.images import ARGO_EVENTS_IMAGE
@@ -65,10 +66,16 @@ def _secret_file(path: Path) -> str:
     return path.read_text().strip()
 
 
-def nats_config(port: int, monitor_port: int, store: Path, password: str) -> str:
-    """nats-server's configuration: JetStream on 127.0.0.1, one user (the EventBus clients)."""
+def nats_config(port: int, monitor_port: int, store: Path, password: str, cert: Path, key: Path) -> str:
+    """nats-server's configuration: JetStream on 127.0.0.1 over TLS, one user (the EventBus clients).
+
+    TLS because Argo Events' JetStream client always asks for it: with no `tls` in the bus config it
+    connects with `nats.Secure(InsecureSkipVerify)` (pkg/eventbus/jetstream/base/jetstream.go,
+    v1.9.11), which a plain-text server refuses. The certificate is the cluster CA's.
+    """
     return "\n".join([
         f"listen: 127.0.0.1:{port}", f"http: 127.0.0.1:{monitor_port}", "server_name: gpuaas-eventbus",
+        f'tls {{ cert_file: "{cert}", key_file: "{key}" }}',
         f'jetstream {{ store_dir: "{store}", max_file_store: 1G, max_memory_store: 256M }}',
         f'authorization {{ user: "{BUS_USER}", password: "{password}" }}', ""])
 
@@ -86,7 +93,11 @@ def _nats(cluster: Cluster) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     port, monitor = cluster.state.port("nats"), cluster.state.port("nats-monitor")
     config = folder / "nats.conf"
-    config.write_text(nats_config(port, monitor, folder / "jetstream", _secret_file(folder / "nats-password")))
+    serving = certificates.issue(cluster.ca, cluster.pki, "nats", "eventbus-nats.argo-events.svc", server=True,
+                                 dns_names=("localhost", *certificates.service_dns_names("eventbus-nats", "argo-events")),
+                                 ip_addresses=("127.0.0.1", services.NATS.cluster_ip))
+    config.write_text(nats_config(port, monitor, folder / "jetstream", _secret_file(folder / "nats-password"),
+                                  serving.cert, serving.key))
     config.chmod(0o600)
     record = cluster.start_process("nats", [str(program("nats", "nats-server")), "-c", str(config)],
                                    endpoint=f"nats://127.0.0.1:{port}")
@@ -105,8 +116,17 @@ def _secrets(cluster: Cluster) -> None:
                 "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}}
     cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PRODUCT_NAMESPACE}},
                    secret(BUS_SECRET, {BUS_SECRET_KEY: auth}), secret(WEBHOOK_SECRET, {"token": token})],
-                  "the EventBus and webhook Secrets for the local-stack overlay")
+                  "the EventBus and webhook Secrets the product uses here")
     cluster.state.endpoints["webhook-token-file"] = str(folder / "webhook-token")
+
+
+def exotic_event_bus(name: str = "default") -> JSON:
+    """The product's EventBus for this stack: `jetstreamExotic` on the local NATS (see the module docstring)."""
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "EventBus",
+            "metadata": {"name": name, "namespace": PRODUCT_NAMESPACE,
+                         "labels": {"app.kubernetes.io/name": "gpuaas", "app.kubernetes.io/component": "event-bus"}},
+            "spec": {"jetstreamExotic": {"url": f"nats://{services.NATS.url_host}",
+                                         "accessSecret": {"name": BUS_SECRET, "key": BUS_SECRET_KEY}}}}
 
 
 def install_objects(kubectl: Path) -> list[JSON]:

@@ -1,0 +1,140 @@
+"""The first real loop (issue 9 part 3): Kueue admission -> Argo Events -> Argo Workflows -> the step acts.
+
+Everything in the chain is the real program: Kueue admits a batch Job onto a KWOK GPU node; the
+product's resource EventSource `gpuaas-workloads` (a pod the real Argo Events controller made, on
+the real node) sees the Workload's UPDATE and publishes it on the EventBus (NATS JetStream); the
+product's Sensor `gpuaas-on-admitted` (a pod too) applies its filters and execs the argo CLI, which
+submits `gpuaas-on-admitted` as ServiceAccount `gpuaas-sensors`; the workflow-controller runs the
+step pod (argoexec around the step image) on the real node; the step observes the live Workload
+and records its plan in the outputs Argo collects. The product objects are the rendered base with
+this stack's EventBus and step image (gpuaas.cluster.product).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+import yaml
+from kubernetes import client
+
+from gpuaas.cluster.binaries import program
+from gpuaas.cluster.product import stack_objects
+from tests.realstack.test_kueue_admission import TENANTS, _condition
+from tests.support.real_cluster import RealCluster, eventually
+
+PRODUCT_NAMESPACE = "gpuaas"
+TENANT = "team-a"
+
+
+def _apply(cluster: RealCluster, objects: list[dict]) -> None:
+    namespaces = [o for o in objects if o["kind"] == "Namespace"]
+    rest = [o for o in objects if o["kind"] != "Namespace"]
+    for batch in (namespaces, rest):
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
+                        input_text=yaml.safe_dump_all(batch, sort_keys=False))
+
+
+def _running_pod(core: client.CoreV1Api, label: str) -> client.V1Pod | None:
+    pods = core.list_namespaced_pod(PRODUCT_NAMESPACE, label_selector=label).items
+    for pod in pods:
+        statuses = pod.status.container_statuses or []
+        if pod.status.phase == "Running" and statuses and all(s.ready for s in statuses):
+            return pod
+    return None
+
+
+def _logs(core: client.CoreV1Api, label: str) -> str:
+    out = []
+    for pod in core.list_namespaced_pod(PRODUCT_NAMESPACE, label_selector=label).items:
+        try:
+            out.append(f"--- {pod.metadata.name}\n" + core.read_namespaced_pod_log(
+                pod.metadata.name, PRODUCT_NAMESPACE, tail_lines=40))
+        except client.ApiException as error:
+            out.append(f"--- {pod.metadata.name}: no log ({error.status})")
+    return "\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def product(argo_cluster: RealCluster) -> RealCluster:
+    _apply(argo_cluster, stack_objects(program("kubernetes", "kubectl")))
+    argo_cluster.kubectl("apply", "--server-side", "--field-manager=gpuaas-tests", "-k", str(TENANTS))
+    core = client.CoreV1Api(argo_cluster.admin)
+    for label in ("eventsource-name=gpuaas-workloads", "sensor-name=gpuaas-on-admitted"):
+        try:
+            pod = eventually(lambda label=label: _running_pod(core, label), timeout_s=240,
+                             what=f"the pod with {label} Running and ready")
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{_logs(core, label)}") from None
+        assert pod.spec.node_name == "gpuaas-node"
+    return argo_cluster
+
+
+def _time(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_workflows(product: RealCluster) -> None:
+    batch = client.BatchV1Api(product.admin)
+    custom = client.CustomObjectsApi(product.admin)
+    core = client.CoreV1Api(product.admin)
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"generateName": "train-", "namespace": TENANT, "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
+        "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "registry.invalid/train:1", "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                "limits": {"nvidia.com/gpu": "1"}}}]}}},
+    }
+    created = batch.create_namespaced_job(TENANT, job)
+    uid = created.metadata.uid
+
+    def workload() -> dict | None:
+        items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads",
+                                                     label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
+        return items[0] if items else None
+
+    admitted = eventually(lambda: (w := workload()) and _condition(w, "Admitted") == "True" and w,
+                          timeout_s=90, what=f"the Workload of Job {created.metadata.name} admitted")
+    name = admitted["metadata"]["name"]
+    admitted_at = next(c["lastTransitionTime"] for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
+
+    def reaction() -> dict | None:
+        items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
+                                                     label_selector="gpuaas.io/reaction=on-admitted")["items"]
+        for item in items:
+            parameters = {p["name"]: p.get("value") for p in item["spec"]["arguments"]["parameters"]}
+            if parameters.get("workload") == name and parameters.get("namespace") == TENANT:
+                return item
+        return None
+
+    try:
+        submitted = eventually(reaction, timeout_s=120, what=f"a gpuaas-on-admitted Workflow for Workload {name}")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nEventSource:\n{_logs(core, 'eventsource-name=gpuaas-workloads')}\n"
+                             f"Sensor:\n{_logs(core, 'sensor-name=gpuaas-on-admitted')}") from None
+    # The Sensor's parameters, as rendered: the tenant hint from status.admission, the event as delivered.
+    parameters = {p["name"]: p.get("value") for p in submitted["spec"]["arguments"]["parameters"]}
+    assert parameters["tenant"] == TENANT
+    assert json.loads(parameters["event"])["body"]["metadata"]["name"] == name
+    assert submitted["spec"]["workflowTemplateRef"] == {"name": "gpuaas-on-admitted"}
+
+    workflow_name = submitted["metadata"]["name"]
+    finished = eventually(lambda: (w := custom.get_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows", workflow_name)).get("status", {}).get("phase")
+        in ("Succeeded", "Failed", "Error") and w, timeout_s=300, what=f"Workflow {workflow_name} finished")
+    status = finished["status"]
+    assert status["phase"] == "Succeeded", status.get("message")
+    step = next(n for n in status["nodes"].values() if n.get("templateName") == "on-admitted" and n["type"] == "Pod")
+    outputs = {p["name"]: p.get("value") for p in step["outputs"]["parameters"]}
+    # A batch Job: on-admitted records the release strategy on-idle will use and writes nothing.
+    assert outputs["outcome"] == "no-op", outputs
+    assert outputs["final"] == "true"
+    record = json.loads(outputs["record"])
+    assert name in json.dumps(record), record
+    assert step["hostNodeName"] == "gpuaas-node"  # the real node: KWOK would "succeed" it without running it
+    latency = _time(status["finishedAt"]) - _time(admitted_at)
+    print(f"Admitted {admitted_at} -> Workflow {workflow_name} created {submitted['metadata']['creationTimestamp']} "
+          f"-> Succeeded {status['finishedAt']}: {latency:.0f}s (docs/real-stack.md quotes this)")
