@@ -4,10 +4,14 @@
 overlay for this machine makes (and nothing else):
 - the EventBus becomes `jetstreamExotic` on the stack's NATS (gpuaas.cluster.argo_events: no
   registry for upstream's `nats` image, no volume provisioner for its claims);
+- the EventSources' and Sensors' pods select and tolerate the real node (`spec.template`), as the
+  workflows' pods do through the workflow-controller's workflowDefaults: KWOK's untainted CPU node
+  would otherwise take them and report them Running without running anything;
 - the step image `gpuaas-step` becomes the one built here (`gpuaas.local/gpuaas-step:dev`,
   gpuaas.cluster.images), as the overlays' kustomize `images:` rename it for a registry; the node
   has it imported, so it is never pulled.
-Every EventSource, Sensor, WorkflowTemplate, RBAC rule and policy is applied as rendered.
+Everything else (each EventSource's and Sensor's spec, WorkflowTemplate, RBAC rule, policy) is applied
+as rendered.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaas.cluster.argo_events import exotic_event_bus
+from gpuaas.cluster.argo_workflows import node_placement
 from gpuaas.cluster.images import STEP_IMAGE
 from gpuaas.cluster.objects import kustomize
 
@@ -45,5 +50,8 @@ def stack_objects(kubectl: Path, base: Path = BASE) -> list[JSON]:
         raise ValueError(f"expected one EventBus in {base}, found {len(buses)}")
     objects = [exotic_event_bus(buses[0]["metadata"]["name"]) if obj["kind"] == "EventBus" else obj
                for obj in rendered]
+    for obj in objects:
+        if obj["kind"] in ("EventSource", "Sensor"):
+            obj["spec"].setdefault("template", {}).update(node_placement())
     _step_image(objects)
     return objects
