@@ -138,8 +138,14 @@ def test_steps_may_never_delete_a_tenants_workload_or_owner(rbac_objects: list[J
     assert deletable == [("keda.sh", "scaledobjects")]
 
 
-def test_sensors_only_create_workflows_and_sources_only_read(rbac_objects: list[JSON]) -> None:
-    assert _granted(rbac_objects, "gpuaas-sensors") == {("argoproj.io", "workflows", "create")}
+def test_sensors_only_submit_workflows_and_sources_only_read(rbac_objects: list[JSON]) -> None:
+    """What Argo Events' argoWorkflow trigger needs (v1.9.11, pkg/sensors/triggers/argo-workflow): it
+    execs `argo submit`, whose kube mode validates against the referenced WorkflowTemplate (get) before
+    it creates the Workflow, then lists Workflows by the trigger's labels to find the one created.
+    tests/realstack/test_argo_loop.py saw the real sensor refused without the get."""
+    assert _granted(rbac_objects, "gpuaas-sensors") == {("argoproj.io", "workflows", "create"),
+                                                         ("argoproj.io", "workflows", "list"),
+                                                         ("argoproj.io", "workflowtemplates", "get")}
     assert {v for _g, _p, v in _granted(rbac_objects, "gpuaas-eventsources")} == {"get", "list", "watch"}
 
 
