@@ -12,6 +12,7 @@ this stack's EventBus and step image (gpuaas.cluster.product).
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import datetime
 
@@ -118,7 +119,11 @@ def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_wo
     # The Sensor's parameters, as rendered: the tenant hint from status.admission, the event as delivered.
     parameters = {p["name"]: p.get("value") for p in submitted["spec"]["arguments"]["parameters"]}
     assert parameters["tenant"] == TENANT
-    assert json.loads(parameters["event"])["body"]["metadata"]["name"] == name
+    # The whole event, as Argo Events delivers it without a dataKey: CloudEvent context, data base64 JSON.
+    event = json.loads(parameters["event"])
+    assert event["context"]["source"] == "gpuaas-workloads" and event["context"]["type"] == "resource"
+    data = json.loads(base64.b64decode(event["data"]))
+    assert data["type"] == "UPDATE" and data["body"]["metadata"]["name"] == name
     assert submitted["spec"]["workflowTemplateRef"] == {"name": "gpuaas-on-admitted"}
 
     workflow_name = submitted["metadata"]["name"]
