@@ -22,6 +22,7 @@ from kubernetes import client
 
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.product import stack_objects
+from gpuaas.cluster.readiness import http_status
 from tests.realstack.test_kueue_admission import TENANTS, _condition
 from tests.support.real_cluster import RealCluster, eventually
 
@@ -141,5 +142,32 @@ def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_wo
     assert name in json.dumps(record), record
     assert step["hostNodeName"] == "gpuaas-node"  # the real node: KWOK would "succeed" it without running it
     latency = _time(status["finishedAt"]) - _time(admitted_at)
+
+    # The finished run reaches the archive (PostgreSQL) and the Argo Server serves it from there.
+    server = product.cluster.status()["endpoints"]["argo-server"]
+
+    def archived() -> dict | None:
+        code, body = http_status(f"{server}/api/v1/archived-workflows?namespace={PRODUCT_NAMESPACE}", timeout=30)
+        assert code == 200, body[:300]
+        items = json.loads(body).get("items") or []
+        return next((i for i in items if i["metadata"]["name"] == workflow_name), None)
+    row = eventually(archived, timeout_s=60, what=f"Workflow {workflow_name} in the Argo Server's archive")
+    assert row["status"]["phase"] == "Succeeded"
+
+    # KWOK completes the Job; Kueue marks the Workload Finished; the same chain runs gpuaas-on-finished.
+    def finished_reaction() -> dict | None:
+        items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
+                                                     label_selector="gpuaas.io/reaction=on-finished")["items"]
+        for item in items:
+            parameters = {p["name"]: p.get("value") for p in item["spec"]["arguments"]["parameters"]}
+            if parameters.get("workload") == name and item.get("status", {}).get("phase") in ("Succeeded", "Failed",
+                                                                                               "Error"):
+                return item
+        return None
+    on_finished = eventually(finished_reaction, timeout_s=300, what=f"gpuaas-on-finished for {name} finished")
+    assert on_finished["status"]["phase"] == "Succeeded", on_finished["status"].get("message")
+    step = next(n for n in on_finished["status"]["nodes"].values()
+                if n.get("templateName") == "on-finished" and n["type"] == "Pod")
+    assert {p["name"]: p.get("value") for p in step["outputs"]["parameters"]}["outcome"] == "no-op"
     print(f"Admitted {admitted_at} -> Workflow {workflow_name} created {submitted['metadata']['creationTimestamp']} "
           f"-> Succeeded {status['finishedAt']}: {latency:.0f}s (docs/real-stack.md quotes this)")
