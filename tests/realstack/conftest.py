@@ -7,7 +7,7 @@
   `gpuaas cluster build` (`make test` runs it first); a failure to build or start fails the tests.
 - `argo_cluster`: `gpuaas cluster up --with events` (the control plane, the real node, Argo Workflows
   with its PostgreSQL archive and Argo Server, NATS and the Argo Events controller) in its own state
-  dir under /var/tmp (PostgreSQL's `postgres` user must traverse it), once per session;
+  dir under /var/tmp (PostgreSQL's `postgres` user must traverse it), once per module;
   `GPUAAS_REAL_ARGO_CLUSTER=<state dir>` reuses one started with `--with events`.
 - `control_plane`, `step_image`, `real_node`: a minimal control plane and a real node (kubelet +
   containerd) that runs the step image's pods (docs/real-stack-pods.md). The images build once
@@ -68,8 +68,11 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         cluster.down(quiet=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def argo_cluster() -> Iterator[RealCluster]:
+    """Module scope: its real node holds the machine's one node lock (gpuaas.cluster.node.NODE_LOCK), so it
+    is stopped before the next module; test_argo_loop.py sorts before the `real_node` modules, whose
+    session-scoped node takes the lock after it."""
     reused = os.environ.get(ARGO_REUSE_ENV)
     if reused:
         cluster = Cluster(Path(reused))

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.error
+import urllib.request
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 import yaml
@@ -71,6 +74,25 @@ def product(argo_cluster: RealCluster) -> RealCluster:
             raise AssertionError(f"{error}\n{_logs(core, label)}") from None
         assert pod.spec.node_name == "gpuaas-node"
     return argo_cluster
+
+
+def test_status_names_the_argo_server_and_the_webhook_event_source_which_wants_the_token(product: RealCluster) -> None:
+    endpoints = product.cluster.status()["endpoints"]
+    code, body = http_status(f"{endpoints['argo-server']}/api/v1/version", timeout=30)
+    assert code == 200 and json.loads(body)["version"] == "v4.0.5+unknown", body[:200]
+    webhook = endpoints["webhook/gpuaas/gpuaas-alertmanager/idle"]
+    token = Path(endpoints["webhook-token-file"]).read_text().strip()
+    payload = json.dumps({"version": "4", "status": "resolved", "alerts": []}).encode()
+    answers = {}
+    for name, headers in (("none", {}), ("wrong", {"Authorization": "Bearer wrong"}),
+                          ("right", {"Authorization": f"Bearer {token}"})):
+        request = urllib.request.Request(webhook, data=payload, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                answers[name] = answer.status
+        except urllib.error.HTTPError as error:
+            answers[name] = error.code
+    assert answers == {"none": 401, "wrong": 401, "right": 200}
 
 
 def _time(text: str) -> float:
