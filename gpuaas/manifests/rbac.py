@@ -75,8 +75,8 @@ STEPS_NAMESPACE_RULES: list[Rule] = [
 
 SENSOR_NAMESPACE_RULES: list[Rule] = [
     (["argoproj.io"], ["workflows"], ["create", "list"],
-     "sensors/trigger.py: argoWorkflow trigger, operation submit (Argo Events execs `argo submit`, then lists "
-     "Workflows by the trigger's labels to find the one created)"),
+     ("sensors/trigger.py: argoWorkflow trigger, operation submit (Argo Events execs `argo submit`, then lists "
+      "Workflows by the trigger's labels to find the one created)")),
     (["argoproj.io"], ["workflowtemplates"], ["get"],
      "sensors/trigger.py: `argo submit` (kube mode) validates the Workflow against its workflowTemplateRef"),
 ]
