@@ -33,6 +33,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -562,12 +563,19 @@ class Node:
     def _acquire_lock(self) -> None:
         NODE_LOCK.parent.mkdir(parents=True, exist_ok=True)
         self._lock = os.open(NODE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + self.lock_timeout
+        started = time.monotonic()
+        deadline = started + self.lock_timeout
+        told = False
         while True:
             try:
                 fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not told:  # a wait of minutes must not look like a hang (it shows in the node's log)
+                    holder = os.pread(self._lock, 64, 0).decode(errors="replace").strip()
+                    print(f"waiting up to {self.lock_timeout:.0f}s for {NODE_LOCK}, held by {holder or 'another node'} "
+                          "(one kubelet per machine)", file=sys.stderr, flush=True)
+                    told = True
                 if time.monotonic() > deadline:
                     holder = os.pread(self._lock, 64, 0).decode(errors="replace").strip()
                     os.close(self._lock)
@@ -575,6 +583,8 @@ class Node:
                     raise NodeError(f"another gpuaas node holds {NODE_LOCK} ({holder}) after {self.lock_timeout:.0f}s: "
                                     "the kubelet's device-plugin socket is one per machine; stop that node first")
                 time.sleep(1)
+        if told:
+            print(f"took {NODE_LOCK} after {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
         os.ftruncate(self._lock, 0)
         os.pwrite(self._lock, f"pid {os.getpid()} node {self.credentials.node_name}\n".encode(), 0)
 
