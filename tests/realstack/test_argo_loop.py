@@ -64,7 +64,10 @@ def _logs(core: client.CoreV1Api, label: str) -> str:
 @pytest.fixture(scope="module")
 def product(argo_cluster: RealCluster) -> RealCluster:
     _apply(argo_cluster, stack_objects(program("kubernetes", "kubectl")))
-    argo_cluster.kubectl("apply", "--server-side", "--field-manager=gpuaas-tests", "-k", str(TENANTS))
+    # --force-conflicts: on a reused cluster the product's gpuaas-provision-quota (run by the capacity-clock
+    # EventSource) has since set the ClusterQueues' quotas as field manager "gpuaas".
+    argo_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-k",
+                         str(TENANTS))
     core = client.CoreV1Api(argo_cluster.admin)
     for label in ("eventsource-name=gpuaas-workloads", "sensor-name=gpuaas-on-admitted"):
         try:
