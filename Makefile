@@ -6,15 +6,28 @@ STAMP  := $(VENV)/.installed
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup system-packages node-packages node-images demo test render lint bench clean cluster-build cluster cluster-down
+.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test render lint bench clean cluster-build cluster cluster-down
 
-setup: $(STAMP) system-packages node-packages $(ORACLE)
+setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages $(ORACLE)
 
-# Prometheus and Alertmanager are Debian packages; the tests and the demo start their own copies.
+# Go builds the pinned stack and fetches the upstream CRDs and schemas: checked first, in one line. The
+# version is the newest `go` directive of stack/*/go.mod. Asked inside stack/crds, a Go 1.21+ that is older
+# switches to that toolchain itself (GOTOOLCHAIN=auto, Go's default), printing `go: downloading go1.x`.
+GO_NEEDED := $(shell sed -n 's/^go //p' stack/*/go.mod | sort -V | tail -n 1)
+GO_GET    := install Go $(GO_NEEDED) or newer from https://go.dev/dl/ and put its bin/ on PATH (Debian 12's golang-go is 1.19)
+go-toolchain:
+	@if ! command -v go >/dev/null; then \
+		echo "make setup needs Go $(GO_NEEDED)+ (the go directive of stack/*/go.mod) and found no \`go\` on PATH: $(GO_GET)" >&2; exit 1; fi; \
+	found=$$(cd stack/crds && go env GOVERSION | sed 's/^go//'); \
+	if [ -z "$$found" ] || [ "$$(printf '%s\n%s\n' "$(GO_NEEDED)" "$$found" | sort -V | head -n 1)" != "$(GO_NEEDED)" ]; then \
+		echo "make setup needs Go $(GO_NEEDED)+ (the go directive of stack/*/go.mod) and found $$(cd / && go env GOVERSION 2>/dev/null || echo 'an unknown go'), which cannot switch to it: $(GO_GET)" >&2; exit 1; fi
+
+# Prometheus and Alertmanager are Debian packages; the tests and the demo start their own copies, and
+# the tests run promtool (package prometheus) and amtool (package prometheus-alertmanager).
 # PostgreSQL (Debian's server) holds Argo's workflow archive in `gpuaas cluster up --with argo`; the
 # system's own database cluster is left alone (gpuaas/cluster/postgres.py).
 system-packages:
-	@if ! command -v prometheus >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v promtool >/dev/null \
+	@if ! command -v prometheus >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v promtool >/dev/null || ! command -v amtool >/dev/null \
 			|| ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager postgresql >/dev/null; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager postgresql >/dev/null; fi; \
@@ -36,7 +49,12 @@ node-packages:
 node-images: setup
 	$(BIN)/python -m gpuaas.cluster.images
 
-$(STAMP): pyproject.toml
+# The pinned upstream modules whose CRDs and schemas `gpuaas render` and the tests validate against
+# (gpuaas/upstream.py), fetched once here with a line per module downloaded; silent when Go has them.
+upstream-modules: $(STAMP) | go-toolchain
+	$(BIN)/python -m gpuaas.upstream
+
+$(STAMP): pyproject.toml | go-toolchain
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[cli,test]'
@@ -44,7 +62,8 @@ $(STAMP): pyproject.toml
 
 # Argo Events' own code as a program (stack/argo-events-oracle), for the router's differential tests.
 # The first build compiles the pinned argo-events module (minutes, then cached by Go).
-$(ORACLE): $(STAMP) $(ORACLE_SOURCES)
+$(ORACLE): $(STAMP) $(ORACLE_SOURCES) | go-toolchain
+	@echo "building stack/argo-events-oracle (the first time Go downloads and compiles the pinned argo-events module: minutes)"
 	cd stack/argo-events-oracle && GOFLAGS=-mod=readonly go build -o $(abspath $(ORACLE)) .
 
 demo: setup

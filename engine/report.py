@@ -48,6 +48,35 @@ def _span(marks: list[dict[str, Any]], tenant: str, begins: str, ends: str) -> t
     return (start, end) if start is not None and end is not None and end > start else None
 
 
+def queued_spans(marks: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """Per tenant, each wait for quota: from a `<workload> queued` mark to that workload's next
+    `<workload> admitted...` mark (train-llm until the release; ray-vision from its resume until train-llm
+    ends). A wait the run did not see end is left out rather than drawn to the edge."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    ordered = sorted(marks, key=lambda m: m["hours"])
+    for index, mark in enumerate(ordered):
+        workload, _, rest = mark["what"].partition(" ")
+        if rest != "queued":
+            continue
+        end = next((later["hours"] for later in ordered[index + 1:] if later["tenant"] == mark["tenant"]
+                    and later["what"].startswith(f"{workload} admitted")), None)
+        if end is not None and end > mark["hours"]:
+            spans.setdefault(mark["tenant"], []).append((mark["hours"], end))
+    return spans
+
+
+def label_rows(extents: list[tuple[float, float]]) -> list[int]:
+    """For labels placed in order, each one's row: the lowest where it overlaps no label placed before it."""
+    placed: list[tuple[float, float, int]] = []
+    rows = []
+    for begin, end in extents:
+        taken = {row for b, e, row in placed if b < end and begin < e}
+        row = next(r for r in range(len(placed) + 1) if r not in taken)
+        placed.append((begin, end, row))
+        rows.append(row)
+    return rows
+
+
 def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) -> None:
     """GPUs reserved, busy and nominal per tenant on one scale and one clock, with the story's marks."""
     import matplotlib
@@ -78,26 +107,29 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
         if released:
             axis.axvspan(start + timedelta(hours=released[0]), start + timedelta(hours=released[1]),
                          color="#55A868", alpha=0.12, hatch="//", linewidth=0, label="released: GPUs back in the cohort")
-        queued = _span(marks, tenant, "train-llm queued", "train-llm admitted")
-        if queued:
-            axis.axvspan(start + timedelta(hours=queued[0]), start + timedelta(hours=queued[1]),
+        for begin, end in queued_spans(marks).get(tenant, []):
+            axis.axvspan(start + timedelta(hours=begin), start + timedelta(hours=end),
                          color="#999999", alpha=0.12, linewidth=0, label="queued: waiting for quota")
     axes[0, 0].set_ylim(0, peak * 1.5 + 0.5)  # head room for the marks' labels, above every line
     axes[0, 0].yaxis.get_major_locator().set_params(integer=True)
     span_hours = max([s.hours for s in samples] + [1.0])
-    placed: dict[str, list[tuple[float, float]]] = {}  # per panel: (start, end) hours of labels on each row
+    labels = []
     for index, mark in enumerate(grouped_marks(marks), start=1):
-        moment = start + timedelta(hours=mark["hours"])
-        for axis in axes[:, 0]:
-            axis.axvline(moment, color=MARK_COLOUR, linestyle="--", linewidth=0.8, alpha=0.55)
         panel = mark["tenant"] if mark["tenant"] in tenants else tenants[0]
         text = f"{index}  {mark['time'][:5]} {mark['what']}"
         width = len(text) * LABEL_CHAR_FRACTION * span_hours  # about how far the label reaches to the right
         leftward = mark["hours"] + width > span_hours  # near the right edge: the label goes left of its line
-        begin, end = (mark["hours"] - width, mark["hours"]) if leftward else (mark["hours"], mark["hours"] + width)
-        rows = placed.setdefault(panel, [])
-        level = sum(1 for b, e in rows if b < end and begin < e)
-        rows.append((begin, end))
+        extent = (mark["hours"] - width, mark["hours"]) if leftward else (mark["hours"], mark["hours"] + width)
+        labels.append((mark, panel, text, leftward, extent))
+    levels: dict[int, int] = {}  # label index -> row, placed per panel
+    for panel in tenants:
+        mine = [i for i, label in enumerate(labels) if label[1] == panel]
+        levels.update(zip(mine, label_rows([labels[i][4] for i in mine]), strict=True))
+    for number, (mark, panel, text, leftward, _) in enumerate(labels):
+        moment = start + timedelta(hours=mark["hours"])
+        for axis in axes[:, 0]:
+            axis.axvline(moment, color=MARK_COLOUR, linestyle="--", linewidth=0.8, alpha=0.55)
+        level = levels[number]
         axes[tenants.index(panel), 0].annotate(
             text, xy=(moment, 1), xycoords=("data", "axes fraction"), xytext=(-3 if leftward else 3, -4 - 12 * level),
             textcoords="offset points", va="top", ha="right" if leftward else "left", fontsize=7.5,

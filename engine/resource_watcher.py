@@ -5,7 +5,9 @@ events (`{type: ADD|UPDATE|DELETE, body, oldBody, group, version, resource, meta
 CloudEvent envelope. Like the real one (facts: argo-events.md): every (re)start LISTs and emits
 ADD for every existing object; UPDATE fires on every resourceVersion change, status writes
 included, with the previous object as oldBody; a re-list with an identical resourceVersion is
-dropped. It talks to the API server over HTTP with the official client, like a pod would.
+dropped. It talks to the API server over HTTP with the official client, like a pod would: the
+engine's server without credentials (`kube_url`), or a real kube-apiserver with a client
+`configuration` (TLS and a ServiceAccount token, as the real-stack tier watches Workloads).
 """
 
 from __future__ import annotations
@@ -84,15 +86,22 @@ class ResourceWatcher:
     """Watches one resource and emits its events to `sink` (one thread, events in order)."""
 
     def __init__(self, kube_url: str, watched: WatchedResource, sink: EventSink,
-                 clock: Callable[[], datetime] | None = None, watch_timeout_seconds: int = 5) -> None:
+                 clock: Callable[[], datetime] | None = None, watch_timeout_seconds: int = 5,
+                 configuration: kubernetes.client.Configuration | None = None) -> None:
         self.watched = watched
         self.sink = sink
         self.clock = clock or (lambda: datetime.now(UTC))
         self.watch_timeout_seconds = watch_timeout_seconds
-        configuration = kubernetes.client.Configuration()
-        configuration.host = kube_url.rstrip("/")
+        if configuration is None:
+            configuration = kubernetes.client.Configuration()
+            configuration.host = kube_url
+        configuration.host = configuration.host.rstrip("/")
         self.host = configuration.host
         self.rest = kubernetes.client.rest.RESTClientObject(configuration)
+        self.headers = {"Accept": "application/json"}
+        bearer = (configuration.auth_settings().get("BearerToken") or {}).get("value")
+        if bearer:
+            self.headers["Authorization"] = bearer
         self._known: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
         self._started_at = datetime.now(UTC)
@@ -134,7 +143,7 @@ class ResourceWatcher:
         if self.watched.label_selector:
             query.append(("labelSelector", self.watched.label_selector))
         url = self.host + self.watched.path() + ("?" + urlencode(query) if query else "")
-        response = self.rest.request("GET", url, headers={"Accept": "application/json"},
+        response = self.rest.request("GET", url, headers=dict(self.headers),
                                      _request_timeout=(5, self.watch_timeout_seconds + 5) if stream else 10)
         if not 200 <= response.status < 300:
             response.read()

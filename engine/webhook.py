@@ -20,6 +20,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,6 +129,15 @@ class WebhookIntake:
         class Server(ThreadingHTTPServer):
             request_queue_size = LISTEN_BACKLOG
             daemon_threads = True
+
+            def handle_error(self, request: object, client_address: Any) -> None:
+                # socketserver prints a traceback to stderr; a client that went away (reset, broken
+                # pipe) is routine, anything else is logged with its traceback.
+                error = sys.exc_info()[1]
+                if isinstance(error, ConnectionError):
+                    log.debug("webhook: client %s went away: %s", client_address, error)
+                else:
+                    log.exception("webhook: request from %s failed", client_address)
 
         self._server = Server(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True

@@ -19,6 +19,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,23 +100,67 @@ def pin(module: str) -> Pin:
                                   f"none; add it to stack/crds/go.mod with a version") from None
 
 
+DOWNLOAD_TIMEOUT = 600.0
+"""Seconds one `go mod download` may take (Kubernetes' module is the largest, tens of MB)."""
+PROGRESS_EVERY = 15.0
+"""Seconds between the "still downloading" lines of a slow first download."""
+
+
+def _escaped(module: str) -> str:
+    """The module path as the Go module cache spells it: an upper-case letter becomes `!` + lower case."""
+    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), module)
+
+
+def _cached(go: str, module: str, version: str, env: dict[str, str]) -> bool:
+    done = subprocess.run([go, "env", "GOMODCACHE"], check=False, env=env, capture_output=True, text=True, timeout=60)
+    cache = done.stdout.strip()
+    return bool(cache) and (Path(cache) / f"{_escaped(module)}@{version}").is_dir()
+
+
+def _download(go: str, wanted: Pin, env: dict[str, str]) -> tuple[int, str, str]:
+    """`go mod download -json MODULE`, saying on stderr what it fetches when the module is not cached yet."""
+    where = wanted.gomod_dir.relative_to(STACK_DIR.parent)
+    cached = _cached(go, wanted.module, wanted.version, env)
+    if not cached:
+        print(f"downloading {wanted.module} {wanted.version} (pinned in {where}/go.mod) into the Go module cache, "
+              "once...", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    process = subprocess.Popen([go, "mod", "download", "-json", wanted.module], cwd=wanted.gomod_dir, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while True:
+        try:
+            out, err = process.communicate(timeout=PROGRESS_EVERY)
+            break
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed >= DOWNLOAD_TIMEOUT:
+                process.kill()
+                process.communicate()
+                raise UpstreamUnavailable(f"expected `go mod download {wanted.module}` to finish within "
+                                          f"{DOWNLOAD_TIMEOUT:.0f} s, it did not; check that the Go module proxy "
+                                          "is reachable (go env GOPROXY)") from None
+            print(f"  still downloading {wanted.module} ({elapsed:.0f} s)", file=sys.stderr, flush=True)
+    if not cached and process.returncode == 0:
+        print(f"  downloaded {wanted.module} in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return process.returncode, out, err
+
+
 @functools.cache
 def module_dir(module: str) -> Path:
-    """The pinned module's files in the Go module cache, downloading them once if needed."""
+    """The pinned module's files in the Go module cache, downloading them once if needed (saying so)."""
     wanted = pin(module)
     go = shutil.which("go")
     if go is None:
         raise UpstreamUnavailable(f"{module} {wanted.version} is read from the Go module cache, and no `go` "
                                   "command is on PATH; install Go 1.26+ (the real-stack tier needs it too)")
     env = dict(os.environ, GOFLAGS=os.environ.get("GOFLAGS", "") + " -mod=readonly")
-    done = subprocess.run([go, "mod", "download", "-json", module], check=False, cwd=wanted.gomod_dir, env=env,
-                          capture_output=True, text=True, timeout=600)
+    returncode, stdout, stderr = _download(go, wanted, env)
     try:
-        info = json.loads(done.stdout or "{}")
+        info = json.loads(stdout or "{}")
     except json.JSONDecodeError:
         info = {}
-    if done.returncode != 0 or info.get("Error") or not info.get("Dir"):
-        problem = info.get("Error") or done.stderr.strip() or f"exit code {done.returncode}"
+    if returncode != 0 or info.get("Error") or not info.get("Dir"):
+        problem = info.get("Error") or stderr.strip() or f"exit code {returncode}"
         raise UpstreamUnavailable(f"could not download {module} {wanted.version} (pinned in "
                                   f"{wanted.gomod_dir.relative_to(STACK_DIR.parent)}/go.mod): {problem}; "
                                   "check that the Go module proxy is reachable (go env GOPROXY)")
@@ -131,3 +177,19 @@ def upstream_file(module: str, path: str) -> Path:
         raise UpstreamUnavailable(f"expected {path} in {module} {pin(module).version}, found no such file; "
                                   "the file may have moved in this release: update the path in gpuaas")
     return found
+
+
+def main() -> int:
+    """`python -m gpuaas.upstream` (`make setup`): fetch every pinned module once, up front, so the first
+    `gpuaas render` or test run does not; a line for each module it actually downloads, none when cached."""
+    try:
+        for module in sorted(pins()):
+            module_dir(module)
+    except UpstreamUnavailable as problem:
+        print(f"gpuaas.upstream: {problem}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from routing.event import ArgoEvent, from_cloudevent
+from routing.event import ArgoEvent, EventError, from_cloudevent
 from routing.manifests import ManifestError, load_argo_events_objects
 from routing.parameters import ParameterError, ParameterNotEvaluated, apply_parameters, compile_parameters
 from routing.sensor import (
@@ -38,6 +38,8 @@ from routing.sensor import (
 _NOT_EVENT_TYPES = {"template", "service", "eventBusName", "replicas", "replica", "triggers"}
 _RECENT_IDS = 100_000
 _DEDUP_SECONDS = 60.0  # jetstream trigger_conn.go purges remembered ids after one minute
+_TOO_DEEP = ("event data: expected JSON nested less deeply than Python's recursion limit allows (a few hundred "
+             "levels), found deeper nesting; Argo Events reads it, gpuaas route cannot evaluate this event")
 
 
 @dataclass
@@ -178,6 +180,10 @@ class Router:
         source_info = self.event_sources.get(str(cloudevent.get("source"))) if isinstance(cloudevent, dict) else None
         source_type = source_info.events.get(str(cloudevent.get("subject")), "") if source_info else ""
         event = from_cloudevent(cloudevent, source_type=source_type)
+        try:
+            event.data_is_json  # noqa: B018 - the one pass over all the data: too deep fails here, before any state
+        except RecursionError:
+            raise EventError(_TOO_DEEP) from None
         result = RouteResult(event={"id": event.id, "source": event.source, "subject": event.subject,
                                     "type": event.type})
         info = self.event_sources.get(event.source)
@@ -222,7 +228,10 @@ class Router:
                     for dep in deps:
                         result.skipped.append(Skipped(sensor.name, dep.name, _rejected_reason(sensor.rejected)))
                     continue
-                self._route_sensor(sensor, deps, event, result, now)
+                try:
+                    self._route_sensor(sensor, deps, event, result, now)
+                except RecursionError:
+                    raise EventError(_TOO_DEEP) from None
         return result
 
     def _seen(self, key: tuple[str, str, str], event_id: str, now: float) -> bool:

@@ -41,6 +41,12 @@ def condition_not_true(obj: str, condition: str) -> JSON:
             "value": [r'^\["True"\]$']}
 
 
+def reason_not(obj: str, condition: str, reason: str) -> JSON:
+    """`condition`'s reason is not `reason` (also true when the condition is absent: `[]`)."""
+    return {"path": f'[{obj}.status.conditions.#(type=="{condition}").reason]', "type": "string",
+            "comparator": "!=", "value": [rf'^\["{reason}"\]$']}
+
+
 def became_true(condition: str) -> list[JSON]:
     """UPDATE where `condition` is True now and was not True before."""
     return [is_update(), condition_true("body", condition), condition_not_true("oldBody", condition)]

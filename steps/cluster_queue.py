@@ -60,6 +60,65 @@ def gpu_lending_limits(cluster_queue: Mapping) -> dict[str, int]:
     return out
 
 
+LENDING_ANNOTATION = "gpuaas.io/lending-limits"
+"""On a ClusterQueue whose GPU lendingLimit capacity tracking lowered with the quota:
+`{"<flavor>": {"configured": 8, "set": 6}}`, the limit the queue had and the one gpuaas wrote."""
+
+
+@dataclass(frozen=True)
+class LendingFit:
+    """The lendingLimit a GPU nominalQuota allows, and what to remember for later (pure result)."""
+
+    limit: int | None
+    remembered: JSON | None
+    note: str = ""
+
+
+def lowered_lending_limits(cluster_queue: Mapping) -> dict[str, JSON]:
+    """flavor -> {"configured", "set"} from LENDING_ANNOTATION (malformed entries read as absent)."""
+    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(LENDING_ANNOTATION)
+    try:
+        raw = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    out = {}
+    for flavor, value in (raw.items() if isinstance(raw, dict) else []):
+        if isinstance(value, dict) and all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
+                                           and value[k] >= 0 for k in ("configured", "set")):
+            out[str(flavor)] = {"configured": value["configured"], "set": value["set"]}
+    return out
+
+
+def fit_lending_limit(nominal: int, current: int | None, remembered: Mapping | None) -> LendingFit:
+    """The GPU lendingLimit to write with `nominal`, never above it (Kueue's webhook refuses that).
+
+    A limit at the nominal quota lends the same GPUs as any limit above it (all of them), so
+    lowering the limit with the quota keeps what the tenant agreed to lend. The limit the queue
+    had is remembered while it is lowered, and comes back as the quota grows past it. A limit that
+    is no longer the one gpuaas set was changed by an admin since: that one is what counts.
+    """
+    if current is None:
+        return LendingFit(None, None)
+    configured = int(remembered["configured"]) if remembered is not None and current == remembered.get("set") \
+        else current
+    wanted = min(configured, nominal)
+    keep = {"configured": configured, "set": wanted} if wanted < configured else None
+    if wanted == current:
+        return LendingFit(current, keep)
+    if wanted < current:
+        return LendingFit(wanted, keep, (f"lendingLimit {current} -> {wanted} with the quota (Kueue refuses a "
+                                         f"lendingLimit above the nominalQuota; {configured} comes back when the "
+                                         "quota reaches it)"))
+    return LendingFit(wanted, keep, (f"lendingLimit {current} -> {wanted} (the queue's own limit {configured}, "
+                                     "lowered with the quota before)"))
+
+
+def lending_annotation(remembered: Mapping[str, Mapping]) -> str | None:
+    if not remembered:
+        return None
+    return json.dumps({k: dict(v) for k, v in sorted(remembered.items())}, sort_keys=True, separators=(",", ":"))
+
+
 def gpus_in_use(cluster_queue: Mapping) -> dict[str, int]:
     """flavor -> GPUs the queue holds: the larger of status.flavorsUsage and flavorsReservation."""
     out: dict[str, int] = {}
@@ -140,8 +199,20 @@ def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
         floor = gpus_in_use(cluster_queue).get(loan.flavor, 0)
         target = max(floor, current - loan.gpus)
         if target != current:
+            # The lendingLimit may not stay above the lowered quota (Kueue's webhook): as capacity tracking does.
+            remembered = lowered_lending_limits(cluster_queue)
+            lending = fit_lending_limit(target, gpu_lending_limits(cluster_queue).get(loan.flavor),
+                                        remembered.get(loan.flavor))
+            limits = None
+            if lending.note:
+                limits = {"lendingLimit": lending.limit}
+                if lending.remembered is None:
+                    remembered.pop(loan.flavor, None)
+                else:
+                    remembered[loan.flavor] = lending.remembered
+                patch["metadata"]["annotations"][LENDING_ANNOTATION] = lending_annotation(remembered)
             patch["spec"] = {"resourceGroups": set_gpu_quota(
-                (cluster_queue.get("spec") or {}).get("resourceGroups") or [], loan.flavor, target, {})}
+                (cluster_queue.get("spec") or {}).get("resourceGroups") or [], loan.flavor, target, {}, limits)}
     return patch
 
 

@@ -29,6 +29,7 @@ Workload or its owner: the tenant decides per workload.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -133,7 +134,11 @@ def parse_duration(where: str, value: object) -> float:
     if not text or not match or not any(match.groups()):
         raise PolicyError(where, "a duration (seconds, or 30s / 10m / 1h30m)", repr(value))
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
+    total = hours * 3600 + minutes * 60 + seconds
+    if not math.isfinite(total):
+        shown = repr(value)
+        raise PolicyError(where, "a finite duration", shown if len(shown) <= 40 else shown[:40] + "...")
+    return total
 
 
 def _number(where: str, value: object, low: float, high: float | None = None) -> float:
@@ -184,8 +189,33 @@ def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
     return out
 
 
+def _ordinary_numbers(document: object) -> None:
+    """Every number in the document is finite and within 64 bits, else PolicyError naming its key.
+
+    YAML reads `.nan` and `.inf`, and NaN compares false: `threshold: .nan` judged a 100% busy GPU
+    idle, `minCoverage: .nan` took any coverage. Integers of thousands of digits cannot even be
+    printed (Python refuses str() beyond 4,300 digits)."""
+    stack: list[tuple[str, object]] = [("(document)", document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PolicyError(path, "a finite number", repr(value))
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise PolicyError(path, "a number within 64 bits",
+                              f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits")
+        if isinstance(value, Mapping):
+            prefix = "" if path == "(document)" else path + "."
+            stack.extend((f"{prefix}{key if isinstance(key, str) else type(key).__name__}", child)
+                         for key, child in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{index}]", child) for index, child in enumerate(value))
+
+
 def policy_from_mapping(document: object) -> Policy:
     """Validate a parsed document (pure)."""
+    _ordinary_numbers(document)
     if document is None:
         return Policy()
     if not isinstance(document, Mapping):
@@ -218,6 +248,12 @@ def parse_policy(text: str) -> Policy:
 
     try:
         document = yaml.safe_load(text)
+    except RecursionError:
+        raise PolicyError("(document)", "YAML nested a few levels deep (idle, quota, tenants)",
+                          "nesting deeper than the parser reads") from None
+    except ValueError as error:  # the YAML int constructor: Python refuses int() of more than 4,300 digits
+        raise PolicyError("(document)", "ordinary numbers", f"a number YAML cannot read ({str(error)[:60]})") \
+            from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -62,7 +62,7 @@ STRATEGY_KINDS: dict[str, tuple[str, ...]] = {
     SCALE_WORKERS: ELASTIC_KINDS,
     STOP_NOTEBOOK: ("Notebook",),
     SCALE_TO_ZERO: SCALABLE_KINDS,
-    PAUSE_KEDA: ("ScaledObject",),
+    PAUSE_KEDA: ("ScaledObject", "Deployment", "StatefulSet"),
 }
 """The only kinds each strategy writes. A release or a resume whose object is of another kind is
 refused (`WrongTarget`): e.g. a scale-to-zero record read from the Workload's mirror must never
@@ -286,8 +286,8 @@ def release_actions(strategy: ReleaseStrategy, workload: Workload, *, tenant: st
                               resource_version=rv, before={"spec": {"replicas": replicas}}))
     elif strategy.name == PAUSE_KEDA:
         old = _annotations(target).get(KEDA_PAUSED_REPLICAS)
-        record = _record(strategy, {"annotations": {KEDA_PAUSED_REPLICAS: old}}, tenant=tenant, gpus=gpus, now=now,
-                         reason=reason, by=by, run=run)
+        record = _record(strategy, {"annotations": {KEDA_PAUSED_REPLICAS: old}, "replicas": scaled_size(target)},
+                         tenant=tenant, gpus=gpus, now=now, reason=reason, by=by, run=run)
         actions.append(Action("pause-keda", _resource(target, PAUSE_KEDA), name, namespace, reason,
                               patch={"metadata": {"annotations": {KEDA_PAUSED_REPLICAS: "0",
                                                                   RELEASE_ANNOTATION: record}}},
@@ -307,11 +307,36 @@ def mirror_release(workload: Workload, record: str | None, reason: str) -> Actio
                   before={"metadata": {"annotations": {RELEASE_ANNOTATION: workload.annotations.get(RELEASE_ANNOTATION)}}})
 
 
-def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason: str) -> tuple[list[Action], list[str]]:
+def scaled_size(scaled_object: Mapping[str, Any]) -> int:
+    """The size a ScaledObject brings its target back to: gpuaas' own records it as minReplicaCount
+    (= maxReplicaCount, with idleReplicaCount 0); otherwise its maxReplicaCount (KEDA's default 100
+    is not a size anyone recorded: 1)."""
+    spec = scaled_object.get("spec") or {}
+    if int(spec.get("minReplicaCount") or 0) > 0:
+        return int(spec["minReplicaCount"])
+    return int(spec.get("maxReplicaCount") or 1)
+
+
+def restore_scale_target(scale_target: Mapping[str, Any], size: int, reason: str) -> tuple[list[Action], list[str]]:
+    """Bring a KEDA scale target at 0 back to `size` (KEDA cannot: at 0 its activity query is empty,
+    and its HPA is disabled at 0 replicas). A target someone sized since is left alone."""
+    meta = _meta(scale_target)
+    replicas = int((scale_target.get("spec") or {}).get("replicas") or 0)
+    if replicas != 0:
+        return [], [f"{scale_target.get('kind')} {meta.get('name')} has {replicas} replicas (changed since); left as is"]
+    return [Action("restore-replicas", _resource(scale_target, PAUSE_KEDA), str(meta.get("name")), meta.get("namespace"),
+                   reason, patch={"spec": {"replicas": size}}, resource_version=meta.get("resourceVersion"),
+                   before={"spec": {"replicas": replicas}})], []
+
+
+def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason: str, *,
+                   scale_target: Mapping[str, Any] | None = None) -> tuple[list[Action], list[str]]:
     """Undo exactly the recorded release on `target` (the live object the record names). Pure.
 
     A field someone changed since the release (replicas no longer 0, annotation no longer ours) is
     left alone and reported: resume restores our change, never overwrites a newer decision.
+    `scale_target`: for pause-keda, the Deployment/StatefulSet the ScaledObject scales; it is brought
+    back to the recorded size after the unpause (removing paused-replicas alone leaves it at 0).
     """
     strategy = record.get("strategy")
     previous = record.get("previous") or {}
@@ -351,9 +376,17 @@ def resume_actions(record: Mapping[str, Any], target: Mapping[str, Any], reason:
         elif current != old:
             notes.append(f"annotation {key} is {current!r} (changed since the release); left as is")
         resource = _resource(target, STOP_NOTEBOOK) if strategy == STOP_NOTEBOOK else _resource(target, PAUSE_KEDA)
-        return [Action("resume-notebook" if strategy == STOP_NOTEBOOK else "unpause-keda", resource, name,
-                       namespace, reason, patch={"metadata": {"annotations": annotations}}, resource_version=rv,
-                       before={"metadata": {"annotations": {key: current}}})], notes
+        resumed = [Action("resume-notebook" if strategy == STOP_NOTEBOOK else "unpause-keda", resource, name,
+                          namespace, reason, patch={"metadata": {"annotations": annotations}}, resource_version=rv,
+                          before={"metadata": {"annotations": {key: current}}})]
+        if strategy == PAUSE_KEDA and scale_target is not None and KEDA_PAUSED_REPLICAS in annotations:
+            size = int(previous.get("replicas") or scaled_size(target))
+            restored, more = restore_scale_target(scale_target, size, reason)
+            resumed += restored
+            notes += more
+        elif strategy == PAUSE_KEDA and scale_target is None:
+            notes.append("the ScaledObject's target was not found: only the pause is removed")
+        return resumed, notes
     if strategy == SCALE_WORKERS:
         if target.get("kind") == "Job":
             patch = clear

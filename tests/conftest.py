@@ -5,11 +5,15 @@
   CI machine must not turn a slow case into a failure), no example database (nothing written into
   the checkout; a failure prints the `@reproduce_failure` blob instead).
 - `dev`: 300 cases per entry point, for a quick local run: `pytest tests/fuzz --hypothesis-profile=dev`.
+
+It also installs tests/support/no_skips.py's hooks: a skipped test is reported as a failure.
 """
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
+
+from tests.support.no_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
 
 FUZZ_CASES = 10_000
 _COMMON = {"deadline": None, "database": None, "print_blob": True,

@@ -48,6 +48,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                                       {"name": "workload", "value": "job-train-1"}]))
     (tmp_path / "kubeconfig").write_text("garbage\n")
     (tmp_path / "latin1.json").write_bytes(b'{"source": "caf\xe9"}\n')  # not UTF-8
+    (tmp_path / "deep.json").write_text("[" * 1000 + "]" * 1000 + "\n")  # issue 10 item 10
+    (tmp_path / "deeper.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
     return tmp_path
 
 
@@ -84,16 +86,22 @@ GPUAAS_CASES = [
     ("route-events-bad-line", ["route", "--events", "broken.json"], 2, ("broken.json:1",)),
     ("route-not-utf8", ["route", "latin1.json"], 2, ("latin1.json", "expected UTF-8", "found")),
     ("route-events-not-utf8", ["route", "--events", "latin1.json"], 2, ("latin1.json", "expected UTF-8", "found")),
+    ("route-json-1000-deep", ["route", "deep.json"], 2, ("deep.json", "nested")),
+    ("route-json-100000-deep", ["route", "deeper.json"], 2, ("deeper.json", "nested")),
+    ("route-events-json-1000-deep", ["route", "--events", "deep.json"], 2, ("deep.json:1", "nested")),
     ("route-manifests-missing", ["route", "--manifests", "nope", "object.json"], 2, ("does not exist",)),
     ("route-manifests-without-sensors", ["route", "--manifests", "empty-folder", "object.json"], 2,
      ("no Sensor found",)),
     ("route-output", ["route", "--output", "yaml", "object.json"], 2, ("invalid choice: 'yaml'",)),
     # demo (each fails before the engine starts)
-    ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number of 1 or more", "found 0")),
-    ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number of 1 or more", "found -5")),
+    ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number from 1 to 1000", "found 0")),
+    ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number from 1 to 1000", "found -5")),
     ("demo-speed-nan", ["demo", "--speed", "nan"], 2, ("found nan",)),
     ("demo-speed-word", ["demo", "--speed", "fast"], 2, ("found 'fast'",)),
-    ("demo-speed-below-real-time", ["demo", "--speed", "1e-300"], 2, ("expected a number of 1 or more", "found 1e-300")),
+    ("demo-speed-below-real-time", ["demo", "--speed", "1e-300"], 2, ("expected a number from 1 to 1000", "found 1e-300")),
+    # above 1000 the story's wall-bound waits (Prometheus start, the idle window) run the clock past midnight
+    ("demo-speed-wraps-the-clock", ["demo", "--speed", "5000"], 2, ("expected a number from 1 to 1000", "found 5000")),
+    ("demo-speed-infinite", ["demo", "--speed", "inf"], 2, ("expected a number from 1 to 1000", "found inf")),
     ("demo-output-dir-is-a-file", ["demo", "--output-dir", "a-file"], 2, ("expected a folder", "found a file")),
     ("demo-output-dir-unwritable", ["demo", "--output-dir", "/proc/gpuaas"], 2, ("this user can write",)),
     ("demo-manifests-missing", ["demo", "--manifests", "nope"], 2, ("not found", "gpuaas render")),

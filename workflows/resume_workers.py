@@ -20,7 +20,8 @@ SPEC = ReactionTemplate(
     inputs=(*WORKLOAD_INPUTS,
             Input("target", "Optional, when `workload` is empty: the released object as Kind/name (for example "
                             "Deployment/llm-server or ScaledObject/gpuaas-llm) in `namespace`; a KEDA-paused "
-                            "Deployment's per-pod Workloads are gone once it is scaled to zero.")),
+                            "Deployment's per-pod Workloads are gone once it is scaled to zero. Also brings a "
+                            "server gpuaas' ScaledObject took to 0 when idle back to its recorded size.")),
 )
 
 

@@ -15,6 +15,7 @@ ADMITTED = "Admitted"
 FINISHED = "Finished"
 EVICTED = "Evicted"
 REQUEUED = "Requeued"
+PODS_READY = "PodsReady"
 
 # QuotaReserved reasons. "Pending" is what Kueue v0.19 writes by default for "does not fit"; the
 # finer reasons (WaitingForQuota, NoMatchingFlavor, ExceedsMaxQuota) come with the alpha feature gate
@@ -30,11 +31,18 @@ REASON_NO_RESERVATION = "NoReservation"
 REASON_DEACTIVATED = "Deactivated"
 REASON_REACTIVATED = "Reactivated"
 REASON_CQ_STOPPED = "ClusterQueueStopped"
+# PodsReady reasons (pkg/controller/jobframework/reconciler.go generatePodsReadyCondition)
+REASON_WAIT_FOR_START = "WaitForStart"
+REASON_STARTED = "Started"
+REASON_WAIT_FOR_RECOVERY = "WaitForRecovery"
 
 MSG_ADMITTED = "The workload is admitted"
 MSG_NO_RESERVATION = "The workload has no reservation"
 MSG_DEACTIVATED = "The workload is deactivated"
 MSG_CQ_STOPPED = "The ClusterQueue is stopped"
+MSG_PODS_NOT_READY = "Not all pods are ready or succeeded"
+MSG_PODS_READY = "All pods reached readiness and the workload is running"
+MSG_PODS_RECOVERY = "At least one pod has failed, waiting for recovery"
 
 
 def quota_reserved_message(cluster_queue: str) -> str:

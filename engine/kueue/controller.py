@@ -206,8 +206,34 @@ class KueueController:
                                                   f"{meta['name']}"))
                     continue
                 transitions += self._sync_counts(existing, owner)
+                if integration.finished_condition(owner) is None:
+                    transitions += self._sync_pods_ready(existing, owner, now)
                 transitions += self._sync_finished(existing, owner, now)
         return transitions
+
+    def _sync_pods_ready(self, workload: _Workload, owner: JSON, now: datetime) -> list[Transition]:
+        """Kueue's job reconciler writes PodsReady on an admitted Workload after the admission (and
+        keeps it False/WaitForStart while the Workload is not admitted)."""
+        ready = integration.pods_ready(owner)
+        current = C.find(workload.conditions, C.PODS_READY)
+        if ready is None or workload.finished or (current is None and not workload.reserved):
+            return []
+        admitted = workload.reserved and C.is_true(workload.conditions, C.ADMITTED)
+        if admitted and ready:
+            wanted = (True, C.REASON_STARTED, C.MSG_PODS_READY)
+        elif admitted and current is not None and current.get("status") == "True":
+            wanted = (False, C.REASON_WAIT_FOR_RECOVERY, C.MSG_PODS_RECOVERY)
+        else:
+            wanted = (False, C.REASON_WAIT_FOR_START, C.MSG_PODS_NOT_READY)
+        status = copy.deepcopy(workload.obj.get("status") or {})
+        conditions = status.setdefault("conditions", [])
+        if not C.set_condition(conditions, C.PODS_READY, *wanted, now):
+            return []
+        if self._write_status(workload.resource, workload.obj, {"conditions": conditions}):
+            ns, name = workload.key
+            return [Transition("Workload", ns, name, "pods-ready" if wanted[0] else "pods-not-ready", wanted[1],
+                               wanted[2])]
+        return []
 
     def _release_finalizer(self, workload: _Workload) -> list[Transition]:
         """A deleted Workload (its job was deleted: owner GC) gives its quota back and may go.
@@ -300,6 +326,8 @@ class KueueController:
         flavors = self._latest(R.RESOURCE_FLAVOR, R.RESOURCE_FLAVOR_V1BETA1, namespaced=False)
         flavor_labels = {name: (obj.get("spec") or {}).get("nodeLabels") or {} for (_, name), (_, obj) in flavors.items()}
         queues = {name: queue_from_object(obj) for (_, name), (_, obj) in queues_raw.items()}
+        namespace_labels = {obj["metadata"]["name"]: (obj["metadata"].get("labels") or {})
+                            for obj in self._safe_list(R.NAMESPACE)}
         book = CohortBook(queues.values())
         workloads = self._workloads()
         owners = self._owner_index(workloads)
@@ -312,10 +340,22 @@ class KueueController:
                 continue
             owner = owners.get(self._owner_key(workload))
             if not workload.active:
-                if workload.reserved or workload.status.get("admission"):
-                    self._release(workload, now, evicted=True)
+                # Kueue's steps: the workload controller marks it Evicted (the reservation stays) and the
+                # job reconciler suspends the job; once the job is no longer active, the reconciler
+                # clears the reservation and sets Requeued=False with the eviction's reason.
+                evicted = C.find(workload.conditions, C.EVICTED) or {}
+                if workload.reserved and not (evicted.get("status") == "True"
+                                              and evicted.get("reason") == C.REASON_DEACTIVATED):
+                    C.set_condition(workload.conditions, C.EVICTED, True, C.REASON_DEACTIVATED, C.MSG_DEACTIVATED,
+                                    now)
                     self._suspend(owner, True)
                     transitions.append(Transition("Workload", ns, name, "evicted", C.REASON_DEACTIVATED,
+                                                  C.MSG_DEACTIVATED))
+                elif workload.reserved or workload.status.get("admission"):
+                    self._release(workload, now, evicted=True)
+                    C.set_condition(workload.conditions, C.REQUEUED, False, C.REASON_DEACTIVATED,
+                                    C.MSG_DEACTIVATED, now)
+                    transitions.append(Transition("Workload", ns, name, "released", C.REASON_DEACTIVATED,
                                                   C.MSG_DEACTIVATED))
                 continue
             if owner is not None and owner.get("kind") == "StatefulSet" and \
@@ -345,10 +385,13 @@ class KueueController:
             evicted = C.find(workload.conditions, C.EVICTED)
             if evicted and evicted.get("status") == "True" and evicted.get("reason") == C.REASON_DEACTIVATED \
                     and not C.is_true(workload.conditions, C.REQUEUED):
+                # Kueue's workload controller writes Requeued=True/Reactivated on its own; the
+                # scheduler admits it on a later pass.
                 C.set_condition(workload.conditions, C.REQUEUED, True, C.REASON_REACTIVATED,
                                 "The workload was reactivated", now)
                 transitions.append(Transition("Workload", ns, name, "requeued", C.REASON_REACTIVATED,
                                               "The workload was reactivated"))
+                continue
             candidates.append(workload)
 
         # Queue each admissible candidate in its ClusterQueue, in queue order.
@@ -367,7 +410,7 @@ class KueueController:
                 problem = f"ClusterQueue {cluster_queue} doesn't exist"
             elif queue.stop_policy != "None":
                 problem = f"ClusterQueue {cluster_queue} is inactive"
-            elif not self._namespace_allowed(queues_raw[("", cluster_queue)][1], ns):
+            elif not self._namespace_allowed(queues_raw[("", cluster_queue)][1], ns, namespace_labels.get(ns) or {}):
                 problem = "Workload namespace doesn't match ClusterQueue selector"
             requests: list = []
             if problem is None:
@@ -620,11 +663,13 @@ class KueueController:
         return (-int(spec.get("priority") or 0), stamp, workload.key)
 
     @staticmethod
-    def _namespace_allowed(cluster_queue: JSON, namespace: str) -> bool:
+    def _namespace_allowed(cluster_queue: JSON, namespace: str, namespace_labels: dict[str, str]) -> bool:
+        """The ClusterQueue's namespaceSelector against the Namespace's labels, plus the
+        `kubernetes.io/metadata.name` label kube-apiserver gives every Namespace."""
         selector = (cluster_queue.get("spec") or {}).get("namespaceSelector")
         if not selector:
             return True
-        labels = {"kubernetes.io/metadata.name": namespace}
+        labels = {**namespace_labels, "kubernetes.io/metadata.name": namespace}
         for key, value in (selector.get("matchLabels") or {}).items():
             if labels.get(key) != value:
                 return False

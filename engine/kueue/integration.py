@@ -173,6 +173,21 @@ def finished_condition(owner: Mapping) -> tuple[str, str] | None:
     return None
 
 
+def pods_ready(owner: Mapping) -> bool | None:
+    """Whether the job's pods are all ready or succeeded, as Kueue's integration reads the job's status
+    (Job: `ready + succeeded >= parallelism`; StatefulSet: `readyReplicas >= replicas`); None for the
+    kinds the emulation does not judge (no PodsReady condition is written for them)."""
+    kind, spec, status = owner.get("kind"), owner.get("spec") or {}, owner.get("status") or {}
+    if kind == "Job":
+        wanted = spec.get("parallelism", 1)
+        if spec.get("completions") is not None:
+            wanted = min(wanted, spec["completions"])
+        return int(status.get("ready") or 0) + int(status.get("succeeded") or 0) >= int(wanted)
+    if kind == "StatefulSet":
+        return int(status.get("readyReplicas") or 0) >= int(spec.get("replicas", 1))
+    return None
+
+
 def desired_counts(owner: Mapping) -> dict[str, int]:
     """Pod-set counts the owner asks for now (elastic shrink and StatefulSet replicas read this)."""
     return {pod_set["name"]: pod_set["count"] for pod_set in pod_sets_for(owner) or []}

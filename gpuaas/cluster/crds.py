@@ -1,17 +1,16 @@
 """The upstream CRDs of the kinds gpuaas touches, read from the pinned Go modules.
 
-Kueue's and KEDA's own CRDs come with their install (gpuaas.cluster.kueue / .keda); these are the
-kinds of the operators gpuaas reacts to but whose controllers do not run here (the real-stack tier
-judges objects of these kinds by the real CRD schemas; nothing reconciles them). Each entry is
-(pinned module, file in it); the Kubeflow Notebook CRD is vendored (VENDORED_CRDS).
+Kueue's, KEDA's, KubeRay's and the training-operator's CRDs come with their installs (their
+controllers run: gpuaas.cluster.stack, .operators); these are the kinds gpuaas touches whose
+controllers do not run here (the real-stack tier judges objects of these kinds by the real CRD
+schemas; nothing reconciles them). Each entry is (pinned module, file in it); the Kubeflow
+Notebook CRD is vendored (VENDORED_CRDS).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-KUBERAY = "github.com/ray-project/kuberay/ray-operator"
-TRAINING_OPERATOR = "github.com/kubeflow/training-operator"
 KSERVE = "github.com/kserve/kserve"
 OPENSHIFT_API = "github.com/openshift/api"
 CLUSTER_API = "sigs.k8s.io/cluster-api"
@@ -21,9 +20,6 @@ ARGO_WORKFLOWS = "github.com/argoproj/argo-workflows/v4"
 ARGO_EVENTS = "github.com/argoproj/argo-events"
 
 PRODUCT_CRDS: dict[str, tuple[str, ...]] = {
-    KUBERAY: ("config/crd/bases/ray.io_rayclusters.yaml", "config/crd/bases/ray.io_rayjobs.yaml",
-              "config/crd/bases/ray.io_rayservices.yaml"),
-    TRAINING_OPERATOR: ("manifests/base/crds/kubeflow.org_pytorchjobs.yaml",),
     KSERVE: ("config/crd/full/serving.kserve.io_inferenceservices.yaml",
              "config/crd/full/serving.kserve.io_servingruntimes.yaml"),
     OPENSHIFT_API: ("machine/v1beta1/zz_generated.crd-manifests/0000_10_machine-api_01_machinesets-Default.crd.yaml",),

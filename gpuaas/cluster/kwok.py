@@ -6,7 +6,14 @@ GPU nodes carry it (the NVIDIA GPU operator's labels); Kueue injects the flavor'
 tolerations into admitted pods, so they land on these nodes. The CPU node takes pods that no queue
 manages. Pod lifecycles come from KWOK's own `general` stages (read from the pinned module): pods
 become Ready; pods owned by a Job complete after `pod-complete.stage.kwok.x-k8s.io/delay` (default
-1 s plus up to 5 s of jitter), which a test sets to keep a Job running.
+1 s plus up to 5 s of jitter), which a test sets to keep a Job running. The changes to upstream's
+stages: pods owned by a PyTorchJob complete the same way (COMPLETING_OWNERS), as a training
+script's processes exit, and the training-operator then marks the PyTorchJob Succeeded; a pod
+annotated to fail never completes. Ray's pods (owned by a RayCluster) run until deleted, as Ray's
+head and workers do. One stage is the project's own (`pod_fail_stage`): a running pod annotated
+`pod-fail.stage.gpuaas.io/delay` ends Failed with exit code 1 after that delay, as a crashing
+process does (a RayJob's submitter, whose `ray job submit` would find no Ray dashboard: a KWOK
+pod runs no Ray).
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ MANAGED_LABEL = ("type", "kwok")
 GPU_PRODUCT = "NVIDIA-A100-SXM4-80GB"
 GPU_NODES = 3
 GPUS_PER_NODE = 4
+FAIL_DELAY = "pod-fail.stage.gpuaas.io/delay"
+COMPLETING_OWNERS = ("Job", "PyTorchJob")
+"""Owner kinds whose pods KWOK completes (upstream's `pod-complete` stage names only Job)."""
 
 STAGES = ("kustomize/stage/node/fast/node-initialize.yaml",
           "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -36,7 +46,52 @@ def stages_config() -> str:
     docs = []
     for path in STAGES:
         docs += [doc for doc in yaml.safe_load_all((root / path).read_text()) if doc]
+    for doc in docs:
+        if doc["metadata"]["name"] == "pod-complete":
+            owners = next(e for e in doc["spec"]["selector"]["matchExpressions"]
+                          if e["key"] == ".metadata.ownerReferences.[].kind")
+            owners["values"] = list(COMPLETING_OWNERS)
+            doc["spec"]["selector"]["matchExpressions"].append(  # a pod meant to fail never completes
+                {"key": f'.metadata.annotations["{FAIL_DELAY}"]', "operator": "DoesNotExist"})
+    docs.append(pod_fail_stage())
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def pod_fail_stage() -> dict[str, Any]:
+    """A KWOK Stage: a Running, Ready pod annotated FAIL_DELAY fails (exit code 1) after that delay."""
+    status = """{{ $now := Now }}
+containerStatuses:
+{{ range $index, $item := .spec.containers }}
+- image: {{ $item.image | Quote }}
+  name: {{ $item.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 1
+      finishedAt: {{ $now | Quote }}
+      reason: Error
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Failed"""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "gpuaas-pod-fail"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": [
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                {"key": '.status.conditions.[] | select( .type == "Ready" ) | .status', "operator": "In",
+                 "values": ["True"]},
+                {"key": f'.metadata.annotations["{FAIL_DELAY}"]', "operator": "Exists"},
+            ]},
+            "weight": 1,
+            "delay": {"durationMilliseconds": 1000, "durationFrom": {
+                "expressionFrom": f'.metadata.annotations["{FAIL_DELAY}"]'}},
+            "next": {"delete": False, "statusTemplate": status},
+        },
+    }
 
 
 def _node(name: str, *, labels: dict[str, str], capacity: dict[str, str], taints: list[dict[str, str]]) -> dict[str, Any]:

@@ -8,8 +8,10 @@ Order and why:
    rest of Kueue's and KEDA's installs rewritten for loopback (gpuaas.cluster.objects).
 4. KWOK and its nodes (Ready), Kueue (webhooks answering a server-side dry run), KEDA (operator,
    admission webhooks, metrics API server: its APIService Available).
-5. The DCGM-like exporter (a stand-in, gpuaas.cluster.gpu_exporter) and real Prometheus scraping it
+5. The operators of the job kinds (KubeRay, the Kubeflow training-operator: gpuaas.cluster.operators).
+6. The DCGM-like exporter (a stand-in, gpuaas.cluster.gpu_exporter) and real Prometheus scraping it
    and Kueue's metrics endpoint.
+kube-apiserver writes an audit log of the product's ServiceAccounts (gpuaas.cluster.audit).
 Then the optional parts (`up --with PART`, see PARTS): the real node (kubelet, containerd) that
 runs pods, Argo Workflows (gpuaas.cluster.argo_workflows) and Argo Events (gpuaas.cluster.argo_events).
 A component that fails stops everything started so far and reports its last log lines.
@@ -35,15 +37,17 @@ import yaml
 from gpuaas.cluster import (
     argo_events,
     argo_workflows,
+    audit,
     certificates,
     crds,
     kwok,
     objects,
+    operators,
     processes,
     readiness,
     services,
 )
-from gpuaas.cluster.binaries import cache_dir, program
+from gpuaas.cluster.binaries import BuildFailed, cache_dir, program
 from gpuaas.cluster.certificates import KeyPair
 from gpuaas.cluster.debian import ToolMissing
 from gpuaas.cluster.images import ImageBuildError
@@ -77,7 +81,32 @@ NODE_NAME = "gpuaas-node"
 CONTENT_HASH = "gpuaas.io/content-hash"
 """Annotation with a digest of what `gpuaas cluster up` applied, to skip unchanged CRDs on restart."""
 
+KEDA_WEBHOOK_PROBE: dict[str, Any] = {
+    "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+    "metadata": {"name": "gpuaas-readiness-probe-" + "x" * 50, "namespace": KEDA_SA[0]},
+    "spec": {"scaleTargetRef": {"name": "gpuaas-readiness-probe"}, "minReplicaCount": 0, "maxReplicaCount": 1,
+             "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://127.0.0.1:1",
+                                                               "query": "vector(0)", "threshold": "1"}}]},
+}
+"""A ScaledObject only KEDA's admission webhook refuses: its name is longer than the 63 characters KEDA
+copies into a label (`verifyName`, apis/keda/v1alpha1/scaledobject_webhook.go, v2.20.2); no CRD rule
+refuses it. Sent as a server-side dry run, so nothing is stored."""
+
 Progress = Callable[[str], None]
+
+
+def keda_webhooks_answer(done: subprocess.CompletedProcess[str]) -> str | None:
+    """None when the dry run of KEDA_WEBHOOK_PROBE was refused by KEDA's webhook, else what happened.
+
+    Why a refusal and not /readyz: upstream's KEDA webhooks are `failurePolicy: Ignore`, so an
+    apiserver that cannot reach them (a wrong port, Service or caBundle) admits every ScaledObject
+    unjudged; only the webhook's own refusal proves the apiserver reaches it.
+    """
+    if done.returncode == 0:
+        return f"the probe ScaledObject was admitted unjudged: {done.stdout.strip()[-200:]}"
+    if 'admission webhook "vscaledobject.kb.io" denied the request' in done.stderr:
+        return None
+    return (done.stderr or done.stdout).strip()[-300:]
 
 
 class ClusterError(RuntimeError):
@@ -99,6 +128,7 @@ class Cluster:
         self.pki = self.state_dir / "pki"
         self.logs = self.state_dir / "logs"
         self.admin_kubeconfig = self.state_dir / "kubeconfig"
+        self.audit_log = self.logs / "audit.log"
 
     # -- state -----------------------------------------------------------------------------------
     def load(self) -> ClusterState | None:
@@ -143,6 +173,7 @@ class Cluster:
             self._install()
             self._kwok()
             self._kueue()
+            self._operators()
             self._keda()
             self._monitoring()
             if "node" in parts:
@@ -159,7 +190,8 @@ class Cluster:
             stopped = self.load() or state  # down() marked each process stopped
             stopped.phase = "failed"
             stopped.save()
-            if isinstance(error, (readiness.NotReady, ClusterError, ImageBuildError, ToolMissing)):
+            # BuildFailed: a program is missing; ImageBuildError, ToolMissing: the real node's images or packages
+            if isinstance(error, (readiness.NotReady, ClusterError, BuildFailed, ImageBuildError, ToolMissing)):
                 raise ClusterError(str(error)) from None
             raise
         finally:
@@ -237,6 +269,8 @@ class Cluster:
             "kwok": ("gpuaas-kwok", ("system:masters",)),  # stands in for every kubelet
             "kueue": _service_account_user(*KUEUE_SA),
             "keda": _service_account_user(*KEDA_SA),
+            "kuberay": _service_account_user(*operators.KUBERAY_SA),
+            "training-operator": _service_account_user(*operators.TRAINING_OPERATOR_SA),
         }
         server = f"https://127.0.0.1:{self.state.port('apiserver')}"
         self.kubeconfigs: dict[str, Path] = {}
@@ -265,6 +299,8 @@ class Cluster:
     def _apiserver(self) -> None:
         self.progress("kube-apiserver")
         pki = self.pki
+        audit_policy = self.state_dir / "audit-policy.yaml"
+        audit_policy.write_text(yaml.safe_dump(audit.policy(), sort_keys=False))
         record = self._start("kube-apiserver", [
             str(program("kubernetes", "kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{self.state.port('etcd')}",
@@ -280,12 +316,18 @@ class Cluster:
             # kubelet's serving certificate against the cluster CA.
             f"--kubelet-client-certificate={self.kubelet_client.cert}", f"--kubelet-client-key={self.kubelet_client.key}",
             f"--kubelet-certificate-authority={self.ca.cert}", "--kubelet-preferred-address-types=InternalIP",
+            # Endpoints may not hold a loopback address, so the default `lease` reconciler fails to publish
+            # 127.0.0.1 for Service default/kubernetes every 10 s; the real node's stand-in for kube-proxy
+            # forwards that Service's ClusterIP itself (gpuaas.cluster.node), and nothing dials its endpoints.
+            "--endpoint-reconciler-type=none",
             f"--requestheader-client-ca-file={self.front_proxy_ca.cert}", "--requestheader-allowed-names=front-proxy-client",
             "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={self.front_proxy_client.cert}",
             f"--proxy-client-key-file={self.front_proxy_client.key}",
             f"--cert-dir={pki / 'apiserver-generated'}", "--profiling=false", "--v=0",
+            f"--audit-policy-file={audit_policy}", f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json", "--audit-log-maxsize=200", "--audit-log-maxbackup=1",
         ], endpoint=self.apiserver_url)
         self._ready(record, readiness.http_ok(f"{self.apiserver_url}/readyz", ca=self.ca.cert, client=self.admin),
                     cap=90)
@@ -346,18 +388,22 @@ class Cluster:
         kueue_objects = objects.on_loopback(objects.upstream_install(kubectl, KUEUE, "config/default"), self.kueue_ports)
         keda_objects = objects.on_loopback(objects.upstream_install(kubectl, KEDA, "config/default"), self.keda_ports,
                                            ca_bundle=self.ca.cert.read_bytes())
+        operator_objects = [obj for install in operators.INSTALLS for obj in objects.on_loopback(
+            operators.without_dropped(install, objects.upstream_install(kubectl, install.module, install.path)),
+            operators.loopback_ports(self.state.port))]
         product = [obj for module, paths in crds.PRODUCT_CRDS.items() for obj in objects.yaml_files(module, paths)]
         product += [obj for path in crds.VENDORED_CRDS for obj in objects.local_yaml_file(path)]
         first_kueue, rest_kueue = objects.split_crds(kueue_objects)
         first_keda, rest_keda = objects.split_crds(keda_objects)
-        first = first_kueue + first_keda + product + [
+        first_operators, rest_operators = objects.split_crds(operator_objects)
+        first = first_kueue + first_keda + first_operators + product + [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}]
         self.apply(self._changed_crds(first), "CRDs and namespaces (new or changed)")
         names = [f"crd/{o['metadata']['name']}" for o in first if o["kind"] == "CustomResourceDefinition"]
         self.kubectl("wait", "--for=condition=Established", f"--timeout={int(self._remaining(120))}s", *names,
                      timeout=self._remaining(130))
         self.progress(f"  {len(names)} CRDs Established")
-        self.apply(rest_kueue + rest_keda, "Kueue and KEDA objects")
+        self.apply(rest_kueue + rest_keda + rest_operators, "Kueue, KEDA and operator objects")
 
     def _changed_crds(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The objects whose content differs from what the cluster stores (by a hash annotation).
@@ -467,6 +513,38 @@ class Cluster:
                      "data": {name: base64.b64encode(path.read_bytes()).decode() for name, path in files.items()}}],
                    "Kueue webhook certificate Secret")
 
+    def _operators(self) -> None:
+        """KubeRay and the training-operator, as their ServiceAccounts (gpuaas.cluster.operators)."""
+        self.progress("operators: KubeRay, Kubeflow training-operator")
+        ray_health = self.state.port("kuberay-health")
+        kuberay = self._start("kuberay-operator", operators.kuberay_argv(
+            program("kuberay", "ray-operator"), self.kubeconfigs["kuberay"], self.state.port("kuberay-metrics"),
+            ray_health), endpoint=f"http://127.0.0.1:{self.state.port('kuberay-metrics')}/metrics")
+        secret, certs = operators.training_operator_certificates(self.pki, self.state_dir)
+        self.apply([secret], "training-operator webhook certificate Secret")
+        health, webhook = self.state.port("training-operator-health"), self.state.port("training-operator-webhook")
+        argv = operators.training_operator_argv(
+            program("training-operator", "training-operator.v1"), self.kubeconfigs["training-operator"],
+            self.state.port("training-operator-metrics"), health, webhook)
+        try:
+            wrapped = operators.with_certificates_mounted(certs, argv)
+        except FileNotFoundError as error:
+            raise ClusterError(str(error)) from None
+        training = self._start("training-operator", wrapped, env=operators.training_operator_env(),
+                               endpoint=f"https://127.0.0.1:{webhook}")
+        training.argv = argv  # after `exec`, /proc shows the operator's own command line (what `down` checks)
+        self.state.save()
+        self._ready(kuberay, readiness.http_ok(f"http://127.0.0.1:{ray_health}/readyz"), cap=60)
+        self._ready(training, readiness.http_ok(f"http://127.0.0.1:{health}/readyz"), cap=120)
+
+        def webhook_answers() -> str | None:
+            done = self.kubectl("create", "--dry-run=server", "-o", "name", "-f", "-",
+                                input_text=json.dumps(operators.probe_pytorchjob()), check=False, timeout=30)
+            return None if done.returncode == 0 else done.stderr.strip()[-300:]
+        readiness.wait("the training-operator's webhooks", webhook_answers, timeout_s=self._remaining(60),
+                       record=training)
+        self.progress("  the training-operator's webhooks answer")
+
     def _keda(self) -> None:
         self.progress("KEDA (operator, admission webhooks, metrics API server)")
         cert_dir = self.state_dir / "keda" / "certs"
@@ -503,6 +581,10 @@ class Cluster:
         ], env=env, endpoint=f"https://127.0.0.1:{self.state.port('keda-metrics-apiserver')}")
         self._ready(operator, readiness.http_ok(f"http://127.0.0.1:{operator_health}/readyz"))
         self._ready(webhooks, readiness.http_ok(f"http://127.0.0.1:{webhooks_health}/readyz"))
+        readiness.wait("KEDA's webhooks", lambda: keda_webhooks_answer(self.kubectl(
+            "create", "--dry-run=server", "-o", "name", "-f", "-", input_text=json.dumps(KEDA_WEBHOOK_PROBE),
+            check=False, timeout=30)), timeout_s=self._remaining(90), record=webhooks)
+        self.progress("  KEDA's webhooks answer")
 
         def api_service_available() -> str | None:
             done = self.kubectl("get", "apiservice", "v1beta1.external.metrics.k8s.io", "-o",

@@ -32,8 +32,13 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether `port` can be bound now (a port recorded by a previous run may have been taken since)."""
+    """Whether a server could listen on `port` now (a port recorded by a previous run may have been taken since).
+
+    With SO_REUSEADDR, as every server the cluster starts binds (Go's net.Listen, Python's http.server):
+    a port whose last connections linger in TIME_WAIT is free for them; a live listener is not.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

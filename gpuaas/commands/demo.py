@@ -16,19 +16,24 @@ from typing import Any
 REQUIRED_KINDS = ("WorkflowTemplate", "Sensor", "EventSource")
 
 
+MAX_SPEED = 1000.0
+
+
 def _speed(text: str) -> float:
-    """--speed: demo seconds per wall second, a finite number of 1 or more.
+    """--speed: demo seconds per wall second, a number from 1 to MAX_SPEED.
 
     Below 1 the demo clock runs slower than the wall clock: the story's five demo hours would take
-    more than five real hours (and near 0 the pauses overflow the platform's sleep)."""
+    more than five real hours (and near 0 the pauses overflow the platform's sleep). Above 1000 the
+    waits that take wall time at any speed (Prometheus's idle window, about 11 s; the reactions) stretch
+    the demo clock by hours each and can run it past midnight, where its HH:MM wraps."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of demo seconds per wall second (e.g. 300), "
                                          f"found {text!r}") from None
-    if not math.isfinite(value) or value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of 1 or more (1 is real time; 300 runs the story in "
-                                         f"about a minute), found {text}")
+    if not math.isfinite(value) or not 1 <= value <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to {MAX_SPEED:g} (1 is real time; 300, the "
+                                         f"default, runs the story in about a minute), found {text}")
     return value
 
 
@@ -42,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", choices=("auto", "prometheus", "in-process"), default="auto",
                         help="auto: real Prometheus/Alertmanager when installed, else the in-process idle rule")
     parser.add_argument("--speed", type=_speed, default=300.0,
-                        help="demo seconds per wall second, 1 or more (default: 300)")
+                        help=f"demo seconds per wall second, 1 to {MAX_SPEED:g} (default: 300)")
     parser.add_argument("--output", choices=("table", "json"), default="table",
                         help="table: progress, timeline and summary; json: summary.json on stdout")
 

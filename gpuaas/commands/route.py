@@ -94,9 +94,18 @@ def _read_events(args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
     except UnicodeDecodeError as exc:
         raise _InputError(_not_utf8(str(path), exc)) from None
     try:
-        yield str(path), json.loads(text)
+        yield str(path), _json(text)
     except ValueError as exc:
         raise _InputError(f"{path}: not a JSON CloudEvent: {exc}") from None
+
+
+def _json(text: str) -> Any:
+    """json.loads, with nesting too deep for Python's parser (about 1,000 levels) a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("expected JSON nested at most about 900 levels deep (what Python's parser reads), "
+                         "found deeper nesting") from None
 
 
 def _not_utf8(name: str, error: UnicodeDecodeError) -> str:
@@ -109,7 +118,7 @@ def _read_lines(name: str, handle: TextIO) -> Iterator[tuple[str, Any]]:
         if not line.strip():
             continue
         try:
-            yield f"{name}:{number}", json.loads(line)
+            yield f"{name}:{number}", _json(line)
         except ValueError as exc:
             raise _InputError(f"{name}:{number}: not a JSON object: {exc}") from None
 

@@ -4,20 +4,31 @@ Target: an OpenShift MachineSet (machine.openshift.io/v1beta1, has /scale) or a 
 MachineDeployment (cluster.x-k8s.io/v1beta1, has /scale). KEDA requires the target in the
 ScaledObject's own namespace, so the object lives beside the MachineSet/MachineDeployment.
 
-Query: nodes wanted = (GPUs allocatable on the pool's nodes + GPUs pending in Kueue) / GPUs per node,
-with `metricType: AverageValue` and `threshold` = GPUs per node, so the HPA's desired replica count is
-ceil(total / per-node). Scale-in is DISABLED: a MachineSet removes a machine by its deletion policy,
-not by emptiness, and could take a busy GPU node; shrinking is left to the admin (or a
-cluster-autoscaler that drains). gpuaas frees GPUs by releasing idle workloads, which makes room
-for pending ones before any node is added.
+Query: nodes wanted = (GPUs allocatable on the pool's nodes + GPUs pending in the pool's ClusterQueues)
+/ GPUs per node, with `metricType: AverageValue` and `threshold` = GPUs per node, so the HPA's desired
+replica count is ceil(total / per-node).
+- The pool's nodes are those carrying the pool label (`gpuaas.io/node-pool: <pool>` by default, set in
+  the MachineSet's / MachineDeployment's node template), read from kube-state-metrics'
+  `kube_node_labels` (the label must be allowlisted: `--metric-labels-allowlist=nodes=[gpuaas.io/node-pool]`);
+  other GPU nodes do not count.
+- A pool with no nodes has no such series: `or vector(0)` makes its capacity 0, so the pool grows from
+  0 nodes (the query used to be empty there, and KEDA never scaled).
+- Pending GPUs come from `kueue_cluster_queue_resource_pending` (Kueue v0.18+, with
+  `metrics.enableClusterQueueResources: true`). It has no flavor label (pending workloads have no
+  flavor yet): `cluster_queues` names the ClusterQueues whose GPUs this pool serves.
 
-Failure mode: a missing metric must never read as "no GPUs wanted" (KEDA would scale the pool to
-zero after the cooldown); the query leaves the allocatable part without a default and
-`ignoreNullValues: "false"` makes an empty result an error, on which KEDA keeps the current size.
+Never shrinking: the pool only grows. `autoscaling.keda.sh/paused-scale-in: "true"` keeps KEDA from
+taking the target to `minReplicaCount` 0 when the query reads 0 (no demand, or kube-state-metrics
+missing: KEDA v2.20 `scaleToZeroOrIdle` returns on it) and sets the HPA's scale-down to Disabled. A
+MachineSet removes a machine by its deletion policy, not by emptiness, and could take a busy GPU
+node; shrinking is left to the admin (or a cluster-autoscaler that drains). A missing metric can
+under-count the capacity, which only makes the pool grow less. gpuaas frees GPUs by releasing idle
+workloads, which makes room for pending ones before any node is added.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +36,10 @@ from gpuaas.manifests.platform import labels
 
 JSON = dict[str, Any]
 
-PENDING_METRIC = 'kueue_cluster_queue_resource_pending{resource="nvidia.com/gpu"}'
+PENDING_METRIC = "kueue_cluster_queue_resource_pending"
+"""Kueue v0.18+ (pkg/metrics/metrics.go ClusterQueueResourcePending); absent in v0.16 and v0.17."""
+POOL_LABEL = "gpuaas.io/node-pool"
+PAUSED_SCALE_IN = "autoscaling.keda.sh/paused-scale-in"
 
 
 @dataclass(frozen=True)
@@ -37,21 +51,25 @@ class NodePool:
     prometheus_url: str
     gpus_per_node: int = 8
     max_nodes: int = 8
-    node_regex: str = ".+"
-    """Regexp on the `node` label selecting this pool's nodes in kube-state-metrics."""
+    pool_label: str = POOL_LABEL
+    """The node label whose value is the pool's name (set in the node template; allowlisted in kube-state-metrics)."""
+    cluster_queues: str = ".+"
+    """Regexp on `cluster_queue`: the ClusterQueues whose pending GPUs this pool serves."""
     authentication: str | None = None
     """TriggerAuthentication name (bearer token for OpenShift's thanos-querier)."""
 
     def query(self) -> str:
-        # No `or vector(0)` on the allocatable part: if kube-state-metrics is missing, the query is empty,
-        # KEDA reports an error (ignoreNullValues false) and holds the pool, instead of reading "0 GPUs
-        # wanted" and scaling GPU nodes away.
-        allocatable = f'sum(kube_node_status_allocatable{{resource="nvidia_com_gpu", node=~"{self.node_regex}"}})'
-        return f"{allocatable} + (sum({PENDING_METRIC}) or vector(0))"
+        label = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", self.pool_label)
+        nodes = f'max by (node) (kube_node_labels{{{label}="{self.name}"}})'
+        allocatable = (f'sum(kube_node_status_allocatable{{resource="nvidia_com_gpu"}} * on (node) group_left () '
+                       f"{nodes})")
+        pending = f'sum({PENDING_METRIC}{{resource="nvidia.com/gpu", cluster_queue=~"{self.cluster_queues}"}})'
+        return f"({allocatable} or vector(0)) + ({pending} or vector(0))"
 
 
 def scaled_object(pool: NodePool) -> JSON:
-    metadata: JSON = {"name": "gpuaas-gpu-node-pool", "namespace": pool.namespace, "labels": labels("node-pool")}
+    metadata: JSON = {"name": "gpuaas-gpu-node-pool", "namespace": pool.namespace, "labels": labels("node-pool"),
+                      "annotations": {PAUSED_SCALE_IN: "true"}}
     trigger: JSON = {"type": "prometheus", "metricType": "AverageValue", "metadata": {
         "serverAddress": pool.prometheus_url, "query": pool.query(),
         "threshold": str(pool.gpus_per_node), "activationThreshold": "0", "ignoreNullValues": "false"}}

@@ -244,8 +244,9 @@ def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: s
     GPU health alerts to the admins' webhook (URL from Secret `gpuaas-admin-alerts`, key `url`).
 
     Caution: by default the operator adds `namespace="<this object's namespace>"` to the top
-    route, while GPUWorkloadIdle carries the WORKLOAD's namespace. Set
-    `alertmanagerConfigMatcherStrategy: {type: None}` on your Alertmanager resource (see docs).
+    route, while GPUWorkloadIdle carries the WORKLOAD's namespace. docs/observability.md: put this
+    object in the Alertmanager's namespace with `alertmanagerConfigMatcherStrategy:
+    {type: OnNamespaceExceptForAlertmanagerNamespace}` (`None` would affect every tenant's AlertmanagerConfig).
     """
     def matchers(items: tuple[tuple[str, str, str], ...]) -> list[dict[str, str]]:
         return [{"name": name, "value": value, "matchType": op} for name, op, value in items]

@@ -45,6 +45,9 @@ STEPS_CLUSTER_RULES: list[Rule] = [
      "steps/strategies.py release/resume: read the owner, JSON-patch replicas and the release annotation"),
     (["apps"], ["deployments"], ["list"],
      "steps/model/state.py _predictor_of: find the Deployment KServe created for a raw-deployment InferenceService"),
+    (["autoscaling"], ["horizontalpodautoscalers"], ["list"],
+     ("steps/model/state.py observe_workload: an HPA someone else keeps on the KEDA target (e.g. KServe's) "
+      "means no gpuaas ScaledObject (KEDA's webhook refuses a second autoscaler)")),
     (["apps"], ["replicasets"], ["get"],
      "steps/reactions/idle_alerts.py: walk a pod's owner chain (ReplicaSet -> Deployment)"),
     (["batch"], ["jobs"], ["get", "patch"],
@@ -75,10 +78,12 @@ STEPS_NAMESPACE_RULES: list[Rule] = [
 
 SENSOR_NAMESPACE_RULES: list[Rule] = [
     (["argoproj.io"], ["workflows"], ["create", "list"],
-     ("sensors/trigger.py: argoWorkflow trigger, operation submit (Argo Events execs `argo submit`, then lists "
-      "Workflows by the trigger's labels to find the one created)")),
+     ("sensors/trigger.py argoWorkflow trigger, operation submit (Argo Events v1.9 "
+      "pkg/sensors/triggers/argo-workflow/argo-workflow.go): `argo submit` creates the Workflow (create), then "
+      "the trigger lists Workflows by its labels events.argoproj.io/sensor, /trigger, /action-timestamp (list)")),
     (["argoproj.io"], ["workflowtemplates"], ["get"],
-     "sensors/trigger.py: `argo submit` (kube mode) validates the Workflow against its workflowTemplateRef"),
+     ("`argo submit` (Argo Workflows v4 CLI, kube mode) validates the Workflow against the WorkflowTemplate "
+      "its workflowTemplateRef names before creating it (resourceNames: the templates the Sensors submit)")),
 ]
 
 EVENT_SOURCE_CLUSTER_RULES: list[Rule] = [
@@ -124,8 +129,21 @@ def _binding(kind: str, name: str, role_kind: str, account: str, component: str,
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]}
 
 
+def submitted_templates() -> list[str]:
+    """The WorkflowTemplates the rendered Sensors' triggers reference (what `argo submit` reads)."""
+    import sensors
+
+    names = set()
+    for sensor in sensors.all_sensors():
+        for trigger in sensor["spec"]["triggers"]:
+            resource = trigger["template"]["argoWorkflow"]["source"]["resource"]
+            names.add(resource["spec"]["workflowTemplateRef"]["name"])
+    return sorted(names)
+
+
 def objects(ns: str = NAMESPACE) -> list[JSON]:
     out: list[JSON] = []
+    names = {"configmaps": [POLICY_CONFIGMAP], "workflowtemplates": submitted_templates()}
     for name, account, component, cluster, local in (
         ("gpuaas-steps", STEPS_ACCOUNT, "reaction", STEPS_CLUSTER_RULES, STEPS_NAMESPACE_RULES),
         ("gpuaas-sensors", SENSORS_ACCOUNT, "sensor", [], SENSOR_NAMESPACE_RULES),
@@ -135,6 +153,6 @@ def objects(ns: str = NAMESPACE) -> list[JSON]:
             out.append(_role("ClusterRole", name, cluster, component, None))
             out.append(_binding("ClusterRoleBinding", name, "ClusterRole", account, component, ns, False))
         if local:
-            out.append(_role("Role", name, local, component, ns, {"configmaps": [POLICY_CONFIGMAP]}))
+            out.append(_role("Role", name, local, component, ns, names))
             out.append(_binding("RoleBinding", name, "Role", account, component, ns, True))
     return out

@@ -40,6 +40,8 @@ from gpuaas.simulate.history import History, Pods, Workloads, allocate, grid_ori
 
 WORKLOAD_COLUMNS = ("workload", "namespace", "tenant", "kind", "gpus", "start", "end")
 ACTIVITY_COLUMNS = ("time", "workload", "gpu", "activity")
+_WHOLE = re.compile(r"[0-9]{1,9}")
+"""A whole number in ASCII digits (str.isdigit() takes "²", which int() refuses, and any length)."""
 _NUMBER = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
 
 
@@ -109,7 +111,7 @@ def read_workloads(path: Path) -> Workloads:
                 if not cell(column):
                     raise TraceError(path, line, column, "expected a value, found an empty cell")
             gpus_text = cell("gpus")
-            if not gpus_text.isdigit() or int(gpus_text) < 1:
+            if not _WHOLE.fullmatch(gpus_text) or int(gpus_text) < 1:  # not isdigit(): "²" and 5,000 digits
                 raise TraceError(path, line, "gpus", f"expected a whole number >= 1, found {gpus_text!r}")
             times = {}
             for column in ("start", "end"):
@@ -179,7 +181,7 @@ def _number_problem(kind: str) -> callable:  # type: ignore[valid-type]
         if kind == "activity" and value == "":
             return ""
         if kind == "gpu":
-            return "" if value.isdigit() else f"expected a GPU index (0, 1, ...), found {text!r}"
+            return "" if _WHOLE.fullmatch(value) else f"expected a GPU index (0, 1, ...), found {text!r}"
         return "" if _NUMBER.match(value) else f"expected a number between 0 and 1 (or an empty cell), found {text!r}"
     return check
 

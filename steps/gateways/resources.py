@@ -67,6 +67,8 @@ SCALED_OBJECT = Resource("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
 
 # --- apps/v1
 DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
+HORIZONTAL_POD_AUTOSCALER = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+"""Someone else's autoscaler on a target: KEDA refuses a second one (its webhook), so gpuaas leaves it be."""
 STATEFUL_SET = Resource("apps", "v1", "statefulsets", "StatefulSet")
 REPLICA_SET = Resource("apps", "v1", "replicasets", "ReplicaSet")
 
@@ -101,7 +103,7 @@ MACHINE_DEPLOYMENT = Resource("cluster.x-k8s.io", "v1beta1", "machinedeployments
 ALL: tuple[Resource, ...] = (
     WORKLOAD, WORKLOAD_V1BETA1, CLUSTER_QUEUE, CLUSTER_QUEUE_V1BETA1, LOCAL_QUEUE, LOCAL_QUEUE_V1BETA1,
     RESOURCE_FLAVOR, RESOURCE_FLAVOR_V1BETA1, COHORT, COHORT_V1BETA1, SCALED_OBJECT,
-    DEPLOYMENT, STATEFUL_SET, REPLICA_SET, POD, NODE, CONFIG_MAP, EVENT, NAMESPACE, JOB,
+    DEPLOYMENT, HORIZONTAL_POD_AUTOSCALER, STATEFUL_SET, REPLICA_SET, POD, NODE, CONFIG_MAP, EVENT, NAMESPACE, JOB,
     RAY_CLUSTER, RAY_JOB, PYTORCH_JOB, NOTEBOOK, INFERENCE_SERVICE, LEADER_WORKER_SET,
     MACHINE_SET, MACHINE_DEPLOYMENT,
 )

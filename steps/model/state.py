@@ -39,6 +39,10 @@ class WorkloadState:
     """ScaledObjects in the namespace whose scaleTargetRef is the owner (ours or the tenant's)."""
     managed_scaled_objects: list[JSON] = field(default_factory=list)
     """Every ScaledObject gpuaas created in the namespace (label gpuaas.io/managed-by=gpuaas)."""
+    autoscalers: list[JSON] = field(default_factory=list)
+    """HorizontalPodAutoscalers on the KEDA target that no ScaledObject owns (someone else autoscales it)."""
+    scale_target: JSON | None = None
+    """When a ScaledObject carries the release record (pause-keda): the Deployment/StatefulSet it scales."""
     release: JSON | None = None
     release_on: JSON | None = None
     """The live object carrying the release record (the Workload, or the object the release changed)."""
@@ -113,6 +117,7 @@ class WorkloadState:
             "owners": self.owners.to_dict(),
             "tenant": self.tenant_info.to_dict(),
             "scaledObjects": [(so.get("metadata") or {}).get("name") for so in self.scaled_objects],
+            "autoscalers": [(hpa.get("metadata") or {}).get("name") for hpa in self.autoscalers],
             "release": self.release,
             "leftovers": [f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}" for o in self.leftovers],
             "eventNotes": self.event_notes(),
@@ -136,7 +141,7 @@ def _get_workload(kube: Any, namespace: str, name: str, event: ResourceEvent | N
 
 def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
     """Read the Workload and everything around it. Names come from the parameters, else the event."""
-    from steps.gateways.resources import SCALED_OBJECT
+    from steps.gateways.resources import HORIZONTAL_POD_AUTOSCALER, SCALED_OBJECT
     from steps.strategies import read_release
 
     event = parse_resource_event(request.event)
@@ -161,11 +166,11 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
                                     == MANAGED_BY_VALUE]
     target = state.keda_target()
     if target is not None:
-        kind, name = target.get("kind"), (target.get("metadata") or {}).get("name")
-        state.scaled_objects = [so for so in all_so
-                                if ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("name") == name
-                                and ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("kind", "Deployment")
-                                == kind]
+        state.scaled_objects = [so for so in all_so if targets(so, target)]
+        state.autoscalers = [hpa for hpa in kube.list(HORIZONTAL_POD_AUTOSCALER, workload.namespace)
+                             if targets(hpa, target) and not any(
+                                 ref.get("kind") == "ScaledObject"
+                                 for ref in (hpa.get("metadata") or {}).get("ownerReferences") or [])]
     record = read_release(obj)
     if record is not None:
         state.release, state.release_on = record, obj
@@ -179,7 +184,31 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
             if record is not None:
                 state.release, state.release_on = record, candidate
                 break
+    if state.release_on is not None and state.release_on.get("kind") == "ScaledObject":
+        state.scale_target = scale_target_of(kube, state.release_on)
     return state
+
+
+def scale_target_of(kube: Any, scaled_object: JSON) -> JSON | None:
+    """The live object a ScaledObject's scaleTargetRef names (same namespace), or None."""
+    from steps.gateways.resources import for_kind
+
+    ref = (scaled_object.get("spec") or {}).get("scaleTargetRef") or {}
+    resource = for_kind(str(ref.get("apiVersion") or "apps/v1"), str(ref.get("kind") or "Deployment"))
+    if resource is None or not ref.get("name"):
+        return None
+    found = kube.get(resource, str(ref["name"]), (scaled_object.get("metadata") or {}).get("namespace"))
+    if found is not None:
+        found.setdefault("apiVersion", resource.api_version)
+        found.setdefault("kind", resource.kind)
+    return found
+
+
+def targets(autoscaler: JSON, target: JSON) -> bool:
+    """Whether an HPA's (or ScaledObject's) scaleTargetRef names `target` (same namespace)."""
+    ref = (autoscaler.get("spec") or {}).get("scaleTargetRef") or {}
+    return (ref.get("name") == (target.get("metadata") or {}).get("name")
+            and ref.get("kind", "Deployment") == target.get("kind"))
 
 
 def _release_target(kube: Any, namespace: str, record: JSON) -> JSON | None:

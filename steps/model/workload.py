@@ -29,6 +29,9 @@ GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
 
 FINISHED = "Finished"
+SLICE_REPLACED = "WorkloadSliceReplaced"
+"""Finished reason of an elastic job's old Workload slice once a scale-up's new slice replaced it:
+the job runs on (apis/kueue/v1beta2/workload_types.go, Kueue v0.19)."""
 ADMITTED = "Admitted"
 QUOTA_RESERVED = "QuotaReserved"
 EVICTED = "Evicted"

@@ -6,10 +6,18 @@ plan (pure):
   admitted now (stale or out-of-order event); the queue wait is recorded whenever it is known;
 - skipped-by-policy when the Workload or its owner is exempt (`gpuaas.io/idle-policy: exempt`);
 - for owners KEDA can scale (Deployment, StatefulSet, KServe raw-deployment InferenceService):
-  ensure a keda.sh/v1alpha1 ScaledObject with a Prometheus trigger on the DCGM activity of the
-  owner's pods (both label spellings), minReplicaCount 0, an ownerReference to the owner (garbage
-  collected with it) and label gpuaas.io/managed-by=gpuaas; a tenant's own ScaledObject on the same
-  target is respected (KEDA allows one per target);
+  ensure a keda.sh/v1alpha1 ScaledObject that moves the target only between its recorded size N
+  (its replicas when the ScaledObject is made) and 0: `minReplicaCount = maxReplicaCount = N` (the
+  HPA KEDA makes can never resize N->M, which Kueue forbids for a managed StatefulSet) and
+  `idleReplicaCount: 0` (KEDA v2.20 pkg/scaling/executor: inactive -> idleReplicaCount after the
+  cooldown, active at idle -> minReplicaCount). The Prometheus trigger reads the DCGM activity of
+  the target's live pods (both label spellings) and is empty until they have reported for a whole
+  idle window, so a new or resumed server is never judged on its first low sample; the cooldowns
+  (`initialCooldownPeriod` from creation, `cooldownPeriod` from the last activity) are the longer of
+  the tenant's idle window and minimum runtime. Owner reference to the owner (garbage collected with
+  it), label gpuaas.io/managed-by=gpuaas. A tenant's own ScaledObject on the same target is
+  respected (KEDA allows one per target), and so is any other HorizontalPodAutoscaler on it (e.g.
+  KServe's: KEDA's webhook refuses a ScaledObject for a target an HPA scales);
 - for other kinds: record the release strategy on-idle will use (no write).
 """
 
@@ -53,16 +61,20 @@ def pod_regex(target: JSON) -> str:
 def activity_query(namespace: str, target: JSON, window_seconds: float) -> str:
     """Highest GPU activity (0-1) of the target's pods over the window, in both DCGM label spellings.
 
-    One element (max) as KEDA requires; no `or vector(0)`: "no data" must never read as idle, so
-    an empty result is an error KEDA answers by keeping the current replicas.
+    One element (max) as KEDA requires. A series counts only if it exists now (a deleted pod's
+    series is stale at once, so the pods a server had before it went to 0 do not count) and already
+    existed a window ago (`offset`): a new or resumed server's pods have no such samples, so the
+    query is empty until they have reported for a whole window. No `or vector(0)`: "no data" must never read as
+    idle; an empty result is an error on which KEDA keeps the current replicas.
     """
     window = f"{int(window_seconds)}s"
-    pods = pod_regex(target)
+    pods = pod_regex(target).replace("\\", "\\\\")   # a PromQL string literal: the regex's backslashes doubled
     parts = []
     for metric in METRICS:
         scale = " / 100" if metric == "DCGM_FI_DEV_GPU_UTIL" else ""
         for ns_label, pod_label in (("namespace", "pod"), ("exported_namespace", "exported_pod")):
-            parts.append(f'max_over_time({metric}{{{ns_label}="{namespace}",{pod_label}=~"{pods}"}}[{window}]){scale}')
+            series = f'{metric}{{{ns_label}="{namespace}",{pod_label}=~"{pods}"}}'
+            parts.append(f"(max_over_time({series}[{window}]) and {series} and {series} offset {window}){scale}")
     return "max(" + " or ".join(parts) + ")"
 
 
@@ -71,18 +83,31 @@ def scaled_object_name(target: JSON) -> str:
     return base[:253]
 
 
-def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle: IdleSettings) -> JSON:
-    """The ScaledObject gpuaas wants for `target` (pure)."""
+def recorded_size(target: JSON, ours: JSON | None) -> int:
+    """The size gpuaas' ScaledObject brings the target back to: what it recorded when it was made
+    (steps.strategies.scaled_size: its minReplicaCount, or an older object's maxReplicaCount), else
+    the target's replicas now."""
+    from steps.strategies import scaled_size
+
+    if ours is not None:
+        return scaled_size(ours)
+    replicas = (target.get("spec") or {}).get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle: IdleSettings,
+                          size: int | None = None) -> JSON:
+    """The ScaledObject gpuaas wants for `target` (pure): `size` replicas or 0, nothing in between."""
     wl = state.workload
     assert wl is not None
     meta = owner.get("metadata") or {}
-    replicas = (target.get("spec") or {}).get("replicas")
-    replicas = 1 if replicas is None else int(replicas)
+    replicas = recorded_size(target, None) if size is None else size
     labels = {MANAGED_BY: MANAGED_BY_VALUE, OWNER_UID_LABEL: str(meta.get("uid") or "")[:63],
               WORKLOAD_LABEL_KEY: wl.name[:63]}
     if state.tenant:
         labels[TENANT_LABEL] = state.tenant[:63]
     threshold = f"{idle.threshold:g}"
+    cooldown = int(max(idle.window_seconds, idle.min_runtime_seconds))
     metadata_extra = {"annotations": {RUN_ANNOTATION: state.run_id}} if state.run_id else {}
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
@@ -95,10 +120,12 @@ def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle:
         "spec": {
             "scaleTargetRef": {"apiVersion": target.get("apiVersion") or "apps/v1", "kind": target.get("kind"),
                                "name": (target.get("metadata") or {}).get("name")},
-            "minReplicaCount": 0,
-            "maxReplicaCount": max(1, replicas),
+            "idleReplicaCount": 0,
+            "minReplicaCount": replicas,
+            "maxReplicaCount": replicas,
             "pollingInterval": 30,
-            "cooldownPeriod": int(idle.window_seconds),
+            "initialCooldownPeriod": cooldown,
+            "cooldownPeriod": cooldown,
             "triggers": [{
                 "type": "prometheus",
                 "name": "gpu-activity",
@@ -132,8 +159,12 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     exempt = exempt_by(state.workload_object, *state.owners.objects)
     target = state.keda_target()
     owner = state.owners.top or target
-    desired = desired_scaled_object(state, target, owner, idle) if target is not None and owner is not None else None
-    scaler = state.scaled_objects[0] if state.scaled_objects else desired
+    ours = None if target is None else next(
+        (so for so in state.managed_scaled_objects
+         if (so.get("metadata") or {}).get("name") == scaled_object_name(target)), None)
+    desired = (desired_scaled_object(state, target, owner, idle, recorded_size(target, ours))
+               if target is not None and owner is not None else None)
+    scaler = state.scaled_objects[0] if state.scaled_objects else None if state.autoscalers else desired
     strategy = strategy_for(wl, state.owners, scaler)
     reasons = [*notes, f"queue wait {metrics['queueWaitSeconds']:.0f}s" if "queueWaitSeconds" in metrics
                else "queue wait unknown (no creationTimestamp or admission time)",
@@ -154,16 +185,24 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
         return Plan((), (*reasons, (f"the tenant's own ScaledObject {name} already scales "
                                    f"{target.get('kind')} {(target.get('metadata') or {}).get('name')}; it is kept "
                                    "(KEDA allows one per target) and paused on release")), Outcome.NO_OP, metrics)
+    target_name = f"{target.get('kind')} {(target.get('metadata') or {}).get('name')}"
+    if state.autoscalers:
+        hpa = (state.autoscalers[0].get("metadata") or {}).get("name")
+        return Plan((), (*reasons, (f"HorizontalPodAutoscaler {hpa} already scales {target_name}: someone else "
+                                   "autoscales it (KEDA's webhook refuses a second autoscaler), so gpuaas makes no "
+                                   "ScaledObject")), Outcome.NO_OP, metrics)
+    if desired["spec"]["minReplicaCount"] < 1:
+        return Plan((), (*reasons, (f"{target_name} has 0 replicas: no size to record and come back to, so "
+                                   "gpuaas makes no ScaledObject")), Outcome.NO_OP, metrics)
     from steps.gateways.resources import SCALED_OBJECT
 
-    ours = next((so for so in state.managed_scaled_objects
-                 if (so.get("metadata") or {}).get("name") == desired["metadata"]["name"]), None)
     dry = idle.dry_run
     if dry:
         reasons.append(f"tenant {state.tenant} policy mode is dry-run")
     event = (PREPARED, (f"gpuaas prepared idle handling: ScaledObject {desired['metadata']['name']} scales "
-                       f"{target.get('kind')} {(target.get('metadata') or {}).get('name')} to 0 after "
-                       f"{idle.window_seconds:g}s without GPU activity"))
+                       f"{target_name} between {desired['spec']['minReplicaCount']} and 0 replicas, to 0 after "
+                       f"{idle.window_seconds:g}s without GPU activity and not before "
+                       f"{desired['spec']['initialCooldownPeriod']}s"))
     if ours is None:
         action = Action("create-scaled-object", SCALED_OBJECT, desired["metadata"]["name"], wl.namespace,
                         "no ScaledObject scales the owner yet", operation="create", body=desired)

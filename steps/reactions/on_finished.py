@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from steps.model.state import WORKLOAD_LABEL_KEY, WorkloadState, observe_workload
-from steps.model.workload import parse_time
+from steps.model.workload import SLICE_REPLACED, parse_time
 from steps.plan import Action, Outcome, Plan, ReactionRequest, StepReport
 from steps.policy import Policy
 from steps.record import RESOURCES_RELEASED
@@ -58,6 +58,9 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     if not wl.is_finished:
         return Plan.nothing(*notes, f"Workload is {wl.status()} now, not finished (stale, duplicated or "
                                     "out-of-order event, or a re-created Workload with the same name)")
+    if wl.finished_reason == SLICE_REPLACED:
+        return Plan.nothing(*notes, "Workload slice replaced by a scale-up (Finished/WorkloadSliceReplaced): the "
+                                    "job runs on in its new slice; nothing ended, nothing to release")
     metrics: dict[str, float] = {}
     reasons = [*notes, f"Workload finished ({wl.finished_reason})"]
     admitted_at, finished_at, gpus = wl.admitted_at, wl.finished_at, float(wl.gpus_admitted)

@@ -42,15 +42,19 @@ from typing import Any
 
 from steps.capacity import FlavorSplit, TenantClaim, flavor_capacity, split_capacity
 from steps.cluster_queue import (
+    LENDING_ANNOTATION,
     LENT_ANNOTATION,
     Loan,
     admit_namespace,
     cohort_of,
+    fit_lending_limit,
     gpu_lending_limits,
     gpu_quotas,
     gpus_in_use,
     groups_equal,
+    lending_annotation,
     loans_annotation,
+    lowered_lending_limits,
     new_cluster_queue,
     new_local_queue,
     read_loans,
@@ -242,9 +246,10 @@ def parse_request(params: Mapping[str, str]) -> QuotaRequest:
     limits: dict[str, int | None] = {}
     for name in ("borrowing-limit", "lending-limit"):
         text = get(name)
-        if text and not text.isdigit():
-            raise RejectedInput(name, "a whole number of GPUs >= 0, or empty to keep the queue's", text,
-                                f"pass {name}=N, e.g. {name}=0")
+        # The same ASCII-digit rule as gpus: str.isdigit() accepts "²" (int() then raises) and "٣".
+        if text and (not re.fullmatch(r"[0-9]{1,7}", text) or int(text) > MAX_GPUS):
+            raise RejectedInput(name, f"a whole number of GPUs from 0 to {MAX_GPUS} (ASCII digits), or empty to "
+                                "keep the queue's", text, f"pass {name}=N, e.g. {name}=0")
         if text and request.workload:
             raise RejectedInput(name, "empty when lending to a workload", text, "set limits in a separate run")
         limits[name.replace("-limit", "_limit")] = int(text) if text else None
@@ -475,6 +480,7 @@ def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSett
     before: dict[str, JSON] = {name: {} for name in members}
     after: dict[str, JSON] = {name: {} for name in members}
     why: dict[str, list[str]] = {name: [] for name in members}
+    remembered = {name: lowered_lending_limits(cq) for name, cq in members.items()}
     splits = []
     if request.flavor and request.flavor not in state.flavors:
         raise RejectedInput("flavor", f"an existing ResourceFlavor ({', '.join(sorted(state.flavors)) or 'none'})",
@@ -503,27 +509,41 @@ def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSett
                                             "nodeLabels": dict(labels)}
         reasons.extend(f"{flavor_name}: {note}" for note in split.notes)
         for quota in split.quotas:
-            before[quota.cluster_queue][flavor_name] = quota.current
-            after[quota.cluster_queue][flavor_name] = quota.nominal
+            name = quota.cluster_queue
+            before[name][flavor_name] = quota.current
+            after[name][flavor_name] = quota.nominal
+            lending = fit_lending_limit(quota.nominal, gpu_lending_limits(members[name]).get(flavor_name),
+                                        remembered[name].get(flavor_name))
+            if lending.remembered is None:
+                remembered[name].pop(flavor_name, None)
+            else:
+                remembered[name][flavor_name] = lending.remembered
+            if quota.changed or lending.note:
+                limits = {"lendingLimit": lending.limit} if lending.note else None
+                new_groups[name] = set_gpu_quota(new_groups[name], flavor_name, quota.nominal,
+                                                 extra_resources(settings, quota.nominal), limits)
             if quota.changed:
-                new_groups[quota.cluster_queue] = set_gpu_quota(new_groups[quota.cluster_queue], flavor_name,
-                                                                quota.nominal,
-                                                                extra_resources(settings, quota.nominal))
-                why[quota.cluster_queue].append(f"{flavor_name} {quota.current if quota.current is not None else 'none'}"
-                                                f" -> {quota.nominal} ({quota.reason})")
+                why[name].append(f"{flavor_name} {quota.current if quota.current is not None else 'none'}"
+                                 f" -> {quota.nominal} ({quota.reason})")
+            if lending.note:
+                why[name].append(f"{flavor_name} {lending.note}")
     actions = []
     for name, cq in members.items():
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
-        if groups_equal(groups, new_groups[name]):
+        annotations = (cq.get("metadata") or {}).get("annotations") or {}
+        lending = lending_annotation(remembered[name])
+        if groups_equal(groups, new_groups[name]) and annotations.get(LENDING_ANNOTATION) == lending:
             if after[name]:
                 reasons.append(f"ClusterQueue {name} unchanged: " + ", ".join(
                     f"{f}={n}" for f, n in sorted(after[name].items())))
             continue
+        metadata: JSON = {"resourceVersion": cq["metadata"].get("resourceVersion")}
+        if annotations.get(LENDING_ANNOTATION) != lending:
+            metadata["annotations"] = {LENDING_ANNOTATION: lending}
         actions.append(QuotaAction(
             "patch-cluster-queue", {"kind": "ClusterQueue", "name": name},
-            f"capacity tracking for ClusterQueue {name}: " + "; ".join(why[name]),
-            patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion")},
-                   "spec": {"resourceGroups": new_groups[name]}},
+            f"capacity tracking for ClusterQueue {name}: " + "; ".join(why[name] or ["lending limits remembered"]),
+            patch={"metadata": metadata, "spec": {"resourceGroups": new_groups[name]}},
             before=before[name], after=after[name]))
     return QuotaPlan(tuple(actions), tuple(reasons), observed, tuple(splits))
 

@@ -14,9 +14,9 @@ would hide the original failure.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from steps.json_text import load as load_json
 from steps.plan import Outcome, ReactionRequest, RejectedInput, StepReport
 
 REACTION = "record-outcome"
@@ -31,8 +31,8 @@ def _failures(text: str) -> list[Any]:
         if not value.strip():
             return []
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = load_json("failures", value)
+        except RejectedInput:  # not JSON, or JSON no step reads (too deep, huge numbers): kept as text
             return [value]
     if value is None:
         return []

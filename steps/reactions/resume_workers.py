@@ -9,13 +9,19 @@ Metrics: gpuHoursReclaimed = GPUs released x hours since the release.
 Optional parameter `target` ("Kind/name", e.g. `Deployment/llm`, `StatefulSet/nb`,
 `ScaledObject/gpuaas-llm`): resume the object directly when its Workload is gone (a KEDA-paused
 Deployment's pods, and with them their per-pod Workloads, no longer exist). For a Deployment or
-InferenceService the ScaledObject scaling it is found and unpaused.
+InferenceService the ScaledObject scaling it is found and unpaused, and the Deployment is brought
+back to the size recorded at the release (KEDA cannot: at 0 replicas its activity query is empty).
+
+A serving workload gpuaas' own ScaledObject took to 0 when idle (idleReplicaCount 0, no release
+record) comes back the same way: `target=Deployment/<name>` scales it to the size that ScaledObject
+recorded (its minReplicaCount); KEDA then holds it there until it is idle for a whole window again.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from steps.gateways.errors import TransientError
 from steps.model.state import WorkloadState, observe_workload
 from steps.model.workload import parse_time
 from steps.plan import Plan, ReactionRequest, RejectedInput, StepReport
@@ -32,8 +38,53 @@ TARGET_KINDS = frozenset({"Deployment", "StatefulSet", "LeaderWorkerSet", "Infer
 def observe(context: Any, request: ReactionRequest) -> WorkloadState:
     target = (request.extra.get("target") or "").strip()
     if request.workload or not target:
-        return observe_workload(context, request)
-    return observe_target(context, request, target)
+        state = observe_workload(context, request)
+    else:
+        state = observe_target(context, request, target)
+    _wait_for_scale_down(state)
+    _wait_for_terminating_pods(context, request, state)
+    return state
+
+
+def _wait_for_terminating_pods(context: Any, request: ReactionRequest, state: WorkloadState) -> None:
+    """Pods of the released workload still terminating (the release stopped them; their grace period
+    runs): resuming now lets the job's controller see them, and the Kubeflow training-operator then
+    marks a PyTorchJob Failed (seen on the real stack, v1.9.3), losing the job. A transient failure
+    (exit 75: the template retries with backoff) until they are gone."""
+    from steps.gateways.resources import POD
+
+    if state.release is None:
+        return
+    owners = {str((o.get("metadata") or {}).get("uid")) for o in state.owners.objects}
+    target = state.release_on or {}
+    owners.add(str((target.get("metadata") or {}).get("uid")))
+    owners.discard("None")
+    namespace = request.namespace or (target.get("metadata") or {}).get("namespace")
+    if not owners or not namespace:
+        return
+    terminating = [p for p in context.kube.list(POD, namespace)
+                   if (p.get("metadata") or {}).get("deletionTimestamp")
+                   and any(str(r.get("uid")) in owners for r in (p.get("metadata") or {}).get("ownerReferences") or [])]
+    if terminating:
+        names = ", ".join(sorted(str(p["metadata"].get("name")) for p in terminating)[:5])
+        raise TransientError(409, f"{len(terminating)} pod(s) the release stopped are still terminating ({names}); "
+                                  "resuming now would let the job's controller count them: retry", "PodsTerminating")
+
+
+def _wait_for_scale_down(state: WorkloadState) -> None:
+    """A StatefulSet scaled to 0 by the release whose pods still terminate (`status.replicas` > 0):
+    Kueue's StatefulSet webhook refuses the scale-up from 0 until they are gone ("scaling down is
+    still in progress", pkg/controller/jobs/statefulset/statefulset_webhook.go), so this is a
+    transient failure (exit 75: the template retries with backoff), not the webhook's 403."""
+    target, record = state.release_on, state.release
+    if target is None or record is None or target.get("kind") != "StatefulSet":
+        return
+    replicas = (target.get("spec") or {}).get("replicas")
+    terminating = int((target.get("status") or {}).get("replicas") or 0)
+    if replicas == 0 and terminating > 0:
+        name = (target.get("metadata") or {}).get("name")
+        raise TransientError(409, f"StatefulSet {name} is still scaling down ({terminating} pod(s) terminating); "
+                                  "Kueue refuses a scale-up from 0 until they are gone: retry", "ScaleDownInProgress")
 
 
 def observe_target(context: Any, request: ReactionRequest, target: str) -> WorkloadState:
@@ -69,6 +120,19 @@ def observe_target(context: Any, request: ReactionRequest, target: str) -> Workl
         if record is not None:
             state.release, state.release_on = record, holder
             break
+    from steps.model.state import MANAGED_BY, MANAGED_BY_VALUE, scale_target_of
+
+    if state.release_on is not None and state.release_on.get("kind") == "ScaledObject":
+        state.scale_target = obj if obj["kind"] in ("Deployment", "StatefulSet") else scale_target_of(
+            kube, state.release_on)
+    elif state.release is None:
+        # No release record: a server gpuaas' own ScaledObject scaled to 0 when idle comes back too.
+        ours = [h for h in holders if h.get("kind") == "ScaledObject"
+                and ((h.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGED_BY_VALUE
+                and (h.get("spec") or {}).get("idleReplicaCount") == 0]
+        if ours:
+            state.managed_scaled_objects = ours[:1]
+            state.scale_target = obj if obj["kind"] != "ScaledObject" else scale_target_of(kube, ours[0])
     return state
 
 
@@ -77,6 +141,8 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     notes = state.event_notes()
     if "targetMissing" in state.extra:
         return Plan.nothing(*notes, f"{state.extra['targetMissing']}: nothing to resume")
+    if wl is None and state.release is None and state.managed_scaled_objects and state.scale_target is not None:
+        return wake(request, state)
     if wl is None and state.release is None:
         return Plan.nothing(*notes, f"Workload {request.namespace}/{request.workload} not found: nothing to resume")
     record, target = state.release, state.release_on
@@ -98,7 +164,7 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
                          "(restored by an earlier, interrupted resume, or removed by hand): only the Workload's "
                          "copy is cleared")]
     else:
-        actions, resume_notes = resume_actions(record, target, why)
+        actions, resume_notes = resume_actions(record, target, why, scale_target=state.scale_target)
         if wl is not None and target.get("kind") != "Workload" and RELEASE_ANNOTATION in wl.annotations:
             actions.append(mirror_release(wl, None, why))
     metrics: dict[str, float] = {}
@@ -111,6 +177,24 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     return Plan(tuple(actions), tuple(reasons), metrics=metrics,
                 event=(RESUMED, (f"gpuaas resumed the workers released at {record.get('releasedAt')} "
                                 f"({record.get('strategy')})")))
+
+
+def wake(request: ReactionRequest, state: WorkloadState) -> Plan:
+    """A target gpuaas' ScaledObject scaled to 0 when idle: back to the size it recorded (pure)."""
+    from steps.strategies import restore_scale_target, scaled_size
+
+    scaler, target = state.managed_scaled_objects[0], state.scale_target
+    assert target is not None
+    size = scaled_size(scaler)
+    name = f"{target.get('kind')} {(target.get('metadata') or {}).get('name')}"
+    why = request.extra.get("reason") or "requested (resume-workers)"
+    actions, notes = restore_scale_target(target, size, why)
+    reasons = [(f"ScaledObject {(scaler.get('metadata') or {}).get('name')} (gpuaas') scales {name} between {size} "
+                "and 0 replicas; no release record: wake it to its recorded size"), *notes]
+    if not actions:
+        return Plan.nothing(*reasons)
+    return Plan(tuple(actions), tuple(reasons),
+                event=(RESUMED, f"gpuaas woke {name} to {size} replica(s) (scaled to 0 when idle)"))
 
 
 def step(context: Any) -> StepReport:

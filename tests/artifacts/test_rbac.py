@@ -139,13 +139,19 @@ def test_steps_may_never_delete_a_tenants_workload_or_owner(rbac_objects: list[J
 
 
 def test_sensors_only_submit_workflows_and_sources_only_read(rbac_objects: list[JSON]) -> None:
-    """What Argo Events' argoWorkflow trigger needs (v1.9.11, pkg/sensors/triggers/argo-workflow): it
-    execs `argo submit`, whose kube mode validates against the referenced WorkflowTemplate (get) before
-    it creates the Workflow, then lists Workflows by the trigger's labels to find the one created.
-    tests/realstack/test_argo_loop.py saw the real sensor refused without the get."""
+    """What Argo Events' argoWorkflow trigger does (tests/realstack/test_sensor_submission.py runs it):
+    `argo submit` reads the referenced WorkflowTemplate and creates the Workflow; the trigger then
+    lists Workflows by its labels. Reading templates is limited to the ones the Sensors submit."""
+    import sensors
+
     assert _granted(rbac_objects, "gpuaas-sensors") == {("argoproj.io", "workflows", "create"),
-                                                         ("argoproj.io", "workflows", "list"),
-                                                         ("argoproj.io", "workflowtemplates", "get")}
+                                                        ("argoproj.io", "workflows", "list"),
+                                                        ("argoproj.io", "workflowtemplates", "get")}
+    templates = {trigger["template"]["argoWorkflow"]["source"]["resource"]["spec"]["workflowTemplateRef"]["name"]
+                 for sensor in sensors.all_sensors() for trigger in sensor["spec"]["triggers"]}
+    role = next(o for o in rbac_objects if o["kind"] == "Role" and o["metadata"]["name"] == "gpuaas-sensors")
+    rule = next(r for r in role["rules"] if r["resources"] == ["workflowtemplates"])
+    assert sorted(rule["resourceNames"]) == sorted(templates)
     assert {v for _g, _p, v in _granted(rbac_objects, "gpuaas-eventsources")} == {"get", "list", "watch"}
 
 

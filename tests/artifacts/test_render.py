@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from gpuaas.commands import render
 from gpuaas.manifests.files import render_files
 from gpuaas.manifests.validation import YamlLoader
 from tests.artifacts.conftest import MANIFESTS
+from tests.support.kubectl import pinned_kubectl
 
 
 def _run_render(*argv: str) -> int:
@@ -67,10 +67,9 @@ def test_workload_version_v1beta1_changes_only_the_event_source(tmp_path: Path) 
     assert "version: v1beta1" in v1beta1[changed[0]]
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
 @pytest.mark.parametrize("overlay", ["openshift", "kubernetes"])
 def test_overlay_builds_with_kustomize_and_pins_every_step_image(overlay: str) -> None:
-    built = subprocess.run(["kubectl", "kustomize", str(MANIFESTS / "overlays" / overlay)],
+    built = subprocess.run([str(pinned_kubectl()), "kustomize", str(MANIFESTS / "overlays" / overlay)],
                            capture_output=True, text=True, check=True).stdout
     # kustomize prints `=` (an AlertmanagerConfig matchType) unquoted; Go reads it as a string, PyYAML needs help.
     documents = [d for d in yaml.load_all(built, Loader=YamlLoader) if d]

@@ -120,7 +120,7 @@ def certificate(tmp_path_factory):
     import subprocess
 
     if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
+        pytest.fail("openssl missing: install the Debian package openssl (`make setup` does)", pytrace=False)
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "server.pem", folder / "server.key"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",

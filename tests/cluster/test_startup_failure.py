@@ -39,3 +39,20 @@ def test_a_failing_component_stops_the_cluster_and_shows_its_log(tmp_path: Path,
     assert state is not None and state.phase == "failed"
     assert {name: record.state for name, record in state.processes.items()} == {
         "etcd": "stopped", "kube-apiserver": "stopped"}
+
+
+def test_up_without_build_names_the_missing_program_in_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # `gpuaas cluster up --no-build` on a cache that lacks the programs: an error that says what to run, no traceback.
+    from gpuaas.cli import main
+
+    monkeypatch.setenv("GPUAAS_STACK_CACHE", str(tmp_path / "empty-cache"))
+    code = main(["cluster", "up", "--no-build", "--state-dir", str(tmp_path / "state")])
+
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("gpuaas cluster up: expected etcd"), last
+    assert "gpuaas cluster build" in last
+    assert Cluster(tmp_path / "state").running() == []

@@ -61,3 +61,48 @@ def test_reclaimed_gpu_hours_are_the_records_figure_on_the_demo_clock() -> None:
     assert summary["gpu_hours_reclaimed_wall"] == 0.0125
     assert summary["gpu_hours_reclaimed"] == 3.75
     assert summary["gpu_hours_reclaimed_by_workload"] == {"team-vision/raycluster-ray-vision-1a2b3": 3.75}
+
+
+def _mark(tenant: str, hours: float, what: str) -> dict:
+    return {"tenant": tenant, "hours": hours, "time": "", "what": what}
+
+
+def test_the_chart_shades_every_wait_for_quota_not_only_the_first_job() -> None:
+    """The full story has two waits: train-llm (research) until the release, and ray-vision (vision) from its
+    resume until train-llm finishes. Each `<workload> queued` mark opens a span its next admission closes."""
+    from engine.report import queued_spans
+
+    marks = [_mark("research", 1.6, "train-llm queued"), _mark("vision", 2.2, "GPUs idle"),
+             _mark("vision", 3.1, "idle alert"), _mark("vision", 3.1, "released (on-idle)"),
+             _mark("research", 3.2, "train-llm admitted"), _mark("vision", 4.2, "resumed (by hand)"),
+             _mark("vision", 4.2, "ray-vision queued"), _mark("vision", 5.3, "ray-vision admitted again")]
+    assert queued_spans(marks) == {"research": [(1.6, 3.2)], "vision": [(4.2, 5.3)]}
+    # a wait that never ended in the run (the reduced story) is not drawn as if it had
+    assert queued_spans(marks[:1]) == {}
+
+
+def test_a_label_takes_the_lowest_row_where_it_overlaps_no_earlier_label() -> None:
+    """Counting the overlapping labels put a third label on the row of the second one it overlapped (the
+    1000x demo drew `resumed (by hand)` over `idle alert -> released (on-idle)`)."""
+    from engine.report import label_rows
+
+    assert label_rows([(4.25, 5.6), (4.2, 7.3), (6.6, 8.5)]) == [0, 1, 0]
+    assert label_rows([(0, 2), (1, 3), (1.5, 4)]) == [0, 1, 2]
+    assert label_rows([(0, 1), (2, 3)]) == [0, 0]
+
+
+def test_the_demo_clock_starts_with_the_story_not_with_the_engine() -> None:
+    """Starting the engine and Prometheus takes wall seconds that the demo clock used to count too: at 300x
+    half an hour before the first event, more on a loaded machine, and every later time moved with it. The
+    clock now reads 08:00:00 until the story begins, then runs `speed` times wall time."""
+    from engine.demo import DemoClock
+
+    wall = [100.0]
+    clock = DemoClock(300.0, monotonic=lambda: wall[0])
+    wall[0] = 130.0  # the engine, the exporter and Prometheus starting
+    assert clock.now().strftime("%H:%M:%S") == "08:00:00" and clock.hours() == 0.0
+    clock.begin()
+    wall[0] = 142.0
+    assert clock.now().strftime("%H:%M:%S") == "09:00:00" and clock.hours() == 1.0
+    clock.begin()  # once only: a second call does not restart the story
+    assert clock.hours() == 1.0

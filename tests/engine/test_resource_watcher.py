@@ -9,11 +9,10 @@ import time
 
 import pytest
 
+from engine import apiserver
 from engine.resource_watcher import ResourceWatcher, WatchedResource
 from steps.gateways import resources as R
 from steps.gateways.kubernetes import KubernetesGateway
-
-apiserver = pytest.importorskip("engine.apiserver")
 
 EVENT_SOURCE = {
     "apiVersion": "argoproj.io/v1alpha1", "kind": "EventSource", "metadata": {"name": "gpuaas-kueue"},

@@ -125,13 +125,12 @@ def test_json_nested_too_deep_is_answered_400(intake, depth: int) -> None:
 
 
 def test_a_client_that_stops_sending_is_answered_408_after_the_read_timeout() -> None:
-    import time
-
+    """Without a read timeout the server would wait for the rest of the body and the client's own
+    10 s socket timeout would end the exchange with no answer (an OSError here)."""
     endpoints = WebhookEndpoint.from_event_source(EVENT_SOURCE)
     with WebhookIntake(endpoints, token="s3cret", sink=lambda event: None, read_timeout=1.0) as server:
-        started = time.monotonic()
         answer = raw_request(server.url, headers("100") + b'{"version": "4"', timeout=10)
-        assert status_of(answer) == 408 and time.monotonic() - started < 5
+        assert status_of(answer) == 408
 
 
 def test_two_hundred_concurrent_posts_are_all_answered() -> None:
@@ -164,3 +163,16 @@ def test_two_hundred_concurrent_posts_are_all_answered() -> None:
             answers = list(pool.map(one, range(200)))
     assert answers == [200] * 200, sorted({str(a) for a in answers})
     assert len(accepted) == 200
+
+
+def test_a_client_resetting_its_connection_prints_no_traceback(intake, capfd) -> None:
+    """A client that closes with unread bytes (or drops) sends a reset; the handler thread, waiting for
+    the next request on that kept-alive connection, meets ConnectionResetError and socketserver hands
+    it to handle_error, which printed a traceback to stderr (into the demo's output): 1,000 concurrent
+    clients that read only the status line left dozens. A peer going away is not an intake error."""
+    server, _ = intake
+    try:
+        raise ConnectionResetError(104, "Connection reset by peer")
+    except ConnectionResetError:  # what the handler thread meets; handle_error runs inside its except
+        server._server.handle_error(None, ("127.0.0.1", 40000))
+    assert "Traceback" not in capfd.readouterr().err

@@ -8,6 +8,9 @@ of digits or non-ASCII digits, non-ASCII "names", CloudEvents without `id`.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import strategies as st
@@ -18,7 +21,30 @@ HUGE_NUMBERS = ["9" * 5000, "1" + "0" * 4301, "-" + "7" * 10000, "1e999999", "Na
 NAMES = ["team-a", "job-train-1a2b3", "a" * 63, "a" * 64, "a" * 254, "Team-A", "tëam-a", "team_a", "-a", "a-",
          "a..b", "a.b", ".", "", " team-a ", "team-a\n", "ｔｅａｍ", "a\u0301", "١٢٣"]
 KEYS = ["namespace", "workload", "event", "dry-run", "tenant", "alert", "pod", "gpus", "flavor", "mode",
-        "target", "reason", "status", "failures", "cohort", "weight", "guaranteedGpus"]
+        "target", "reason", "status", "failures", "cohort", "weight", "guaranteedGpus", "borrowing-limit",
+        "lending-limit"]
+NUMBER_KEYS = ("gpus", "weight", "guaranteedGpus", "borrowing-limit", "lending-limit")
+
+
+PROCESS_RECURSION_LIMIT = 1000
+"""CPython's default: what `gpuaas route` or `python -m steps` runs with."""
+
+
+@contextmanager
+def process_recursion_limit() -> Iterator[None]:
+    """Run the block with the recursion headroom of a fresh process (the interpreter's default limit
+    above the frames already on the stack). Hypothesis runs every case with the limit raised by 2,000
+    (ensure_free_stackframes), and the limit is the interpreter's, so every thread sees it: under
+    Hypothesis `json.loads` reads JSON nested 1,500 deep that a user's process cannot."""
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + PROCESS_RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def deep_json(depth: int, kind: str = "list") -> str:
@@ -197,10 +223,36 @@ REACTIONS = ["on-admitted", "on-finished", "on-idle", "idle-alerts", "release-wo
              "provision-quota", "record-outcome"]
 
 
-def _params_file(shape: int, seed: int, text: str) -> bytes:
+_EVENT = json.dumps({"context": {"id": "ev-1", "type": "resource", "source": "gpuaas-workloads",
+                                  "subject": "workloads", "time": "2026-01-01T00:00:00Z"},
+                      "data": {"type": "UPDATE", "body": {"kind": "Workload", "metadata": {
+                          "name": "job-train-1a2b3", "namespace": "team-a", "uid": "uid-1"}}}})
+_ALERT = {"status": "firing", "labels": {"alertname": "GPUWorkloadIdle", "namespace": "team-a", "pod": "train-0"}}
+_WORKLOAD = {"namespace": "team-a", "workload": "job-train-1a2b3", "event": _EVENT, "dry-run": "false",
+             "tenant": "team-a"}
+WELL_FORMED: dict[str, dict[str, str]] = {
+    "on-admitted": _WORKLOAD, "on-finished": _WORKLOAD, "release-workers": _WORKLOAD, "resume-workers": _WORKLOAD,
+    "on-idle": {**_WORKLOAD, "event": "", "pod": "train-0", "alert": json.dumps(_ALERT)},
+    "idle-alerts": {"event": json.dumps({"header": {}, "body": {"version": "4", "status": "firing", "alerts": [_ALERT]}}),
+                    "namespace": "", "workload": "", "dry-run": "false", "tenant": ""},
+    "provision-quota": {"mode": "hand", "tenant": "team-a", "flavor": "a100", "gpus": "8", "cohort": "gpuaas",
+                        "borrowing-limit": "2", "lending-limit": "1", "dry-run": "true"},
+    "record-outcome": {"reaction": "on-idle", "namespace": "team-a", "workload": "job-train-1a2b3",
+                       "status": "Failed", "failures": "[]", "event": "", "dry-run": "false", "tenant": ""},
+}
+"""Per reaction, parameters it parses to the end: the base that `_params_file` breaks in one place,
+so the checks late in a parser (a hand provision-quota's limits, say) are reached, not only the first."""
+
+
+def _params_file(shape: int, seed: int, text: str, reaction: str = "") -> bytes:
     """The step's parameters file (Argo writes `{{inputs.parameters}}`), from well-formed to garbage."""
     pick = Picks(seed, text)
     kind = shape % 8
+    if kind in (5, 6, 7) and reaction in WELL_FORMED:  # the reaction's well-formed parameters, one broken
+        params = dict(WELL_FORMED[reaction])
+        key = pick.random.choice(list(params)) if pick.random.random() < 0.8 else pick.random.choice(KEYS)
+        params[key] = _number(pick, text) if key in NUMBER_KEYS else pick.slot()
+        return _dumps([{"name": k, "value": v} for k, v in params.items()]).encode("utf-8", "surrogatepass")
     if kind == 0:
         return pick.random.choice([b"\xff\xfe[\x00]\x00", b"\xc3\x28", b"\x00\x01", "[]".encode("utf-16"),
                                    b"\xef\xbb\xbf[]", deep_json(2000).encode(), text.encode("utf-8", "surrogatepass")])
@@ -215,8 +267,8 @@ def _params_file(shape: int, seed: int, text: str) -> bytes:
                                         "", pick.slot()])
         elif key == "alert":
             value = _dumps(_alert(pick, shape))
-        elif key in ("gpus", "weight", "guaranteedGpus"):
-            value = pick.random.choice(["8", "0", *HUGE_NUMBERS, *NON_ASCII_DIGITS, text])
+        elif key in NUMBER_KEYS:
+            value = _number(pick, text)
         elif key == "dry-run":
             value = pick.maybe(pick.random.choice(["true", "false"]))
         else:
@@ -229,10 +281,15 @@ def _params_file(shape: int, seed: int, text: str) -> bytes:
     return _dumps(document).encode("utf-8", "surrogatepass")
 
 
+def _number(pick: Picks, text: str) -> str:
+    return pick.random.choice(["8", "0", "1", "99999999999999999999", *HUGE_NUMBERS, *NON_ASCII_DIGITS, text])
+
+
 def params_files() -> st.SearchStrategy[tuple[str, bytes]]:
     """(reaction, parameters file bytes)."""
     reaction = st.one_of(st.sampled_from(REACTIONS), st.sampled_from(["", "On-Idle", "../etc", "on_idle", "x" * 300]))
-    return st.tuples(reaction, st.builds(_params_file, st.integers(0, 799), SEEDS, TEXT))
+    return reaction.flatmap(lambda name: st.tuples(st.just(name), st.builds(
+        _params_file, st.integers(0, 799), SEEDS, TEXT, st.just(name))))
 
 
 SOURCES = [("gpuaas-workloads", "workloads", "resource"), ("gpuaas-alertmanager", "idle", "webhook"),
@@ -260,7 +317,9 @@ def _route_line(shape: int, seed: int, text: str) -> str:
     else:
         event["data"] = data
     line = _dumps(pick.maybe(event, 0.95))
-    return line if shape % 13 else text
+    if shape % 13:
+        return line
+    return pick.random.choice([text, deep_json(1000), deep_json(1001, "object"), deep_json(5000)])
 
 
 def route_lines() -> st.SearchStrategy[str]:

@@ -13,7 +13,7 @@ from hypothesis import given
 from steps.events import parse_resource_event
 from steps.plan import RejectedInput
 from steps.reactions import idle_alerts
-from tests.fuzz.inputs import alert_groups, resource_events
+from tests.fuzz.inputs import alert_groups, process_recursion_limit, resource_events
 
 
 def assert_clear(error: RejectedInput) -> None:
@@ -25,7 +25,8 @@ def assert_clear(error: RejectedInput) -> None:
 @given(resource_events())
 def test_resource_event_parameter(raw: Any) -> None:
     try:
-        event = parse_resource_event(raw)
+        with process_recursion_limit():
+            event = parse_resource_event(raw)
     except RejectedInput as error:
         assert_clear(error)
         return
@@ -38,11 +39,13 @@ def test_resource_event_parameter(raw: Any) -> None:
 @given(alert_groups())
 def test_alert_group(raw: Any) -> None:
     try:
-        body = idle_alerts.alertmanager_body(raw)
+        with process_recursion_limit():
+            body = idle_alerts.alertmanager_body(raw)
     except RejectedInput as error:
         assert_clear(error)
         return
-    candidates, skipped, rejected = idle_alerts.candidate_alerts(body)
+    with process_recursion_limit():
+        candidates, skipped, rejected = idle_alerts.candidate_alerts(body)
     for each in rejected:
         assert "\n" not in each.reason and "expected" in each.reason
         each.reason.encode("utf-8")

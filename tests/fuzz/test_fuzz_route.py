@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from gpuaas.commands.route import _InputError, _read_lines
 from routing import EventError, Router
 from routing.event import _go_text
-from tests.fuzz.inputs import route_lines
+from tests.fuzz.inputs import process_recursion_limit, route_lines
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
@@ -30,10 +30,11 @@ def test_route_event_input() -> None:
         cases += 1
         router.reset()  # each case on its own (no remembered ids or dependencies): reproducible
         try:
-            for _where, event in _read_lines("events.jsonl", io.StringIO(line + "\n")):
-                result = router.route(event)
-                assert isinstance(result.event["id"], str) and result.event["id"]
-                assert isinstance(event, dict) and _go_text(event["id"]) == result.event["id"]  # never invented
+            with process_recursion_limit():  # as `gpuaas route` runs, not with Hypothesis' raised limit
+                for _where, event in _read_lines("events.jsonl", io.StringIO(line + "\n")):
+                    result = router.route(event)
+                    assert isinstance(result.event["id"], str) and result.event["id"]
+                    assert isinstance(event, dict) and _go_text(event["id"]) == result.event["id"]  # never invented
         except (EventError, _InputError) as error:
             message = str(error)
             assert message and "\n" not in message, message

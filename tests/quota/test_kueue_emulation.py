@@ -140,8 +140,15 @@ def test_deactivation_evicts_suspends_and_frees_quota_then_reactivation_requeues
     clock.advance(10)
     gateway.merge_patch(R.WORKLOAD, name, {"spec": {"active": False}}, "team-a")
     kueue.reconcile()
+    # Kueue's first step (its workload controller): Evicted, the reservation kept until the job stops
     evicted = wl(gateway, "team-a", name)
     assert condition(evicted, "Evicted") == ("True", "Deactivated", "The workload is deactivated")
+    assert condition(evicted, "QuotaReserved")[0] == "True"
+    assert gateway.get(R.JOB, "trainer", "team-a")["spec"]["suspend"] is True
+    kueue.reconcile()
+    # the second (its job reconciler, the job no longer active): the reservation goes, Requeued=False
+    evicted = wl(gateway, "team-a", name)
+    assert condition(evicted, "Requeued") == ("False", "Deactivated", "The workload is deactivated")
     assert condition(evicted, "QuotaReserved") == ("False", "Pending", "The workload is deactivated")
     assert condition(evicted, "Admitted") == ("False", "NoReservation", "The workload has no reservation")
     assert not evicted["status"].get("admission")
@@ -246,6 +253,30 @@ def test_missing_local_queue_is_inadmissible(gateway, kueue) -> None:
     kueue.reconcile()
     assert condition(wl(gateway, "team-a", "lost"), "QuotaReserved") == (
         "False", "Inadmissible", "LocalQueue nope doesn't exist")
+
+
+def test_namespace_selector_matches_the_namespaces_own_labels(gateway, kueue) -> None:
+    """As manifests/examples selects each tenant's namespace by `gpuaas.io/tenant` (not by name):
+    Kueue matches the selector against the Namespace object's labels, plus the
+    `kubernetes.io/metadata.name` label kube-apiserver sets on every Namespace."""
+    setup_tenants(gateway)
+    for namespace in ("team-a", "team-c"):
+        gateway.create(R.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": namespace, "labels": {"gpuaas.io/tenant": namespace}}})
+    gateway.create(R.LOCAL_QUEUE, K.local_queue("team-c", "team-a"))
+    gateway.merge_patch(R.CLUSTER_QUEUE, "team-a",
+                        {"spec": {"namespaceSelector": {"matchLabels": {"gpuaas.io/tenant": "team-a"}}}})
+    gateway.merge_patch(R.CLUSTER_QUEUE, "team-b", {"spec": {"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]}]}}})
+    gateway.create(R.LOCAL_QUEUE, K.local_queue("team-a", "team-b", name="b"))
+    gateway.create(R.WORKLOAD, K.workload("team-a", "mine", gpus=1))
+    gateway.create(R.WORKLOAD, K.workload("team-c", "other", gpus=1))
+    gateway.create(R.WORKLOAD, K.workload("team-a", "by-name", gpus=1, queue="b"))
+    kueue.reconcile()
+    assert condition(wl(gateway, "team-a", "mine"), "QuotaReserved")[:2] == ("True", "QuotaReserved")
+    assert condition(wl(gateway, "team-a", "by-name"), "QuotaReserved")[:2] == ("True", "QuotaReserved")
+    assert condition(wl(gateway, "team-c", "other"), "QuotaReserved") == (
+        "False", "Inadmissible", "Workload namespace doesn't match ClusterQueue selector")
 
 
 def test_uncovered_resource_is_inadmissible_unless_excluded(gateway, server, clock) -> None:

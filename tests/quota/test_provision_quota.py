@@ -380,3 +380,68 @@ def test_hand_lowering_below_the_queue_lending_limit_is_refused_before_kueue_wou
     assert applied.outcome == "applied", applied.errors
     (resource,) = gateway.get(R.CLUSTER_QUEUE, "team-a")["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
     assert resource == {"name": "nvidia.com/gpu", "nominalQuota": 4, "lendingLimit": 4}
+
+
+def _gpu_resource(gateway: KubernetesGateway, name: str) -> dict:
+    (resource,) = gateway.get(R.CLUSTER_QUEUE, name)["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    return resource
+
+
+def test_capacity_lowers_a_lending_limit_with_the_quota_then_gives_it_back(gateway: KubernetesGateway,
+                                                                          server: ApiServer) -> None:
+    """Capacity mode must not write a nominalQuota under the queue's lendingLimit (Kueue's webhook
+    refuses it: tests/realstack/test_capacity_lending.py shows it on real Kueue). The limit comes
+    down with the quota, the plan says so, and the limit the queue had comes back later."""
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    gateway.create(R.CLUSTER_QUEUE, K.cluster_queue("team-a", 14, lending_limit=12))
+    gateway.create(R.CLUSTER_QUEUE, K.cluster_queue("team-b", 2))
+    for body in (node("n1", "a100", 8), node("n2", "a100", 8)):
+        server.store.create(R.NODE, body)
+    result = run(gateway, {"mode": "capacity"}, POLICY)
+    assert result.outcome == "applied", result.errors
+    assert _gpu_resource(gateway, "team-a") == {"name": "nvidia.com/gpu", "nominalQuota": 11, "lendingLimit": 11}
+    assert "a100 lendingLimit 12 -> 11 with the quota" in result.plan.actions[0].reason
+    assert json.loads(gateway.get(R.CLUSTER_QUEUE, "team-a")["metadata"]["annotations"]["gpuaas.io/lending-limits"]) \
+        == {"a100": {"configured": 12, "set": 11}}
+    assert_valid_kueue(gateway.get(R.CLUSTER_QUEUE, "team-a"))
+
+    server.reset_counters()
+    assert run(gateway, {"mode": "capacity"}, POLICY).outcome == "no-op" and server.write_count == 0
+
+    server.store.create(R.NODE, node("n3", "a100", 8))  # 24 GPUs: team-a 16 >= 12
+    grown = run(gateway, {"mode": "capacity"}, POLICY)
+    assert grown.outcome == "applied", grown.errors
+    assert _gpu_resource(gateway, "team-a") == {"name": "nvidia.com/gpu", "nominalQuota": 16, "lendingLimit": 12}
+    assert "gpuaas.io/lending-limits" not in (gateway.get(R.CLUSTER_QUEUE, "team-a")["metadata"].get("annotations") or {})
+
+
+@pytest.mark.parametrize(("nominal", "current", "remembered", "limit", "kept"), [
+    (8, None, None, None, None),                                  # no limit: none is invented
+    (8, 6, None, 6, None),                                        # fits: untouched
+    (4, 6, None, 4, {"configured": 6, "set": 4}),                 # lowered with the quota, 6 remembered
+    (5, 4, {"configured": 6, "set": 4}, 5, {"configured": 6, "set": 5}),  # partly back
+    (9, 4, {"configured": 6, "set": 4}, 6, None),                 # all the way back, memory dropped
+    (9, 3, {"configured": 6, "set": 4}, 3, None),                 # an admin set 3 since: 3 counts
+    (2, 3, {"configured": 6, "set": 4}, 2, {"configured": 3, "set": 2}),
+    (0, 5, None, 0, {"configured": 5, "set": 0}),
+])
+def test_fit_lending_limit(nominal: int, current: int | None, remembered: dict | None, limit: int | None,
+                           kept: dict | None) -> None:
+    from steps.cluster_queue import fit_lending_limit
+
+    fit = fit_lending_limit(nominal, current, remembered)
+    assert (fit.limit, fit.remembered) == (limit, kept)
+    assert fit.limit is None or fit.limit <= nominal
+    assert bool(fit.note) == (fit.limit != current)
+
+
+def test_returning_a_loan_lowers_a_lending_limit_above_the_returned_quota() -> None:
+    """on-finished's loan return lowers nominalQuota too: never under the queue's lendingLimit."""
+    cq = K.cluster_queue("team-a", 10, lending_limit=8)
+    cq["metadata"]["annotations"] = {LENT_ANNOTATION: json.dumps(
+        {"team-a/job": {"flavor": "a100", "gpus": 4, "uid": "u", "lentAt": "2026-01-01T00:00:00Z"}})}
+    patch = return_loan_patch(cq, "team-a/job")
+    (resource,) = patch["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert resource == {"name": "nvidia.com/gpu", "nominalQuota": 6, "lendingLimit": 6}
+    assert json.loads(patch["metadata"]["annotations"]["gpuaas.io/lending-limits"]) == {
+        "a100": {"configured": 8, "set": 6}}

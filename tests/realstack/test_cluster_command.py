@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support.real_cluster import RealCluster
 
@@ -71,3 +72,14 @@ def test_every_kind_the_product_touches_is_served_by_the_real_apiserver(real_clu
         if entry is None or entry["namespaced"] != resource.namespaced or entry["kind"] != resource.kind:
             missing.append(str(resource))
     assert not missing, f"kinds steps/gateways/resources.py names that the real cluster does not serve: {missing}"
+
+
+def test_the_apiserver_does_not_fail_to_publish_its_loopback_address_as_endpoints(real_cluster: RealCluster) -> None:
+    # The apiserver binds and advertises 127.0.0.1; Endpoints may not hold a loopback address, so with
+    # the default `lease` endpoint reconciler it logged "unable to sync kubernetes service" within
+    # seconds of its start and every 10 s after, for as long as it ran (and published no endpoints).
+    logs = {c["name"]: c["log"] for c in real_cluster.cluster.status()["components"]}
+    log = Path(logs["kube-apiserver"]).read_text(errors="replace").rpartition("\n==== ")[2]  # this start's part
+    failures = [line for line in log.splitlines() if "unable to sync kubernetes service" in line
+                or "Unable to perform initial Kubernetes service initialization" in line]
+    assert not failures, f"{len(failures)} failed syncs of Service default/kubernetes, e.g. {failures[0][:300]}"

@@ -35,3 +35,17 @@ def test_lone_surrogates_become_replacement_characters_as_in_go() -> None:
     result = Router.from_manifests(MANIFESTS).route(event)   # no TypeError from the JSON validator
     assert result.event["id"] == "e-1"
     assert "\ufffd" in from_cloudevent(event).data
+
+
+@pytest.mark.parametrize("depth", [1000, 3000])
+def test_event_data_nested_deeper_than_route_can_read_is_an_input_error(depth: int) -> None:
+    """Found by the route fuzz at a process's recursion limit: data_base64 holding JSON nested 3,000
+    deep was a RecursionError traceback from the JSON validator (Argo Events, in Go, reads it)."""
+    import base64
+
+    deep = "[" * depth + "]" * depth
+    event = {k: v for k, v in EVENT.items() if k != "data"}
+    event["data_base64"] = base64.b64encode(json.dumps({"type": "ADD", "body": json.loads("[]"), "x": None}).encode()
+                                            .replace(b"null", deep.encode())).decode()
+    with pytest.raises(EventError, match="nested"):
+        Router.from_manifests(MANIFESTS).route(event)

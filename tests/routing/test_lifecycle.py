@@ -109,6 +109,19 @@ class TestWorkloadLifecycle:
         params = parameters(result.workflows[0])
         assert params["workload"] == "job-llm-finetune-7c9f2" and params["namespace"] == "team-a"
 
+    def test_a_workload_slice_replaced_by_a_scale_up_starts_nothing(self, stack: Stack, api_version: str) -> None:
+        """An elastic job scaled up gets a new Workload slice; Kueue finishes the old slice with reason
+        WorkloadSliceReplaced (seen on real Kueue v0.19.2 after resume-workers of an elastic Job). The
+        job runs on: that is no completion, and on-finished must not start (it would return the
+        slice's lent quota and record GPU-hours as if the job ended)."""
+        old = workload(stage="admitted-pods-ready", api_version=api_version)
+        new = workload(stage="admitted-pods-ready", api_version=api_version)
+        new["status"]["conditions"].append({
+            "type": "Finished", "status": "True", "reason": "WorkloadSliceReplaced",
+            "message": "Replaced to accommodate a workload (UID: 0c1e) slice", "lastTransitionTime": "2026-12-01T10:00:00Z"})
+        result = stack.router.route(resource_event(*stack.workloads, "UPDATE", new, old))
+        assert templates(result) == [], explain(result)
+
     def test_status_write_after_finish_starts_nothing(self, stack: Stack, api_version: str) -> None:
         result = update(stack, "finished-succeeded", "finished-succeeded", api_version)
         assert templates(result) == []

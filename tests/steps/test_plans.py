@@ -274,7 +274,8 @@ def test_on_admitted_per_kind(kind: str, version: str) -> None:
         owner = scene.chain()[-1]
         assert so["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
         assert so["metadata"]["labels"]["gpuaas.io/managed-by"] == "gpuaas"
-        assert so["spec"]["minReplicaCount"] == 0
+        assert so["spec"]["idleReplicaCount"] == 0
+        assert so["spec"]["minReplicaCount"] == so["spec"]["maxReplicaCount"] == scene.workers
         target = "train-predictor" if kind == "InferenceService" else "train"
         assert so["spec"]["scaleTargetRef"]["name"] == target
     else:
@@ -313,7 +314,7 @@ def test_on_admitted_updates_ours_when_policy_changes() -> None:
     created = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body
     same = on_admitted.plan(request(scene), state_of(scene, scaled_objects=[created]), Policy())
     assert not same.actions and "already as wanted" in same.reasons[-1]
-    faster = parse_policy("idle: {window: 10m}")
+    faster = parse_policy("idle: {window: 10m, minRuntime: 5m}")
     changed = on_admitted.plan(request(scene), state_of(scene, scaled_objects=[created]), faster)
     assert actions(changed) == [("update-scaled-object", "ScaledObject")]
     assert changed.actions[0].patch["spec"]["cooldownPeriod"] == 600
@@ -411,3 +412,96 @@ def test_on_finished_records_reclaimed_hours_of_a_release() -> None:
     plan = on_finished.plan(request(scene), state_of(scene), Policy())
     # released at T0+1h, finished at T0+2h01m: 2 GPUs x 61 min
     assert plan.metrics["gpuHoursReclaimed"] == pytest.approx(2 * (7260 - 3600) / 3600, abs=1e-5)
+
+
+# -- on-admitted: the ScaledObject only moves its target between the recorded size and 0 (issue 10 item 2)
+def test_scaled_object_moves_the_target_only_between_its_recorded_size_and_zero() -> None:
+    """KEDA's HPA holds min..max; with min = max = the recorded size it never resizes N->M (Kueue forbids
+    resizing a managed StatefulSet), and idleReplicaCount 0 is KEDA's only other value (v2.20
+    pkg/scaling/executor: inactive -> idleReplicaCount, active at idle -> minReplicaCount)."""
+    scene = Scene.of("StatefulSet", workers=3)
+    so = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body
+    spec = so["spec"]
+    assert (spec["idleReplicaCount"], spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 3, 3)
+
+
+def test_scaled_object_waits_for_the_idle_window_and_the_minimum_runtime() -> None:
+    scene = Scene.of("Deployment")
+    longer_runtime = parse_policy("idle: {window: 10m, minRuntime: 2h}")
+    spec = on_admitted.plan(request(scene), state_of(scene), longer_runtime).actions[0].body["spec"]
+    assert (spec["initialCooldownPeriod"], spec["cooldownPeriod"]) == (7200, 7200)
+    longer_window = parse_policy("idle: {window: 1h, minRuntime: 10m}")
+    spec = on_admitted.plan(request(scene), state_of(scene), longer_window).actions[0].body["spec"]
+    assert (spec["initialCooldownPeriod"], spec["cooldownPeriod"]) == (3600, 3600)
+
+
+def test_activity_query_is_empty_until_the_pods_have_reported_for_a_whole_window() -> None:
+    """A resumed or new server has no samples a window ago: the query is empty (KEDA holds) rather
+    than idle at its first low sample; the pods it had before it went to 0 (their series stale now,
+    their last samples still in the window) do not count either."""
+    scene = Scene.of("Deployment")
+    query = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body["spec"]["triggers"][0][
+        "metadata"]["query"]
+    assert query.count(" offset 1800s") == 4 and query.count(" and ") == 8
+    assert "[1800s]) and DCGM_FI_DEV_GPU_UTIL{namespace=" in query
+
+
+def test_scaled_object_keeps_its_recorded_size_when_the_target_was_scaled() -> None:
+    """A later admission (each Deployment pod has its own Workload) sees the target mid-change; the
+    size recorded on gpuaas' ScaledObject stays what it scales back to."""
+    scene = Scene.of("Deployment", workers=3)
+    created = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body
+    deployment = next(o for o in scene.chain() if o["kind"] == "Deployment")
+    deployment["spec"]["replicas"] = 0
+    again = on_admitted.plan(request(scene), state_of(scene, scaled_objects=[created]), Policy())
+    assert not again.actions and "already as wanted" in again.reasons[-1]
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "InferenceService"])
+def test_a_target_someone_else_autoscales_gets_no_scaled_object(kind: str) -> None:
+    """KEDA's webhook refuses a ScaledObject whose target an HPA already scales (KServe's own HPA)."""
+    scene = Scene.of(kind)
+    state = state_of(scene)
+    target = "train-predictor" if kind == "InferenceService" else "train"
+    state.autoscalers = [{"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                          "metadata": {"name": target, "namespace": NS},
+                          "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target}}}]
+    plan = on_admitted.plan(request(scene), state, Policy())
+    assert not plan.actions and plan.empty_outcome == Outcome.NO_OP
+    assert f"HorizontalPodAutoscaler {target} already scales Deployment {target}" in plan.reasons[-1]
+
+
+def test_pause_keda_records_the_size_and_resume_brings_it_back() -> None:
+    """Removing paused-replicas alone leaves the target at 0 (KEDA's query is empty without pods):
+    resume restores the recorded size on the scale target too (issue 10 item 3)."""
+    scene = Scene.of("Deployment", workers=3)
+    so = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body
+    state = state_of(scene, scaled_objects=[so])
+    released = release_workers.plan(request(scene), state, Policy())
+    pause = next(a for a in released.actions if a.action == "pause-keda")
+    _merge(so, pause.patch)
+    record = read_release(so)
+    assert record is not None and record["previous"]["replicas"] == 3
+    deployment = next(o for o in scene.chain() if o["kind"] == "Deployment")
+    deployment["spec"]["replicas"] = 0              # KEDA held it at paused-replicas 0
+    from steps.strategies import resume_actions
+    resumed, _ = resume_actions(record, so, "by hand", scale_target=deployment)
+    assert [(a.action, a.resource.kind) for a in resumed] == [("unpause-keda", "ScaledObject"),
+                                                             ("restore-replicas", "Deployment")]
+    assert resumed[1].patch == {"spec": {"replicas": 3}}
+    deployment["spec"]["replicas"] = 2              # someone sized it since: left as is
+    resumed, notes = resume_actions(record, so, "by hand", scale_target=deployment)
+    assert [a.action for a in resumed] == ["unpause-keda"] and "left as is" in notes[-1]
+
+
+def test_an_older_scaled_object_at_zero_is_updated_to_its_recorded_size() -> None:
+    """An object of the earlier design (min 0, max N) whose target KEDA took to 0: N is still known."""
+    scene = Scene.of("Deployment", workers=3)
+    older = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body
+    older["spec"].update(minReplicaCount=0, maxReplicaCount=3)
+    del older["spec"]["idleReplicaCount"]
+    next(o for o in scene.chain() if o["kind"] == "Deployment")["spec"]["replicas"] = 0
+    plan = on_admitted.plan(request(scene), state_of(scene, scaled_objects=[older]), Policy())
+    assert actions(plan) == [("update-scaled-object", "ScaledObject")]
+    spec = plan.actions[0].patch["spec"]
+    assert (spec["idleReplicaCount"], spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 3, 3)

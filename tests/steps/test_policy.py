@@ -53,6 +53,15 @@ def test_durations(text: object, seconds: float) -> None:
     ("idle: [1]", "policy.yaml idle", "list"),
     ("- a", "policy.yaml (document)", "list"),
     ("idle: {window: 10m\n", "policy.yaml (document)", "syntax error at line"),
+    # NaN compares false: threshold .nan judged every GPU idle, minCoverage .nan any coverage enough
+    ("idle: {threshold: .nan}", "policy.yaml idle.threshold", "nan"),
+    ("idle: {minCoverage: .nan}", "policy.yaml idle.minCoverage", "nan"),
+    ("idle: {window: .inf}", "policy.yaml idle.window", "inf"),
+    ("idle: {maxReleasesPerHour: " + "9" * 5000 + "}", "policy.yaml (document)", "digits"),  # YAML's own int()
+    ("idle: {maxReleasesPerHour: " + "9" * 30 + "}", "policy.yaml idle.maxReleasesPerHour", "digits"),
+    ("idle: {window: " + "9" * 400 + "}", "policy.yaml idle.window", "digits"),
+    ("idle: {window: " + "9" * 400 + "s}", "policy.yaml idle.window", "a finite duration"),
+    ("idle: " + "[" * 5000 + "]" * 5000, "policy.yaml (document)", "nested"),
 ])
 def test_errors_name_the_key(text: str, field: str, found: str) -> None:
     with pytest.raises(PolicyError) as caught:

@@ -113,6 +113,27 @@ def test_on_finished_returns_loan_and_records_gpu_hours_once(api: ApiServer, run
     assert code == 0 and again["outcome"] == "no-op" and writes(api) == 0
 
 
+def test_on_finished_keeps_the_loan_of_a_workload_slice_replaced_by_a_scale_up(api: ApiServer,
+                                                                                run_step: StepRunner) -> None:
+    """Kueue finishes an elastic job's old Workload slice with reason WorkloadSliceReplaced when the job
+    scales up (a new slice carries on, seen on real Kueue v0.19.2): the job did not end, so nothing
+    is returned or recorded as used, whoever submits on-finished for it."""
+    scene = Scene.of("Job", status="finished", workers=2, gpus_per_pod=2)
+    scene.seed(api.store)
+    workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
+    conditions = [dict(c, reason="WorkloadSliceReplaced", message="Replaced to accommodate a workload slice")
+                  if c["type"] == "Finished" else c for c in workload["status"]["conditions"]]
+    api.store.patch(R.WORKLOAD, wl_name(scene), {"status": {"conditions": conditions}}, NS, subresource="status")
+    key = f"{NS}/{wl_name(scene)}"
+    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"metadata": {"annotations": {"gpuaas.io/lent-gpus": json.dumps(
+        {key: {"flavor": "a100", "gpus": 2, "uid": workload["metadata"]["uid"], "lentAt": "2026-01-01T12:00:00Z"}})}}})
+    api.reset_counters()
+    code, out = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "no-op" and writes(api) == 0, out["record"]["data"]
+    assert "WorkloadSliceReplaced" in " ".join(out["plan"]["reasons"])
+    assert key in api.store.get(R.CLUSTER_QUEUE, "team-a")["metadata"]["annotations"]["gpuaas.io/lent-gpus"]
+
+
 def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: StepRunner) -> None:
     """Out of order: the admission event arrives after the Workload finished."""
     scene = Scene.of("Deployment", status="finished")
@@ -261,6 +282,20 @@ def test_record_outcome_records_a_failed_run(api: ApiServer, run_step: StepRunne
                         status="Succeeded", failures="null")
     assert code == 0 and ok["outcome"] == "no-op"
     assert ok["record"]["type"] == "io.gpuaas.reaction.record-outcome"
+
+
+@pytest.mark.parametrize("failures", ["[" * 5000 + "]" * 5000, "9" * 5000], ids=["json-5000-deep", "integer-of-5000-digits"])
+def test_record_outcome_keeps_failures_it_cannot_read_as_text(api: ApiServer, run_step: StepRunner,
+                                                               failures: str) -> None:
+    """Issue 10 item 10 (found by the fuzz at a process's recursion limit): the exit handler must record
+    the run whatever {{workflow.failures}} holds; JSON it cannot read was a RecursionError or ValueError
+    traceback and no record."""
+    scene = Scene.of("Job")
+    scene.seed(api.store)
+    code, out = run_step("record-outcome", reaction="on-idle", namespace=NS, workload=wl_name(scene), status="Failed",
+                         failures=failures)
+    assert code == 0 and out["outcome"] == "failed", out["record"]["data"]["errors"]
+    assert out["record"]["data"]["observed"]["failures"] == [failures]
 
 
 def test_subprocess_as_argo_runs_it(api: ApiServer, tmp_path: Path) -> None:
@@ -444,3 +479,98 @@ def test_a_retried_interrupted_resume_never_patches_the_workload_with_replicas(a
     workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
     assert "replicas" not in workload["spec"] and "gpuaas.io/release" not in workload["metadata"].get("annotations", {})
     assert api.store.get(R.STATEFUL_SET, "train", NS)["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize("target", ["Deployment/train", "ScaledObject/gpuaas-train"])
+def test_resume_by_target_after_a_keda_pause_brings_back_the_recorded_replicas(api: ApiServer, run_step: StepRunner,
+                                                                               target: str) -> None:
+    """Removing paused-replicas alone leaves the Deployment at 0 (issue 10 item 3)."""
+    scene = Scene.of("Deployment", workers=3)
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    api.store.patch(R.DEPLOYMENT, "train", {"spec": {"replicas": 0}}, NS)   # KEDA held it at paused-replicas 0
+    api.store.delete(R.WORKLOAD, wl_name(scene), NS)
+    code, out = run_step("resume-workers", namespace=NS, target=target)
+    assert code == 0 and out["outcome"] == "applied", out["plan"]
+    assert api.store.get(R.DEPLOYMENT, "train", NS)["spec"]["replicas"] == 3
+
+
+def test_resume_by_target_wakes_a_server_keda_scaled_to_zero_when_idle(api: ApiServer, run_step: StepRunner) -> None:
+    """gpuaas' ScaledObject took an idle server to 0 (idleReplicaCount) with no release record: resume
+    brings it back to the size its ScaledObject recorded (docs/reactions.md, serving at 0)."""
+    scene = Scene.of("Deployment", workers=3)
+    scene.seed(api.store)
+    run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    api.store.patch(R.DEPLOYMENT, "train", {"spec": {"replicas": 0}}, NS)   # KEDA: idle -> idleReplicaCount 0
+    api.store.delete(R.WORKLOAD, wl_name(scene), NS)
+    code, out = run_step("resume-workers", namespace=NS, target="Deployment/train")
+    assert code == 0 and out["outcome"] == "applied", out["plan"]
+    assert api.store.get(R.DEPLOYMENT, "train", NS)["spec"]["replicas"] == 3
+    api.reset_counters()
+    code, again = run_step("resume-workers", namespace=NS, target="Deployment/train")
+    assert code == 0 and again["outcome"] == "no-op" and api.write_count == 0
+
+
+def test_a_deployment_an_hpa_scales_gets_no_scaled_object(api: ApiServer, run_step: StepRunner) -> None:
+    scene = Scene.of("Deployment")
+    scene.seed(api.store)
+    api.store.create(R.HORIZONTAL_POD_AUTOSCALER, {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "train"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "train"},
+                 "minReplicas": 1, "maxReplicas": 4}}, NS)
+    code, out = run_step("on-admitted", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "no-op" and api.store.list(R.SCALED_OBJECT, NS) == []
+    assert "HorizontalPodAutoscaler train already scales Deployment train" in " ".join(out["plan"]["reasons"])
+
+
+def test_resume_waits_while_a_stateful_sets_scale_down_is_in_progress(api: ApiServer, run_step: StepRunner) -> None:
+    """Kueue's StatefulSet webhook refuses a scale-up from 0 while pods still terminate ("scaling down
+    is still in progress": status.replicas > 0), seen on the real stack with a resume right after a
+    release. resume-workers waits for it as a transient failure (exit 75, Argo retries), writing
+    nothing, instead of failing for good on the webhook's 403."""
+    scene = Scene.of("StatefulSet")
+    scene.seed(api.store)
+    code, released = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and released["outcome"] == "applied", released["plan"]
+    [stateful] = api.store.list(R.STATEFUL_SET, NS)
+    name = stateful["metadata"]["name"]
+    assert stateful["spec"]["replicas"] == 0
+    api.store.patch(R.STATEFUL_SET, name, {"status": {"replicas": 1}}, NS, subresource="status")
+    api.reset_counters()
+    code, waiting = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 75 and waiting["outcome"] == "failed", waiting["record"]["data"]
+    assert "scaling down" in waiting["record"]["data"]["errors"][0]
+    assert api.write_count == 0, api.writes
+    api.store.patch(R.STATEFUL_SET, name, {"status": {"replicas": 0}}, NS, subresource="status")
+    code, resumed = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]
+    assert api.store.get(R.STATEFUL_SET, name, NS)["spec"]["replicas"] == released["record"]["data"]["actions"][0][
+        "before"]["spec"]["replicas"] > 0
+
+
+def test_resume_waits_until_the_released_pods_are_gone(api: ApiServer, run_step: StepRunner) -> None:
+    """Seen on the real stack: a PyTorchJob resumed while the pods its suspension deleted still
+    terminate (30 s grace) is marked Failed by the training-operator, and Kueue finishes its
+    Workload: the tenant's job is lost. resume-workers waits for them as a transient failure (exit
+    75, Argo retries with backoff), writing nothing, and resumes once they are gone."""
+    scene = Scene.of("PyTorchJob")
+    scene.seed(api.store)
+    code, released = run_step("release-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and released["outcome"] == "applied", released["plan"]
+    owner = scene.owners[0][1]
+    owner_uid = api.store.get(scene.owners[0][0], owner["metadata"]["name"], NS)["metadata"]["uid"]
+    api.store.create(R.POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "train-master-0", "namespace": NS, "finalizers": ["test.gpuaas.io/terminating"],
+        "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+                             "uid": owner_uid, "controller": True}]},
+        "spec": {"containers": [{"name": "pytorch", "image": "trainer"}]}}, NS)
+    api.store.delete(R.POD, "train-master-0", NS)          # terminating: deletionTimestamp, finalizer kept
+    api.reset_counters()
+    code, waiting = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 75 and waiting["outcome"] == "failed", waiting["record"]["data"]
+    assert "terminating" in waiting["record"]["data"]["errors"][0]
+    assert api.write_count == 0, api.writes
+    api.store.patch(R.POD, "train-master-0", {"metadata": {"finalizers": None}}, NS)
+    code, resumed = run_step("resume-workers", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]

@@ -38,6 +38,21 @@ class RealCluster:
         loaded = yaml.safe_load(self.kubeconfig.read_text())
         self.server: str = loaded["clusters"][0]["cluster"]["server"]
         self.ca_file: str = loaded["clusters"][0]["cluster"]["certificate-authority"]
+        self.audit_start = self._audit_lines()
+        """Requests in kube-apiserver's audit log before this session (a reused cluster keeps older ones)."""
+
+    def _audit_lines(self) -> int:
+        path = self.cluster.audit_log
+        if not path.is_file():
+            return 0
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+
+    def audited(self) -> list[Any]:
+        """This session's audited requests of the product's ServiceAccounts (gpuaas.cluster.audit)."""
+        from gpuaas.cluster import audit
+
+        return list(audit.requests(self.cluster.audit_log))[self.audit_start:]
 
     @property
     def state_dir(self) -> Path:

@@ -1,0 +1,21 @@
+"""The pinned kubectl (stack/kubernetes) for tests that build kustomize overlays, as `kubectl apply -k` would.
+
+`make cluster-build` builds it (`make test` runs that first). Missing, it FAILS the calling test in one
+line that says how to build it: a test never skips.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cluster.binaries import BuildFailed, program
+
+
+def pinned_kubectl() -> Path:
+    try:
+        return program("kubernetes", "kubectl")
+    except BuildFailed as missing:
+        reason = str(missing)
+    pytest.fail(f"kubectl (kustomize) needed: {reason}", pytrace=False)
