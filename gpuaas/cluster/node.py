@@ -129,8 +129,16 @@ class NodeNetwork:
             ],
         }
 
+    @property
+    def bridge_mac(self) -> str:
+        """The bridge's own address: locally administered, from the node IP. Set explicitly because a
+        bridge without one takes the lowest MAC of its ports and changes as pods' veths come and go,
+        leaving the pods' ARP entries for the gateway and the ClusterIPs on it stale."""
+        return "02:00:" + ":".join(f"{byte:02x}" for byte in ipaddress.IPv4Address(self.node_ip).packed)
+
     def create(self) -> None:
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"], f"creating bridge {self.bridge}")
+        _run(["ip", "link", "add", self.bridge, "address", self.bridge_mac, "type", "bridge"],
+             f"creating bridge {self.bridge}")
         _run(["ip", "addr", "add", f"{self.node_ip}/{self.subnet.prefixlen}", "dev", self.bridge], "addressing the bridge")
         _run(["ip", "link", "set", self.bridge, "up"], "bringing the bridge up")
 
