@@ -24,10 +24,13 @@ go-toolchain:
 
 # Prometheus and Alertmanager are Debian packages; the tests and the demo start their own copies, and
 # the tests run promtool (package prometheus) and amtool (package prometheus-alertmanager).
+# PostgreSQL (Debian's server) holds Argo's workflow archive in `gpuaas cluster up --with argo`; the
+# system's own database cluster is left alone (gpuaas/cluster/postgres.py).
 system-packages:
-	@if ! command -v prometheus >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v promtool >/dev/null || ! command -v amtool >/dev/null; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; fi; \
+	@if ! command -v prometheus >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v promtool >/dev/null || ! command -v amtool >/dev/null \
+			|| ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager postgresql >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager postgresql >/dev/null; fi; \
 	fi
 
 # The real node of the real-stack tier (tests/realstack, docs/real-stack-pods.md): containerd, runc and

@@ -7,7 +7,10 @@ with `tool` lines; `go install tool` in that folder builds exactly those, with t
 `-trimpath -ldflags` every time so the Go build cache (GOCACHE) is reused, into
 `<cache>/bin/<component>/`. The version strings the programs report (`kube-apiserver --version`,
 Kueue's and KEDA's start-up log) are set from the pinned versions with `-X`, as upstream's release
-builds do.
+builds do. Argo's programs are static (CGO off, as upstream builds them), argoexec from a module
+copy with upstream's one symlink put back, and `argo server` with the UI embedded when it was built
+(`gpuaas cluster build --argo-ui`, gpuaas.cluster.argo_ui), else upstream's placeholder page: see SourcePatch. This is the only build path: the node's kubelet and the
+images' argoexec come from here too.
 
 The cache folder is `$GPUAAS_STACK_CACHE`, else `<checkout>/.stack-cache` (git-ignored).
 """
@@ -25,9 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuaas.cluster import argo_ui
 from gpuaas.upstream import STACK_DIR, _directives, pins
 
 CACHE_ENV = "GPUAAS_STACK_CACHE"
+Progress = Callable[[str], None]
 
 RENAMED: dict[tuple[str, str], str] = {
     ("etcd", "server"): "etcd",          # go.etcd.io/etcd/server/v3 is the etcd server's main package
@@ -36,23 +41,38 @@ RENAMED: dict[tuple[str, str], str] = {
 """Programs whose Go package name is not the name users know them by: (component, built) -> name."""
 
 
-GENERATED_FILES: dict[str, dict[str, dict[str, str]]] = {
-    # component -> module -> {path in the module: content}
-    "argo-workflows": {"github.com/argoproj/argo-workflows/v4": {
-        # `go:embed dist/app` in ui/embed.go: the UI is built by npm and is not in the module zip.
-        # Upstream's Makefile writes this same placeholder when built with STATIC_FILES=false.
-        "ui/dist/app/index.html": "Built without static files\n"}},
-}
-"""Files a module's build needs that its published zip lacks (upstream generates them before `go build`)."""
+@dataclass(frozen=True)
+class SourcePatch:
+    """What a module's published zip lacks that upstream's own build has, put back in a writable copy.
+
+    The module cache is read-only and `go build -overlay` refuses files under it, so such a module
+    is copied once into `<cache>/src/<module>@<version>`, patched there, and built through a copy of
+    the component's go.mod with a `replace` to it; every other dependency stays the pinned,
+    checksummed version, and the committed go.mod and go.sum stay as they are.
+    """
+
+    module: str
+    symlinks: tuple[tuple[str, str], ...] = ()
+    """Files that are symbolic links upstream: (path, target beside it). Module zips omit symlinks."""
+    argo_ui: bool = False
+    """`ui/dist/app` for `go:embed`: the UI built from the module's `ui/` on request, else upstream's placeholder."""
 
 
-UNBUILDABLE: dict[str, str] = {
-    "github.com/argoproj/argo-workflows/v4/cmd/argoexec":
-        "upstream's workflow/executor/osspecific/signal_linux.go is a symlink, which module zips omit, so "
-        "argoexec does not compile for Linux from the module as is; gpuaas.cluster.toolchain builds it "
-        "(static, from a copy with the link restored) for the step pods' image",
+SOURCE_PATCHES: dict[str, SourcePatch] = {
+    "argo-workflows": SourcePatch(
+        "github.com/argoproj/argo-workflows/v4",
+        # Upstream's signal_linux.go links to signal_darwin.go (every v4 release); without it argoexec
+        # fails on Linux with `undefined: Setpgid` (workflow/executor/osspecific/command_unix.go).
+        symlinks=(("workflow/executor/osspecific/signal_linux.go", "signal_darwin.go"),),
+        # ui/embed.go embeds dist/app, which upstream's release build makes with yarn before go build.
+        argo_ui=True),
 }
-"""Tools a go.mod pins that cannot be built from the published module, and why (skipped, reported)."""
+"""Components whose module needs a patched copy to build as upstream builds it."""
+
+
+STATIC: frozenset[str] = frozenset({"argo-workflows", "argo-events"})
+"""Built with CGO_ENABLED=0, as upstream's Makefiles build them: argoexec, the argo CLI (in the Sensor
+image) and argo-events run in images that have no C library."""
 
 
 class BuildFailed(RuntimeError):
@@ -85,9 +105,8 @@ class Component:
 
     @property
     def programs(self) -> tuple[str, ...]:
-        """The names the built programs are known by (after RENAMED); UNBUILDABLE tools left out."""
-        return tuple(RENAMED.get((self.name, _built_name(tool)), _built_name(tool)) for tool in self.tools
-                     if tool not in UNBUILDABLE)
+        """The names the built programs are known by (after RENAMED)."""
+        return tuple(RENAMED.get((self.name, _built_name(tool)), _built_name(tool)) for tool in self.tools)
 
 
 def components() -> list[Component]:
@@ -129,8 +148,9 @@ def ldflags(component: Component) -> str:
     elif component.name == "keda":
         stamps.append(f"-X github.com/kedacore/keda/v2/version.Version={_version('github.com/kedacore/keda/v2')}")
     elif component.name == "argo-workflows":
-        version = _version("github.com/argoproj/argo-workflows/v4")
-        stamps.append(f"-X github.com/argoproj/argo-workflows/v4.version={version}")
+        module = "github.com/argoproj/argo-workflows/v4"
+        # No gitCommit: the module zip does not carry it, so `argo version` says v4.0.5+unknown.
+        stamps += [f"-X {module}.version={_version(module)}", f"-X {module}.buildDate={_module_time(component, module)}"]
     elif component.name == "argo-events":
         stamps.append(f"-X github.com/argoproj/argo-events.version={_version('github.com/argoproj/argo-events')}")
     return " ".join(["-s", "-w", *stamps])
@@ -150,56 +170,90 @@ def _digests(component: Component) -> dict[str, str]:
     build cache (so its mtime changes), but its bytes are the same."""
     out = {}
     for tool in component.tools:
-        if tool in UNBUILDABLE:
-            continue
         path = bin_dir(component.name) / _built_name(tool)
         out[tool] = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
     return out
 
 
-def _modfile(component: Component, go: str) -> list[str]:
-    """`-modfile=` flags that build GENERATED_FILES' modules from a writable copy, else nothing.
+def _patched_copy(patch: SourcePatch, component: Component, go: str, progress: Progress, build_ui: bool) -> Path:
+    """The writable copy of `patch.module` with its symlinks and generated files put back (see SourcePatch)."""
+    version = pins()[patch.module].version
+    source = cache_dir() / "src" / f"{patch.module.replace('/', '_')}@{version}"
+    if not source.is_dir():
+        done = subprocess.run([go, "mod", "download", "-json", patch.module], cwd=component.gomod_dir,
+                              capture_output=True, text=True, check=False, env={**os.environ, "GOFLAGS": "-mod=readonly"})
+        if done.returncode != 0:
+            raise BuildFailed(f"expected `go mod download {patch.module}` to succeed, it failed: {done.stderr.strip()}")
+        partial = source.with_name(source.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(json.loads(done.stdout)["Dir"], partial)
+        for path in partial.rglob("*"):
+            path.chmod(path.stat().st_mode | 0o200)  # the module cache's files are read-only
+        partial.rename(source)
+    for path, target in patch.symlinks:
+        link = source / path
+        if not (link.is_symlink() and os.readlink(link) == target):
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+    if patch.argo_ui:
+        _embed_ui(source, version, progress, build_ui)
+    return source
 
-    The module cache is read-only and `-overlay` may not replace files under it, so the module is
-    copied once into the cache (`<cache>/src/<module>@<version>`), the missing files are written
-    there, and a copy of the component's go.mod gains a `replace` to it; the committed go.mod and
-    go.sum stay as they are.
+
+PLACEHOLDER_UI = "Built without static files\n"
+"""What upstream's Makefile writes to ui/dist/app/index.html when built with STATIC_FILES=false."""
+
+
+def _embed_ui(source: Path, version: str, progress: Progress, build_ui: bool) -> None:
+    """Put the Argo UI at `ui/dist/app` of the copy for `go:embed`.
+
+    With `build_ui` (`gpuaas cluster build --argo-ui`) the UI is built from the module's `ui/` source
+    (gpuaas.cluster.argo_ui: yarn and webpack, many minutes and the npm registry) unless already
+    built for this module and lockfile. Without it, a UI built before is used, else upstream's own
+    placeholder page (its `STATIC_FILES=false` build): `argo server` and its API work, its UI
+    page says "Built without static files".
     """
-    generated = GENERATED_FILES.get(component.name)
-    if not generated:
+    target = source / "ui" / "dist" / "app"
+    app = argo_ui.built_ui(cache_dir(), source, version)
+    if app is None and build_ui:
+        try:
+            app = argo_ui.build_ui(cache_dir(), source, version, progress)
+        except argo_ui.UiBuildFailed as error:
+            raise BuildFailed(str(error)) from None
+    if app is None:
+        if not (target / ".gpuaas-build.json").is_file() and (target / "index.html").is_file() \
+                and (target / "index.html").read_text() == PLACEHOLDER_UI:
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        (target / "index.html").write_text(PLACEHOLDER_UI)
+        return
+    stamp = (app.parent / "build.json").read_text()
+    if (target / ".gpuaas-build.json").is_file() and (target / ".gpuaas-build.json").read_text() == stamp:
+        return
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(app, target)
+    (target / ".gpuaas-build.json").write_text(stamp)
+
+
+def _modfile(component: Component, go: str, progress: Progress, build_ui: bool) -> list[str]:
+    """`-modfile=` flags that build the component against its patched module copy, else nothing."""
+    patch = SOURCE_PATCHES.get(component.name)
+    if patch is None:
         return []
+    source = _patched_copy(patch, component, go, progress, build_ui)
     build_dir = cache_dir() / "build" / component.name
     build_dir.mkdir(parents=True, exist_ok=True)
-    replaces = []
-    for module, files in generated.items():
-        version = pins()[module].version
-        source = cache_dir() / "src" / f"{module.replace('/', '_')}@{version}"
-        if not source.is_dir():
-            done = subprocess.run([go, "mod", "download", "-json", module], cwd=component.gomod_dir, capture_output=True,
-                                  text=True, check=False, env={**os.environ, "GOFLAGS": "-mod=readonly"})
-            if done.returncode != 0:
-                raise BuildFailed(f"expected `go mod download {module}` to succeed, it failed: {done.stderr.strip()}")
-            partial = source.with_name(source.name + ".partial")
-            shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(json.loads(done.stdout)["Dir"], partial)
-            for path in partial.rglob("*"):
-                path.chmod(path.stat().st_mode | 0o200)  # the module cache's files are read-only
-            partial.rename(source)
-        for path, content in files.items():
-            target = source / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists() or target.read_text() != content:
-                target.write_text(content)
-        replaces.append(f"replace {module} => {source}")
     modfile = build_dir / "go.mod"
-    text = (component.gomod_dir / "go.mod").read_text() + "\n" + "\n".join(replaces) + "\n"
+    text = (component.gomod_dir / "go.mod").read_text() + f"\nreplace {patch.module} => {source}\n"
     if not modfile.exists() or modfile.read_text() != text:
         modfile.write_text(text)
     shutil.copyfile(component.gomod_dir / "go.sum", build_dir / "go.sum")
     return [f"-modfile={modfile}"]
 
 
-def build(component: Component, go: str | None = None) -> BuildResult:
+def build(component: Component, go: str | None = None, progress: Progress = lambda line: None,
+          build_ui: bool = False) -> BuildResult:
     """`go install -trimpath -ldflags=... tool` in the component's folder, into its bin folder."""
     go = go or shutil.which("go")
     if go is None:
@@ -209,15 +263,16 @@ def build(component: Component, go: str | None = None) -> BuildResult:
     target.mkdir(parents=True, exist_ok=True)
     before = _digests(component)
     started = time.monotonic()
-    buildable = [tool for tool in component.tools if tool not in UNBUILDABLE]
-    done = subprocess.run([go, "install", *_modfile(component, go), "-trimpath", f"-ldflags={ldflags(component)}",
-                           *buildable],
-                          cwd=component.gomod_dir, env={**os.environ, "GOBIN": str(target), "GOFLAGS": "-mod=readonly"},
-                          capture_output=True, text=True, check=False)
+    env = {**os.environ, "GOBIN": str(target), "GOFLAGS": "-mod=readonly"}
+    if component.name in STATIC:
+        env["CGO_ENABLED"] = "0"
+    done = subprocess.run([go, "install", *_modfile(component, go, progress, build_ui), "-trimpath",
+                           f"-ldflags={ldflags(component)}", *component.tools],
+                          cwd=component.gomod_dir, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
-        raise BuildFailed(f"expected `go install {' '.join(buildable)}` in stack/{component.name} to succeed, it exited with "
+        raise BuildFailed(f"expected `go install {' '.join(component.tools)}` in stack/{component.name} to succeed, it exited with "
                           f"{done.returncode}:\n{tail}\ncheck the Go module proxy (go env GOPROXY) and disk space")
     after = _digests(component)
     for (comp, built), name in RENAMED.items():
@@ -228,8 +283,8 @@ def build(component: Component, go: str | None = None) -> BuildResult:
     return BuildResult(component.name, seconds, component.programs, cached=before == after)
 
 
-def build_all(selected: list[str] | None = None,
-              progress: Callable[[str], None] = lambda line: None) -> list[BuildResult]:
+def build_all(selected: list[str] | None = None, progress: Progress = lambda line: None,
+              build_ui: bool = False) -> list[BuildResult]:
     """Build every component (or the `selected` ones), reporting progress before and after each."""
     chosen = [c for c in components() if not selected or c.name in selected]
     unknown = set(selected or ()) - {c.name for c in components()}
@@ -239,13 +294,10 @@ def build_all(selected: list[str] | None = None,
     results = []
     for index, component in enumerate(chosen, 1):
         progress(f"[{index}/{len(chosen)}] {component.name}: go install {', '.join(component.programs)} ...")
-        result = build(component)
+        result = build(component, progress=progress, build_ui=build_ui)
         results.append(result)
         progress(f"[{index}/{len(chosen)}] {component.name}: {'up to date' if result.cached else 'built'} "
                  f"in {result.seconds:.1f}s")
-        for tool in component.tools:
-            if tool in UNBUILDABLE:
-                progress(f"[{index}/{len(chosen)}] {component.name}: skipped {_built_name(tool)}: {UNBUILDABLE[tool]}")
     return results
 
 

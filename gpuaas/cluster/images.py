@@ -40,14 +40,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuaas.cluster.binaries import cache_dir, program
+from gpuaas.cluster.debian import debian_tool
 from gpuaas.cluster.oci import Blob, ImageConfig, write_image_archive, write_layer
-from gpuaas.cluster.toolchain import ARGOEXEC, CACHE_DIR, debian_tool, go_binary
 from gpuaas.upstream import STACK_DIR, upstream_file
 
 REPOSITORY = STACK_DIR.parent
-IMAGES_DIR = CACHE_DIR / "images"
+IMAGES_DIR = cache_dir() / "images"
 STEP_IMAGE = "gpuaas.local/gpuaas-step:dev"
 ARGOEXEC_IMAGE = "gpuaas.local/argoexec:v4.0.5"
+ARGO_EVENTS_IMAGE = "gpuaas.local/argo-events:v1.9.11"
+"""What the Argo Events controller runs EventSources and Sensors with (its ARGO_EVENTS_IMAGE)."""
 PAUSE_IMAGE = "gpuaas.local/pause:3.10.2"
 """The sandbox image the node's containerd is configured with (`sandbox_image`)."""
 
@@ -143,7 +146,7 @@ def _finish(archive: Path, reference: str, layers: list[Blob], config: ImageConf
     digest = write_image_archive(partial, reference, layers, config)
     partial.replace(archive)
     archive.with_suffix(".json").write_text(json.dumps({"reference": reference, "digest": digest}))
-    _prune(archive.name.split("-", 1)[0], archive)
+    _prune(archive.name.removesuffix(".oci.tar").rsplit("-", 1)[0], archive)
     return BuiltImage(reference, archive, digest, time.monotonic() - started)
 
 
@@ -188,7 +191,7 @@ def build_argoexec_image(*, reference: str = ARGOEXEC_IMAGE) -> BuiltImage:
     upstream's default `argoexec` target.
     """
     started = time.monotonic()
-    binary = go_binary(ARGOEXEC)
+    binary = program("argo-workflows", "argoexec")
     module = "github.com/argoproj/argo-workflows/v4"
     nsswitch = upstream_file(module, "hack/nsswitch.conf").read_bytes()
     known_hosts = upstream_file(module, "hack/ssh_known_hosts").read_bytes()
@@ -209,6 +212,45 @@ def build_argoexec_image(*, reference: str = ARGOEXEC_IMAGE) -> BuiltImage:
             files["etc/mime.types"] = (Path("/etc/mime.types").read_bytes(), 0o644)
         layer = write_layer(root, IMAGES_DIR / f"argoexec-{key}.layer.tar", extra_files=files)
     config = ImageConfig(entrypoint=["argoexec"], env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
+    return _finish(archive, reference, [layer], config, started)
+
+
+# --- argo-events ---------------------------------------------------------------------------------------
+
+
+def build_argo_events_image(*, reference: str = ARGO_EVENTS_IMAGE) -> BuiltImage:
+    """Argo Events' image: /bin/argo-events and the `argo` CLI its Sensors exec, as upstream's Dockerfile.
+
+    Upstream (`Dockerfile`, target `argo-events`) is `FROM scratch` with /bin/argo-events, the argo CLI
+    at /usr/local/bin/argo (v3.7.9 downloaded from GitHub in v1.9.11), the CA bundle and zoneinfo.
+    Here both programs are the static builds from stack/ (argo-events v1.9.11 and the argo CLI of
+    the pinned Argo Workflows v4.0.5, the version that runs the workflows); the CA bundle and
+    zoneinfo are this machine's Debian ones.
+    """
+    started = time.monotonic()
+    events, argo = program("argo-events", "argo-events"), program("argo-workflows", "argo")
+    ca_bundle, zoneinfo = Path("/etc/ssl/certs/ca-certificates.crt"), Path("/usr/share/zoneinfo")
+    parts = [f"{path}:{path.stat().st_size}:{path.stat().st_mtime_ns}".encode() for path in (events, argo)]
+    key = _digest_of(*parts, ca_bundle.read_bytes() if ca_bundle.exists() else b"", reference.encode())
+    archive = IMAGES_DIR / f"argo-events-{key}.oci.tar"
+    if cached := _cached(archive, reference, started):
+        return cached
+    with tempfile.TemporaryDirectory(prefix="gpuaas-argo-events-") as scratch:
+        root = Path(scratch) / "root"
+        (root / "bin").mkdir(parents=True)
+        (root / "usr/local/bin").mkdir(parents=True)
+        (root / "tmp").mkdir(mode=0o1777)
+        os.chmod(root / "tmp", 0o1777)
+        shutil.copy2(events, root / "bin" / "argo-events")
+        shutil.copy2(argo, root / "usr/local/bin" / "argo")
+        if zoneinfo.is_dir():
+            shutil.copytree(zoneinfo, root / "usr/share/zoneinfo", symlinks=True)
+        files = {"etc/passwd": (_PASSWD.encode(), 0o644), "etc/group": (_GROUP.encode(), 0o644)}
+        if ca_bundle.exists():
+            files["etc/ssl/certs/ca-certificates.crt"] = (ca_bundle.read_bytes(), 0o644)
+        layer = write_layer(root, IMAGES_DIR / f"argo-events-{key}.layer.tar", extra_files=files)
+    config = ImageConfig(entrypoint=["/bin/argo-events"],
+                         env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
     return _finish(archive, reference, [layer], config, started)
 
 
@@ -505,8 +547,8 @@ def build_step_image(*, reference: str = STEP_IMAGE, context: Path = REPOSITORY,
 
 
 def build_all() -> list[BuiltImage]:
-    """Every image a gpuaas node needs: pause, argoexec, the step image."""
-    return [build_pause_image(), build_argoexec_image(), build_step_image()]
+    """Every image a gpuaas node needs: pause, argoexec, Argo Events (with the argo CLI), the step image."""
+    return [build_pause_image(), build_argoexec_image(), build_argo_events_image(), build_step_image()]
 
 
 def main(argv: list[str] | None = None) -> int:

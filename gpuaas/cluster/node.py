@@ -9,7 +9,7 @@ Everything here is the real program, configured for this VM:
 | network | a Linux bridge of its own (`gpuaas-NNN`), a /24 for pods, Debian's CNI `bridge` + `host-local` + `loopback` plugins | loopback-only machine: the bridge is host-internal, nothing is routed out; the node IP is the bridge's address (the kubelet refuses a loopback node IP) |
 | containerd | Debian's 1.6, CRI plugin, overlayfs snapshotter, runc, cgroupfs; every path in the node's work folder | `restrict_oom_score_adj`: the VM denies CAP_SYS_RESOURCE, so runc cannot lower a container's oom_score_adj below containerd's own (the pause container asks for -998) |
 | kubelet | built from the pinned `k8s.io/kubernetes`, `failCgroupV1: false`, cgroup root of its own, pod logs in the work folder | the cgroup hierarchy is v1; two nodes must not share cgroups or pod logs |
-| API service forwarder | **a stand-in for kube-proxy, for the `kubernetes` Service only**: socat on the Service's ClusterIP:443, forwarding to the API server on 127.0.0.1 | the API server binds 127.0.0.1 (it publishes no endpoints for a loopback address), so a pod's in-cluster config has nothing to reach without it |
+| service forwarder | **a stand-in for kube-proxy**: socat on the `kubernetes` Service's ClusterIP:443 forwarding to the API server on 127.0.0.1, and on the fixed ClusterIPs of the few Services `gpuaas cluster up` gives to programs on loopback (gpuaas.cluster.services) | the API server binds 127.0.0.1 (it publishes no endpoints for a loopback address), and the other programs listen on loopback only, so kube-proxy would have nothing to route to |
 
 One node per machine at a time: the kubelet's device-plugin socket path
 (`/var/lib/kubelet/device-plugins/kubelet.sock`) is compiled in, whatever the root folder. A lock
@@ -33,6 +33,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -42,7 +43,8 @@ from typing import Self
 
 import yaml
 
-from gpuaas.cluster.toolchain import KUBELET, ToolMissing, cni_plugin_dir, debian_tool, go_binary
+from gpuaas.cluster.binaries import program
+from gpuaas.cluster.debian import ToolMissing, cni_plugin_dir, debian_tool
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 NODE_LOCK = Path("/run/lock/gpuaas-kubelet.lock")
@@ -127,8 +129,16 @@ class NodeNetwork:
             ],
         }
 
+    @property
+    def bridge_mac(self) -> str:
+        """The bridge's own address: locally administered, from the node IP. Set explicitly because a
+        bridge without one takes the lowest MAC of its ports and changes as pods' veths come and go,
+        leaving the pods' ARP entries for the gateway and the ClusterIPs on it stale."""
+        return "02:00:" + ":".join(f"{byte:02x}" for byte in ipaddress.IPv4Address(self.node_ip).packed)
+
     def create(self) -> None:
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"], f"creating bridge {self.bridge}")
+        _run(["ip", "link", "add", self.bridge, "address", self.bridge_mac, "type", "bridge"],
+             f"creating bridge {self.bridge}")
         _run(["ip", "addr", "add", f"{self.node_ip}/{self.subnet.prefixlen}", "dev", self.bridge], "addressing the bridge")
         _run(["ip", "link", "set", self.bridge, "up"], "bringing the bridge up")
 
@@ -236,6 +246,10 @@ class Containerd:
     network: NodeNetwork
     sandbox_image: str = DEFAULT_PAUSE_IMAGE
     daemon: _Daemon | None = None
+    image_root: Path | None = None
+    """containerd's `root` (content store, snapshots) when it should outlive the node, as /var/lib/containerd
+    outlives a reboot: imported images are then imported once. The `state` (sockets, network
+    namespaces, runc) is always the node's own and goes with it."""
 
     @property
     def socket(self) -> Path:
@@ -247,7 +261,7 @@ class Containerd:
 
     def config(self) -> str:
         """containerd 1.6's config (version 2): CRI on runc with cgroupfs, CNI from Debian's plugins."""
-        root, state = self.workdir / "root", self.workdir / "state"
+        root, state = self.image_root or self.workdir / "root", self.workdir / "state"
         return f"""version = 2
 root = "{root}"
 state = "{state}"
@@ -405,7 +419,7 @@ class Kubelet:
         config = self.workdir / "kubelet.yaml"
         config.write_text(yaml.safe_dump(self.configuration()))
         labels = ",".join(f"{key}={value}" for key, value in sorted(self.labels.items()))
-        command = [str(go_binary(KUBELET)), "--config", str(config), "--kubeconfig", str(self.credentials.kubeconfig),
+        command = [str(program("kubernetes", "kubelet")), "--config", str(config), "--kubeconfig", str(self.credentials.kubeconfig),
                    "--root-dir", str(self.workdir / "root"), "--hostname-override", self.credentials.node_name,
                    "--node-ip", self.network.node_ip, "-v", "1"]
         if labels:
@@ -418,30 +432,60 @@ class Kubelet:
             self.daemon.stop()
 
 
-@dataclass
-class ApiServiceForwarder:
-    """STAND-IN for kube-proxy, for the `kubernetes` Service only (see the module docstring).
-
-    socat listens on the Service's ClusterIP and port (an address added to the node's bridge, so
-    only this machine and its pods reach it) and forwards each connection to the API server.
-    """
+@dataclass(frozen=True)
+class ForwardedService:
+    """One Service address the stand-in forwards: ClusterIP:port -> a program on this machine's loopback."""
 
     cluster_ip: str
     port: int
     upstream: str
+    """host:port on 127.0.0.1 (the API server, NATS, Prometheus...)."""
+
+    @classmethod
+    def parse(cls, text: str) -> ForwardedService:
+        """`CLUSTER_IP:PORT=HOST:PORT`, as `python -m gpuaas.cluster.node --forward` takes it."""
+        try:
+            service, upstream = text.split("=", 1)
+            ip, port = service.rsplit(":", 1)
+            ipaddress.ip_address(ip)
+            _host, upstream_port = upstream.rsplit(":", 1)
+            int(upstream_port)
+            return cls(ip, int(port), upstream)
+        except ValueError:
+            raise NodeError(f"--forward: expected CLUSTER_IP:PORT=HOST:PORT (10.96.0.42:4222=127.0.0.1:40123), "
+                            f"found {text!r}") from None
+
+
+@dataclass
+class ServiceForwarder:
+    """STAND-IN for kube-proxy: socat per forwarded Service (see the module docstring).
+
+    For each Service, socat listens on its ClusterIP and port (an address added to the node's bridge,
+    so only this machine and its pods reach it) and forwards each connection to a program on
+    127.0.0.1: the `kubernetes` Service to the API server, and the Services `gpuaas cluster up` gives
+    fixed ClusterIPs for what runs on this machine's loopback (NATS, Prometheus; gpuaas.cluster.services).
+    """
+
+    services: list[ForwardedService]
     log: Path
-    daemon: _Daemon | None = None
+    daemons: list[_Daemon] = field(default_factory=list)
 
     def start(self) -> None:
-        host, _, upstream_port = self.upstream.rpartition(":")
-        self.daemon = _Daemon("api-service-forwarder (stand-in for kube-proxy)",
-                              [debian_tool("socat"), f"TCP-LISTEN:{self.port},bind={self.cluster_ip},fork,reuseaddr",
-                               f"TCP:{host}:{upstream_port}"], self.log)
-        self.daemon.start()
+        for service in self.services:
+            host, _, upstream_port = service.upstream.rpartition(":")
+            daemon = _Daemon(f"service forwarder {service.cluster_ip}:{service.port} (stand-in for kube-proxy)",
+                             [debian_tool("socat"),
+                              f"TCP-LISTEN:{service.port},bind={service.cluster_ip},fork,reuseaddr",
+                              f"TCP:{host}:{upstream_port}"], self.log)
+            daemon.start()
+            self.daemons.append(daemon)
+
+    def pids(self) -> list[int]:
+        return [d.process.pid for d in self.daemons if d.process is not None]
 
     def stop(self) -> None:
-        if self.daemon is not None:
-            self.daemon.stop()
+        for daemon in self.daemons:
+            daemon.stop()
 
 
 # --- the node ------------------------------------------------------------------------------------------
@@ -492,7 +536,8 @@ class Node:
     def __init__(self, credentials: NodeCredentials, *, workdir: Path | None = None,
                  labels: dict[str, str] | None = None, taints: list[dict] | None = None,
                  sandbox_image: str = DEFAULT_PAUSE_IMAGE, lock_timeout: float = 600.0,
-                 network: NodeNetwork | None = None) -> None:
+                 network: NodeNetwork | None = None, image_root: Path | None = None,
+                 forwards: list[ForwardedService] | None = None) -> None:
         self.credentials = credentials
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-node-"))
@@ -504,7 +549,11 @@ class Node:
         """Chosen at start() unless given (give it to put the node IP in the kubelet's serving cert)."""
         self.containerd: Containerd | None = None
         self.kubelet: Kubelet | None = None
-        self.forwarder: ApiServiceForwarder | None = None
+        self.forwarder: ServiceForwarder | None = None
+        self.image_root = image_root
+        """containerd's root kept across node starts (imported images stay), or None: in the workdir."""
+        self.forwards = list(forwards or [])
+        """Services besides `kubernetes` that the stand-in for kube-proxy forwards."""
         self.cgroup_root = f"gpuaas-{secrets.token_hex(4)}"
         self._lock: int | None = None
         self.started_at: float | None = None
@@ -522,12 +571,19 @@ class Node:
     def _acquire_lock(self) -> None:
         NODE_LOCK.parent.mkdir(parents=True, exist_ok=True)
         self._lock = os.open(NODE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + self.lock_timeout
+        started = time.monotonic()
+        deadline = started + self.lock_timeout
+        told = False
         while True:
             try:
                 fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not told:  # a wait of minutes must not look like a hang (it shows in the node's log)
+                    holder = os.pread(self._lock, 64, 0).decode(errors="replace").strip()
+                    print(f"waiting up to {self.lock_timeout:.0f}s for {NODE_LOCK}, held by {holder or 'another node'} "
+                          "(one kubelet per machine)", file=sys.stderr, flush=True)
+                    told = True
                 if time.monotonic() > deadline:
                     holder = os.pread(self._lock, 64, 0).decode(errors="replace").strip()
                     os.close(self._lock)
@@ -535,6 +591,8 @@ class Node:
                     raise NodeError(f"another gpuaas node holds {NODE_LOCK} ({holder}) after {self.lock_timeout:.0f}s: "
                                     "the kubelet's device-plugin socket is one per machine; stop that node first")
                 time.sleep(1)
+        if told:
+            print(f"took {NODE_LOCK} after {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
         os.ftruncate(self._lock, 0)
         os.pwrite(self._lock, f"pid {os.getpid()} node {self.credentials.node_name}\n".encode(), 0)
 
@@ -548,7 +606,8 @@ class Node:
             self.network = self.network or NodeNetwork.choose()
             self.network.create()
             _create_cgroup(self.cgroup_root)
-            self.containerd = Containerd(self.workdir / "containerd", self.network, self.sandbox_image)
+            self.containerd = Containerd(self.workdir / "containerd", self.network, self.sandbox_image,
+                                         image_root=self.image_root)
             self.containerd.start()
             self.containerd.wait_ready()
             self._start_forwarder()
@@ -570,19 +629,37 @@ class Node:
     def _start_forwarder(self) -> None:
         assert self.network is not None
         cluster_ip, port = self._kubernetes_service()
-        self.network.add_address(cluster_ip)
         upstream = self.credentials.server.removeprefix("https://").rstrip("/")
-        self.forwarder = ApiServiceForwarder(cluster_ip, port, upstream, self.workdir / "api-service-forwarder.log")
+        services = [ForwardedService(cluster_ip, port, upstream), *self.forwards]
+        for address in dict.fromkeys(service.cluster_ip for service in services):
+            self.network.add_address(address)
+        self.forwarder = ServiceForwarder(services, self.workdir / "service-forwarder.log")
         self.forwarder.start()
 
     def import_images(self, archives: Iterable[Path]) -> dict[str, float]:
-        """Import image archives into the node's containerd; seconds per archive."""
+        """Import image archives into the node's containerd; seconds per archive (0 when already there).
+
+        With a kept `image_root`, an archive imported before (same file name: the name carries the
+        hash of the image's inputs) is not imported again; the record sits beside that root.
+        """
         assert self.containerd is not None, "start the node first"
+        record = self.image_root.parent / f"{self.image_root.name}.imported.json" if self.image_root else None
+        imported: dict[str, str] = json.loads(record.read_text()) if record and record.exists() else {}
+        present = set(self.containerd.images())
         seconds = {}
-        for archive in archives:
+        for archive in map(Path, archives):
+            meta = archive.with_suffix(".json")
+            reference = json.loads(meta.read_text()).get("reference") if meta.exists() else None
+            if reference and imported.get(reference) == archive.name and reference in present:
+                seconds[archive.name] = 0.0
+                continue
             started = time.monotonic()
-            self.containerd.import_image(Path(archive))
-            seconds[Path(archive).name] = time.monotonic() - started
+            self.containerd.import_image(archive)
+            seconds[archive.name] = time.monotonic() - started
+            if reference:
+                imported[reference] = archive.name
+        if record:
+            record.write_text(json.dumps(imported, indent=2, sort_keys=True) + "\n")
         return seconds
 
     def wait_ready(self, timeout: float = 120.0) -> float:
@@ -614,10 +691,12 @@ class Node:
     def memory_kib(self) -> dict[str, int]:
         """Resident memory of the node's programs: kubelet, containerd, its shims, the forwarder."""
         figures: dict[str, int] = {}
-        for name, part in (("kubelet", self.kubelet), ("containerd", self.containerd), ("forwarder", self.forwarder)):
+        for name, part in (("kubelet", self.kubelet), ("containerd", self.containerd)):
             daemon = part.daemon if part else None
             if daemon and daemon.process:
                 figures[name] = _rss_kib(daemon.process.pid)
+        if self.forwarder:
+            figures["forwarder"] = sum(_rss_kib(pid) for pid in self.forwarder.pids())
         if self.containerd:
             figures["shims"] = sum(_rss_kib(pid) for pid in self.containerd.shim_pids())
         return figures
@@ -654,8 +733,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Signs the node's credentials with the cluster CA, starts the node, imports the image archives,
     waits for Ready, prints one JSON line (node IP, timings, daemon pids, containerd socket) on
-    stdout, then keeps the node up; on SIGTERM/SIGINT it stops the node and removes every trace.
-    A long-running parent (`gpuaas cluster up`, a benchmark) runs it as a child process.
+    stdout (and into --ready-file), then keeps the node up; on SIGTERM/SIGINT it stops the node and
+    removes every trace. `gpuaas cluster up` runs it as one of the cluster's processes.
     """
     import argparse
     import sys
@@ -668,6 +747,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image", type=Path, action="append", default=[], metavar="ARCHIVE",
                         help="OCI archive to import (repeat; see python -m gpuaas.cluster.images)")
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="node label (repeat)")
+    parser.add_argument("--taint", action="append", default=[], metavar="KEY=VALUE:EFFECT",
+                        help="taint the node registers with (repeat)")
+    parser.add_argument("--forward", action="append", default=[], metavar="CLUSTER_IP:PORT=HOST:PORT",
+                        help="a Service the stand-in for kube-proxy forwards, besides `kubernetes` (repeat)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="the node's folder (default: a temporary one); emptied when the node stops")
+    parser.add_argument("--image-root", type=Path, default=None,
+                        help="containerd's root, kept across starts so images are imported once")
+    parser.add_argument("--ready-file", type=Path, default=None, help="also write the JSON line here once Ready")
     args = parser.parse_args(argv)
 
     stopping = {"signal": None}
@@ -677,13 +765,23 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    if args.ready_file:
+        args.ready_file.unlink(missing_ok=True)
     credentials_dir = Path(tempfile.mkdtemp(prefix="gpuaas-node-pki-"))
-    network = NodeNetwork.choose()
-    labels = dict(label.split("=", 1) for label in args.label)
     try:
+        taints = [_taint(text) for text in args.taint]
+        forwards = [ForwardedService.parse(text) for text in args.forward]
+        labels = dict(label.split("=", 1) for label in args.label)
+        network = NodeNetwork.choose()
         credentials = NodeCredentials.issue(args.ca_cert, args.ca_key, args.server, args.name, credentials_dir,
                                             [network.node_ip])
-        node = Node(credentials, network=network, labels=labels)
+        workdir = args.workdir
+        if workdir is not None:
+            _unmount_under(workdir)  # a node killed before it could clean up
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir(parents=True)
+        node = Node(credentials, network=network, labels=labels, taints=taints, workdir=workdir,
+                    image_root=args.image_root, forwards=forwards)
         print(f"starting node {args.name} ({network.bridge}, {network.subnet})...", file=sys.stderr, flush=True)
         node.start()
         try:
@@ -691,25 +789,43 @@ def main(argv: list[str] | None = None) -> int:
             imported = node.import_images(args.image)
             assert node.kubelet and node.containerd and node.kubelet.daemon and node.containerd.daemon
             pids = {"kubelet": node.kubelet.daemon.process.pid, "containerd": node.containerd.daemon.process.pid}
-            if node.forwarder and node.forwarder.daemon and node.forwarder.daemon.process:
-                pids["api-service-forwarder"] = node.forwarder.daemon.process.pid
-            print(json.dumps({"node": args.name, "node_ip": network.node_ip, "bridge": network.bridge,
-                              "ready_s": round(ready, 3), "import_s": {k: round(v, 3) for k, v in imported.items()},
-                              "pids": pids, "containerd_socket": str(node.containerd.socket),
-                              "workdir": str(node.workdir)}), flush=True)
+            if node.forwarder:
+                pids["service-forwarders"] = node.forwarder.pids()
+            line = json.dumps({"node": args.name, "node_ip": network.node_ip, "bridge": network.bridge,
+                               "ready_s": round(ready, 3), "import_s": {k: round(v, 3) for k, v in imported.items()},
+                               "pids": pids, "containerd_socket": str(node.containerd.socket),
+                               "workdir": str(node.workdir)})
+            print(line, flush=True)
+            if args.ready_file:
+                args.ready_file.write_text(line + "\n")
             while stopping["signal"] is None:
                 for part in (node.kubelet, node.containerd):
                     if part and part.daemon:
                         part.daemon.require_alive()
                 time.sleep(0.5)
         finally:
+            print(f"stopping node {args.name}...", file=sys.stderr, flush=True)
             node.stop()
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
     except (NodeError, ToolMissing, OSError) as error:
         print(f"gpuaas node: {error}", file=sys.stderr)
         return 1
     finally:
         shutil.rmtree(credentials_dir, ignore_errors=True)
+        if args.ready_file:
+            args.ready_file.unlink(missing_ok=True)
     return 0
+
+
+def _taint(text: str) -> dict:
+    """`KEY=VALUE:EFFECT` (or `KEY:EFFECT`) as the kubelet's registerWithTaints entry."""
+    spec, _, effect = text.rpartition(":")
+    key, _, value = spec.partition("=")
+    if not key or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        raise NodeError(f"--taint: expected KEY=VALUE:EFFECT with EFFECT NoSchedule, PreferNoSchedule or NoExecute, "
+                        f"found {text!r}")
+    return {"key": key, "value": value, "effect": effect} if value else {"key": key, "effect": effect}
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ stranger: a pid is only signalled when its /proc cmdline still starts with the r
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import time
@@ -20,17 +21,27 @@ _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def start(name: str, argv: list[str], *, log: Path, env: dict[str, str] | None = None, cwd: Path | None = None,
-          endpoint: str = "") -> ProcessRecord:
-    """Start `argv` in its own session with stdout and stderr appended to `log`."""
+          endpoint: str = "", user: str | None = None, stop_signal: int = signal.SIGTERM,
+          stop_seconds: float = 10.0) -> ProcessRecord:
+    """Start `argv` in its own session with stdout and stderr appended to `log`.
+
+    `user` runs it as that system user (its primary group, no supplementary groups): PostgreSQL
+    refuses to run as root.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
+    identity: dict[str, object] = {}
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        identity = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
     with open(log, "ab") as out:  # the child keeps its own descriptor
         out.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
         out.flush()
         child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True)
+                                 env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+                                 **identity)  # type: ignore[call-overload]
     _children[child.pid] = child
     return ProcessRecord(name=name, pid=child.pid, argv=argv, log=str(log), endpoint=endpoint,
-                         started_at=time.time())
+                         started_at=time.time(), stop_signal=int(stop_signal), stop_seconds=stop_seconds)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -55,12 +66,13 @@ def alive(record: ProcessRecord) -> bool:
     return status.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def stop(record: ProcessRecord, timeout_s: float = 10.0) -> bool:
-    """SIGTERM, then SIGKILL after `timeout_s`; True when it was running."""
+def stop(record: ProcessRecord, timeout_s: float | None = None) -> bool:
+    """The record's stop signal (SIGTERM), then SIGKILL after its `stop_seconds`; True when it was running."""
     if not alive(record):
         return False
+    timeout_s = record.stop_seconds if timeout_s is None else timeout_s
     try:
-        os.kill(record.pid, signal.SIGTERM)
+        os.kill(record.pid, record.stop_signal)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + timeout_s

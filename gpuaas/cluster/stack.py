@@ -12,6 +12,8 @@ Order and why:
 6. The DCGM-like exporter (a stand-in, gpuaas.cluster.gpu_exporter) and real Prometheus scraping it
    and Kueue's metrics endpoint.
 kube-apiserver writes an audit log of the product's ServiceAccounts (gpuaas.cluster.audit).
+Then the optional parts (`up --with PART`, see PARTS): the real node (kubelet, containerd) that
+runs pods, Argo Workflows (gpuaas.cluster.argo_workflows) and Argo Events (gpuaas.cluster.argo_events).
 A component that fails stops everything started so far and reports its last log lines.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,9 +34,23 @@ from typing import Any
 
 import yaml
 
-from gpuaas.cluster import audit, certificates, crds, kwok, objects, operators, processes, readiness
-from gpuaas.cluster.binaries import BuildFailed, program
+from gpuaas.cluster import (
+    argo_events,
+    argo_workflows,
+    audit,
+    certificates,
+    crds,
+    kwok,
+    objects,
+    operators,
+    processes,
+    readiness,
+    services,
+)
+from gpuaas.cluster.binaries import BuildFailed, cache_dir, program
 from gpuaas.cluster.certificates import KeyPair
+from gpuaas.cluster.debian import ToolMissing
+from gpuaas.cluster.images import ImageBuildError
 from gpuaas.cluster.kubeconfig import write_kubeconfig
 from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
 from gpuaas.upstream import pins
@@ -41,12 +58,25 @@ from gpuaas.upstream import pins
 KUEUE = "sigs.k8s.io/kueue"
 KEDA = "github.com/kedacore/keda/v2"
 SERVICE_CIDR = "10.96.0.0/16"
+KWOK_POD_CIDR = "10.245.0.0/16"
+"""Pod IPs KWOK hands its fake pods: apart from 10.244.0.0/16, where the real node's pods get theirs."""
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 KUEUE_SA = ("kueue-system", "kueue-controller-manager")
 KEDA_SA = ("keda", "keda-operator")
 KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "kubeflow.org/pytorchjob", "deployment",
                     "statefulset", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
 """Kueue integrations the product's reactions act on (the Pod integration backs Deployments)."""
+
+PARTS: dict[str, str] = {
+    "node": "a real node (kubelet, containerd, runc) that runs pods: the step image's, Argo's; needs root",
+    "argo": "Argo Workflows: PostgreSQL archive, workflow-controller, Argo Server (API; the UI if built)",
+    "events": "Argo Events: NATS JetStream for the EventBus, the controller (a pod on the node)",
+}
+"""Optional parts of the stack, started after the control plane in this order."""
+REQUIRES: dict[str, set[str]] = {"events": {"node", "argo"}}
+"""Parts another part cannot run without: Argo Events' controller and its EventSources and Sensors are
+pods (the node), and the Sensors submit workflows (the workflow-controller runs them)."""
+NODE_NAME = "gpuaas-node"
 
 CONTENT_HASH = "gpuaas.io/content-hash"
 """Annotation with a digest of what `gpuaas cluster up` applied, to skip unchanged CRDs on restart."""
@@ -109,8 +139,17 @@ class Cluster:
         return [r for r in state.processes.values() if processes.alive(r)] if state else []
 
     # -- up --------------------------------------------------------------------------------------
-    def up(self, timeout_s: float = 300.0) -> ClusterState:
-        """Start every component and return when all are ready (see the module docstring)."""
+    def up(self, timeout_s: float = 300.0, parts: set[str] | frozenset[str] = frozenset()) -> ClusterState:
+        """Start every component (and the `parts` asked for) and return when all are ready (module docstring)."""
+        parts = set(parts)
+        for part in list(parts):
+            parts |= REQUIRES.get(part, set())
+        unknown = parts - set(PARTS)
+        if unknown:
+            raise ClusterError(f"expected parts among {', '.join(PARTS)}, found {', '.join(sorted(unknown))}")
+        if "node" in parts and os.geteuid() != 0:
+            raise ClusterError("expected root for the real node (kubelet, containerd, network namespaces, cgroups), "
+                               f"found uid {os.geteuid()}; run as root, or leave out --with node/events")
         if self.running():
             raise ClusterError(f"expected no cluster running from {self.state_dir}, found "
                                f"{', '.join(r.name for r in self.running())} running; use it "
@@ -119,7 +158,8 @@ class Cluster:
         previous = self.load()
         state = ClusterState(state_dir=str(self.state_dir), started_at=time.time(),
                              ports={name: port for name, port in (previous.ports if previous else {}).items()
-                                    if port_free(port)})  # the same ports keep a user's KUBECONFIG valid
+                                    if port_free(port)},  # the same ports keep a user's KUBECONFIG valid
+                             parts=[part for part in PARTS if part in parts])
         self.state = state
         self.deadline = time.monotonic() + timeout_s
         started = time.monotonic()
@@ -136,6 +176,12 @@ class Cluster:
             self._operators()
             self._keda()
             self._monitoring()
+            if "node" in parts:
+                self._node()
+            if "argo" in parts:
+                argo_workflows.start(self)
+            if "events" in parts:
+                argo_events.start(self)
         except BaseException as error:
             state.phase = "failed"
             state.save()
@@ -144,7 +190,8 @@ class Cluster:
             stopped = self.load() or state  # down() marked each process stopped
             stopped.phase = "failed"
             stopped.save()
-            if isinstance(error, (readiness.NotReady, ClusterError, BuildFailed)):  # BuildFailed: a program is missing
+            # BuildFailed: a program is missing; ImageBuildError, ToolMissing: the real node's images or packages
+            if isinstance(error, (readiness.NotReady, ClusterError, BuildFailed, ImageBuildError, ToolMissing)):
                 raise ClusterError(str(error)) from None
             raise
         finally:
@@ -158,11 +205,19 @@ class Cluster:
     def _remaining(self, cap: float) -> float:
         return max(1.0, min(cap, self.deadline - time.monotonic()))
 
-    def _start(self, name: str, argv: list[str], *, endpoint: str = "", env: dict[str, str] | None = None) -> ProcessRecord:
+    remaining = _remaining
+
+    @staticmethod
+    def error(message: str) -> ClusterError:
+        """The error `up` reports (and stops everything for), for the parts in other modules."""
+        return ClusterError(message)
+
+    def _start(self, name: str, argv: list[str], *, endpoint: str = "", env: dict[str, str] | None = None,
+               **options: Any) -> ProcessRecord:
         self.progress(f"  starting {name}")
         try:
             record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
-                                     endpoint=endpoint)
+                                     endpoint=endpoint, **options)
         except OSError as error:
             raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
                                "`gpuaas cluster build` if a program is missing") from None
@@ -177,6 +232,16 @@ class Cluster:
         self.state.save()
         self.progress(f"  {record.name} ready ({record.ready_seconds:.1f}s after start)")
 
+    start_process = _start
+    wait_ready = _ready
+
+    def identity_kubeconfig(self, name: str, namespace: str, service_account: str) -> Path:
+        """A kubeconfig whose client certificate authenticates as that ServiceAccount's user (once per state dir)."""
+        user, groups = _service_account_user(namespace, service_account)
+        pair = certificates.issue(self.ca, self.pki, f"client-{name}", user, organizations=groups, client=True)
+        return write_kubeconfig(self.state_dir / "kubeconfigs" / f"{name}.kubeconfig", server=self.apiserver_url,
+                                ca=self.ca.cert, client=pair, user=user)
+
     def _pki(self) -> None:
         self.progress("certificates and kubeconfigs")
         pki = self.pki
@@ -184,6 +249,8 @@ class Cluster:
         self.front_proxy_ca = certificates.certificate_authority(pki, "front-proxy-ca", "gpuaas-front-proxy-ca")
         self.front_proxy_client = certificates.issue(self.front_proxy_ca, pki, "front-proxy-client",
                                                      "front-proxy-client", client=True)
+        self.kubelet_client = certificates.issue(self.ca, pki, "apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                                 organizations=("system:masters",), client=True)
         self.sa = certificates.service_account_keys(pki)
         self.apiserver_cert = certificates.issue(
             self.ca, pki, "apiserver", "kube-apiserver", server=True,
@@ -242,9 +309,16 @@ class Cluster:
             f"--client-ca-file={self.ca.cert}",
             f"--service-account-issuer={ISSUER}", f"--api-audiences={ISSUER}",
             f"--service-account-key-file={self.sa.cert}", f"--service-account-signing-key-file={self.sa.key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            "--enable-admission-plugins=NodeRestriction",
+            # The real node (--with node): the API server reaches its kubelet (logs, exec) by the node's
+            # InternalIP (node names do not resolve here) with a client certificate, and checks the
+            # kubelet's serving certificate against the cluster CA.
+            f"--kubelet-client-certificate={self.kubelet_client.cert}", f"--kubelet-client-key={self.kubelet_client.key}",
+            f"--kubelet-certificate-authority={self.ca.cert}", "--kubelet-preferred-address-types=InternalIP",
             # Endpoints may not hold a loopback address, so the default `lease` reconciler fails to publish
-            # 127.0.0.1 for Service default/kubernetes every 10 s; nothing here dials that Service's endpoints.
+            # 127.0.0.1 for Service default/kubernetes every 10 s; the real node's stand-in for kube-proxy
+            # forwards that Service's ClusterIP itself (gpuaas.cluster.node), and nothing dials its endpoints.
             "--endpoint-reconciler-type=none",
             f"--requestheader-client-ca-file={self.front_proxy_ca.cert}", "--requestheader-allowed-names=front-proxy-client",
             "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
@@ -363,7 +437,7 @@ class Cluster:
         record = self._start("kwok", [
             str(program("kwok", "kwok")), f"--kubeconfig={self.kubeconfigs['kwok']}", f"--config={config}",
             "--manage-all-nodes=false", f"--manage-nodes-with-label-selector={'='.join(kwok.MANAGED_LABEL)}",
-            f"--server-address=127.0.0.1:{port}", "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16",
+            f"--server-address=127.0.0.1:{port}", "--node-lease-duration-seconds=40", f"--cidr={KWOK_POD_CIDR}",
         ], endpoint=f"http://127.0.0.1:{port}")
         self._ready(record, readiness.http_ok(f"http://127.0.0.1:{port}/healthz"), cap=60)
         self.apply(kwok.nodes(), "nodes")
@@ -567,6 +641,50 @@ class Cluster:
         path.chmod(0o600)
         return path
 
+    # -- the real node --------------------------------------------------------------------------
+    def _node(self) -> None:
+        """The real node (gpuaas.cluster.node) as one process of the cluster.
+
+        Its images are built first (cached by their inputs), then `python -m gpuaas.cluster.node`
+        signs the kubelet's certificates with the cluster CA, starts containerd, the kubelet and
+        the stand-in for kube-proxy (the `kubernetes` Service and the Services of
+        gpuaas.cluster.services), and imports the images; ready once its Node is Ready. Labelled
+        and tainted `gpuaas.io/pod-runtime=kubelet`: only pods that ask for it (Argo's, through the
+        controller's workflowDefaults; Argo Events') land on it, never a tenant's pod meant for KWOK.
+        containerd's image store is kept in the cache (`<cache>/node/containerd`), so a second start
+        imports nothing; one node per machine at a time (gpuaas.cluster.node.NODE_LOCK).
+        """
+        from gpuaas.cluster import images
+
+        self.progress("the real node: images (built once, cached), kubelet, containerd, service forwarder")
+        parts = set(self.state.parts)
+        built = [images.build_pause_image(), images.build_argoexec_image(), images.build_step_image()]
+        if "events" in parts:
+            built.append(images.build_argo_events_image())
+        forwarded = services.for_parts(parts)
+        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                    for ns in sorted({service.namespace for service in forwarded})]
+                   + [service.service() for service in forwarded], "Services for programs on loopback")
+        ready_file = self.state_dir / "node.json"
+        key, value = argo_workflows.NODE_LABEL
+        record = self._start("node", [
+            sys.executable, "-m", "gpuaas.cluster.node", f"--server={self.apiserver_url}", f"--ca-cert={self.ca.cert}",
+            f"--ca-key={self.ca.key}", f"--name={NODE_NAME}", f"--workdir={self.state_dir / 'node'}",
+            f"--image-root={cache_dir() / 'node' / 'containerd'}", f"--ready-file={ready_file}",
+            f"--label={key}={value}", f"--taint={key}={value}:NoSchedule",
+            *(f"--forward={s.cluster_ip}:{s.port}=127.0.0.1:{self.state.port(s.state_port)}" for s in forwarded),
+            *(f"--image={image.archive}" for image in built),
+        ], env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])}, stop_seconds=90)
+        self._ready(record, lambda: None if ready_file.exists() else "the node has not registered Ready yet",
+                    cap=600)
+        report = json.loads(ready_file.read_text())
+        record.endpoint = f"{report['node_ip']} ({report['bridge']})"
+        self.state.endpoints["node"] = f"{NODE_NAME} {report['node_ip']}"
+        self.state.save()
+        imported = {name: seconds for name, seconds in report["import_s"].items() if seconds}
+        self.progress(f"  node Ready {report['ready_s']:.1f}s after start; images imported: "
+                      f"{', '.join(f'{n} {s:.1f}s' for n, s in imported.items()) or 'none needed'}")
+
     # -- down and status -------------------------------------------------------------------------
     def down(self, quiet: bool = False) -> list[str]:
         """Stop every recorded process, last started first; the names stopped."""
@@ -600,7 +718,14 @@ class Cluster:
         all_running = bool(components) and all(c["running"] for c in components)
         phase = state.phase if (state.phase != "ready" or all_running) else "degraded"
         return {"stateDir": state.state_dir, "phase": phase, "kubeconfig": state.kubeconfig,
-                "readySeconds": state.ready_seconds, "versions": state.versions, "components": components}
+                "readySeconds": state.ready_seconds, "versions": state.versions, "parts": state.parts,
+                "endpoints": {**state.endpoints, **(argo_events.live_endpoints(self) if running_parts(state) else {})},
+                "components": components}
+
+
+def running_parts(state: ClusterState) -> bool:
+    """Whether the events part was started and its processes may answer (live endpoints are looked up)."""
+    return "events" in state.parts and state.phase == "ready"
 
 
 def state_as_json(state: ClusterState) -> str:

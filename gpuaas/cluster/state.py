@@ -59,6 +59,10 @@ class ProcessRecord:
     """starting | ready | failed | stopped"""
     started_at: float = 0.0
     ready_seconds: float | None = None
+    stop_signal: int = 15
+    """SIGTERM, or what the program treats as "stop now" (PostgreSQL: SIGINT, its fast shutdown)."""
+    stop_seconds: float = 10.0
+    """How long `down` waits after the signal before SIGKILL (the node cleans up its pods, mounts, bridge)."""
 
 
 @dataclass
@@ -74,6 +78,10 @@ class ClusterState:
     started_at: float = 0.0
     ready_seconds: float | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    parts: list[str] = field(default_factory=list)
+    """The optional parts started besides the control plane (`up --with`): node, argo, events."""
+    endpoints: dict[str, str] = field(default_factory=dict)
+    """What users and tests reach the cluster's services at (Argo Server, the UI, ...), by name."""
 
     @property
     def directory(self) -> Path:

@@ -1,7 +1,7 @@
 """`gpuaas cluster`: build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on loopback.
 
     gpuaas cluster build                 # go install the pinned components into the cache (a cache hit the 2nd time)
-    gpuaas cluster up                    # start everything; prints `export KUBECONFIG=...` once ready
+    gpuaas cluster up [--with node,argo,events | --with all]   # prints `export KUBECONFIG=...` once ready
     gpuaas cluster status [--output json]
     gpuaas cluster down
 
@@ -25,6 +25,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     build = actions.add_parser("build", help="build the pinned components (go install) into the cache")
     build.add_argument("components", nargs="*", help="only these (folder names under stack/)")
     build.add_argument("--output", choices=("text", "json"), default="text")
+    build.add_argument("--argo-ui", action="store_true",
+                       help="also build the Argo UI from the pinned module's source (yarn, webpack: many minutes, "
+                            "the npm registry) for `argo server` to embed; kept for later builds")
     for name, text in (("up", "start the cluster and wait until every component is ready"),
                        ("down", "stop every process the cluster started"),
                        ("status", "each component's state, pid, endpoint, log file and memory")):
@@ -36,6 +39,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         if name == "up":
             sub.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for readiness (600)")
             sub.add_argument("--no-build", action="store_true", help="fail instead of building missing binaries")
+            sub.add_argument("--with", dest="parts", action="append", default=[], metavar="PART",
+                             help="also start PART (repeat, or comma-separated): node (a real kubelet for pods; "
+                                  "root), argo (Argo Workflows, archive, Argo Server), events (Argo Events; implies node and "
+                                  "argo), "
+                                  "all")
 
 
 def _progress(line: str) -> None:
@@ -66,7 +74,7 @@ def _build(args: argparse.Namespace) -> int:
         return 2
     started = time.monotonic()
     try:
-        results = build_all(args.components or None, progress=_progress)
+        results = build_all(args.components or None, progress=_progress, build_ui=args.argo_ui)
     except BuildFailed as error:
         print(f"gpuaas cluster build: {error}", file=sys.stderr)
         return 1
@@ -87,8 +95,16 @@ def _build(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from gpuaas.cluster.binaries import BuildFailed, build_all
-    from gpuaas.cluster.stack import Cluster, ClusterError
+    from gpuaas.cluster.stack import PARTS, Cluster, ClusterError
 
+    parts = {part.strip() for given in args.parts for part in given.split(",") if part.strip()}
+    if "all" in parts:
+        parts = (parts - {"all"}) | set(PARTS)
+    unknown = sorted(parts - set(PARTS))
+    if unknown:
+        print(f"gpuaas cluster up: --with: expected parts among {', '.join(PARTS)} or all, found "
+              f"{', '.join(unknown)}", file=sys.stderr)
+        return 2
     cluster = Cluster(args.state_dir, progress=_progress)
     if not args.no_build:
         try:
@@ -97,7 +113,7 @@ def _up(args: argparse.Namespace) -> int:
             print(f"gpuaas cluster up: {error}", file=sys.stderr)
             return 1
     try:
-        state = cluster.up(timeout_s=args.timeout)
+        state = cluster.up(timeout_s=args.timeout, parts=parts)
     except ClusterError as error:
         print(f"gpuaas cluster up: {error}", file=sys.stderr)
         return 1
@@ -126,9 +142,12 @@ def _status(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(report, indent=2))
         return 0
-    print(f"cluster: {report['phase']} ({report['stateDir']})")
+    print(f"cluster: {report['phase']} ({report['stateDir']})" +
+          (f"; parts: {', '.join(report['parts'])}" if report.get("parts") else ""))
     if report.get("kubeconfig"):
         print(f"kubeconfig: {report['kubeconfig']}")
+    for name, endpoint in (report.get("endpoints") or {}).items():
+        print(f"{name}: {endpoint}")
     rows = [("component", "state", "pid", "rss MiB", "endpoint", "log")]
     for c in report["components"]:
         rss = f"{c['rssBytes'] / 2**20:.0f}" if c["rssBytes"] else "-"

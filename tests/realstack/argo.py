@@ -20,13 +20,11 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
+from gpuaas.cluster.binaries import program
 from gpuaas.cluster.images import ARGOEXEC_IMAGE
-from gpuaas.cluster.toolchain import GoProgram, go_binary
 from gpuaas.upstream import upstream_file
 
 ARGO_MODULE = "github.com/argoproj/argo-workflows/v4"
-WORKFLOW_CONTROLLER = GoProgram("argo-workflows", f"{ARGO_MODULE}/cmd/workflow-controller", "workflow-controller",
-                                f"-s -w -X {ARGO_MODULE}.version=v4.0.5")
 CRDS = ("workflows", "workflowtemplates", "workflowtaskresults", "workflowtasksets", "workflowartifactgctasks",
         "workfloweventbindings", "clusterworkflowtemplates", "cronworkflows")
 
@@ -86,7 +84,7 @@ class WorkflowController:
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), LEADER_ELECTION_DISABLE="true")
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [str(go_binary(WORKFLOW_CONTROLLER)), "--namespaced", "--managed-namespace", self.namespace,
+                [str(program("argo-workflows", "workflow-controller")), "--namespaced", "--managed-namespace", self.namespace,
                  "--namespace", self.namespace, "--executor-image", ARGOEXEC_IMAGE,
                  "--executor-image-pull-policy", "Never", "--loglevel", "info"],
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)

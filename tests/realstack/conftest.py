@@ -5,6 +5,10 @@
   stopped at the end; `GPUAAS_REAL_CLUSTER=<state dir>` reuses a cluster you started with
   `gpuaas cluster up --state-dir DIR` (it is then left running). Binaries come from
   `gpuaas cluster build` (`make test` runs it first); a failure to build or start fails the tests.
+- `argo_cluster`: `gpuaas cluster up --with events` (the control plane, the real node, Argo Workflows
+  with its PostgreSQL archive and Argo Server, NATS and the Argo Events controller) in its own state
+  dir under /var/tmp (PostgreSQL's `postgres` user must traverse it), once per module;
+  `GPUAAS_REAL_ARGO_CLUSTER=<state dir>` reuses one started with `--with events`.
 - `control_plane`, `step_image`, `real_node`: a minimal control plane and a real node (kubelet +
   containerd) that runs the step image's pods (docs/real-stack-pods.md). The images build once
   (cached under .stack-cache/images across runs).
@@ -13,6 +17,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +35,7 @@ from tests.realstack.control_plane import ControlPlane
 from tests.support.real_cluster import RealCluster
 
 REUSE_ENV = "GPUAAS_REAL_CLUSTER"
+ARGO_REUSE_ENV = "GPUAAS_REAL_ARGO_CLUSTER"
 HERE = Path(__file__).resolve().parent
 
 
@@ -59,6 +66,36 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         yield RealCluster(cluster, Path(state.kubeconfig))
     finally:
         cluster.down(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def argo_cluster() -> Iterator[RealCluster]:
+    """Module scope: its real node holds the machine's one node lock (gpuaas.cluster.node.NODE_LOCK), so it
+    is stopped before the next module; test_argo_loop.py sorts before the `real_node` modules, whose
+    session-scoped node takes the lock after it."""
+    reused = os.environ.get(ARGO_REUSE_ENV)
+    if reused:
+        cluster = Cluster(Path(reused))
+        status = cluster.status()
+        if status["phase"] != "ready" or "events" not in status["parts"]:
+            pytest.fail(f"expected the cluster in ${ARGO_REUSE_ENV}={reused} ready with the events part, found "
+                        f"{status['phase']} with parts {status['parts']}; start it with "
+                        f"`gpuaas cluster up --with events --state-dir {reused}` or unset {ARGO_REUSE_ENV}")
+        yield RealCluster(cluster, Path(status["kubeconfig"]))
+        return
+    build_all(progress=print)
+    state_dir = Path(tempfile.mkdtemp(prefix="gpuaas-argo-cluster-", dir="/var/tmp"))
+    cluster = Cluster(state_dir, progress=print)
+    try:
+        state = cluster.up(timeout_s=1500, parts={"events"})
+    except ClusterError as error:
+        shutil.rmtree(state_dir, ignore_errors=True)
+        pytest.fail(f"the real stack with Argo did not start: {error}")
+    try:
+        yield RealCluster(cluster, Path(state.kubeconfig))
+    finally:
+        cluster.down(quiet=True)
+        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 NODE_NAME = "gpuaas-node"

@@ -4,7 +4,7 @@ Why here and this small: the node (gpuaas.cluster.node) needs an API server to r
 controller-manager for what every namespace gets (the `default` ServiceAccount, the
 `kube-root-ca.crt` ConfigMap that a pod's token volume projects). `gpuaas cluster up` (the
 `stack` branch) brings the whole control plane; when it is on main, these tests use it and this
-file goes. All binaries are built from the modules pinned under stack/ (gpuaas.cluster.toolchain);
+file goes. All binaries are built from the modules pinned under stack/ (`gpuaas cluster build`, gpuaas.cluster.binaries);
 the CA is throwaway, made with openssl; every server binds 127.0.0.1 on a free port.
 """
 
@@ -23,14 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from gpuaas.cluster.toolchain import (
-    ETCD,
-    KUBE_APISERVER,
-    KUBE_CONTROLLER_MANAGER,
-    KUBE_SCHEDULER,
-    debian_tool,
-    go_binary,
-)
+from gpuaas.cluster.binaries import program
+from gpuaas.cluster.debian import debian_tool
 
 
 def free_port() -> int:
@@ -114,7 +108,7 @@ class ControlPlane:
         service_ip = str(ipaddress.ip_network(self.service_cidr).network_address + 1)
         self._certificates(service_ip)
         etcd_port, peer_port, self.api_port = free_port(), free_port(), free_port()
-        self._spawn("etcd", [str(go_binary(ETCD)), "--data-dir", str(self.workdir / "etcd"),
+        self._spawn("etcd", [str(program("etcd", "etcd")), "--data-dir", str(self.workdir / "etcd"),
                              "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
                              "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
                              "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
@@ -122,7 +116,7 @@ class ControlPlane:
                              "--initial-cluster", f"default=http://127.0.0.1:{peer_port}"])
         pki = self.pki
         self._spawn("kube-apiserver", [
-            str(go_binary(KUBE_APISERVER)), "--etcd-servers", f"http://127.0.0.1:{etcd_port}",
+            str(program("kubernetes", "kube-apiserver")), "--etcd-servers", f"http://127.0.0.1:{etcd_port}",
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", str(self.api_port),
             "--tls-cert-file", str(pki / "apiserver.crt"), "--tls-private-key-file", str(pki / "apiserver.key"),
             "--client-ca-file", str(pki / "ca.crt"),
@@ -139,7 +133,7 @@ class ControlPlane:
         self._kubeconfig(self.admin_kubeconfig, "admin", pki / "admin.crt", pki / "admin.key")
         self._wait_ready(timeout)
         self._spawn("kube-controller-manager", [
-            str(go_binary(KUBE_CONTROLLER_MANAGER)), "--kubeconfig", str(self.admin_kubeconfig),
+            str(program("kubernetes", "kube-controller-manager")), "--kubeconfig", str(self.admin_kubeconfig),
             "--bind-address", "127.0.0.1", "--secure-port", "0",
             "--service-account-private-key-file", str(pki / "sa.key"), "--root-ca-file", str(pki / "ca.crt"),
             "--use-service-account-credentials=false", "--leader-elect=false",
@@ -147,7 +141,7 @@ class ControlPlane:
             "--controllers", "*,-nodeipam,-service-lb-controller,-route",
         ])
         # Argo's pods name no node: the scheduler places them.
-        self._spawn("kube-scheduler", [str(go_binary(KUBE_SCHEDULER)), "--kubeconfig", str(self.admin_kubeconfig),
+        self._spawn("kube-scheduler", [str(program("kubernetes", "kube-scheduler")), "--kubeconfig", str(self.admin_kubeconfig),
                                        "--bind-address", "127.0.0.1", "--secure-port", "0", "--leader-elect=false"])
 
     def _listening(self) -> bool:

@@ -9,6 +9,7 @@ reaches the API server through its in-cluster configuration (service account tok
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -59,6 +60,19 @@ def test_node_registers_ready_with_the_kubelet_of_the_pinned_release(real_node: 
     assert node.status.node_info.kubelet_version == "v1.36.3"
     assert node.status.node_info.container_runtime_version.startswith("containerd://1.6.")
     assert node.metadata.labels["gpuaas.io/pod-runtime"] == "kubelet"
+
+
+def test_the_bridge_keeps_its_own_mac_address_as_pods_come_and_go(real_node: RunningNode) -> None:
+    """A Linux bridge whose address was never set takes the lowest MAC of its ports, so it changes as
+    pods' veths join and leave; the pods' ARP entries for the gateway and the ClusterIPs on the bridge
+    then point at a MAC nobody answers until they are probed again. Seen on `cluster up --with
+    events`: every pod's watch of the API server stalled at once ("http2: client connection lost")
+    while workflow pods came and went, and the EventSource missed a Workload's admission. The node
+    sets the bridge's address itself: the kernel's addr_assign_type 3 (NET_ADDR_SET), which the
+    bridge keeps whatever ports it gets."""
+    assert real_node.node.network is not None
+    bridge = Path("/sys/class/net") / real_node.node.network.bridge
+    assert (bridge / "addr_assign_type").read_text().strip() == "3"
 
 
 def test_step_image_runs_python_m_steps_to_completion(real_node: RunningNode) -> None:

@@ -1,0 +1,155 @@
+"""The Argo Workflows UI, built from the pinned module's own `ui/` source, for `argo server` to embed.
+
+Why build it: `ui/embed.go` embeds `ui/dist/app`, which upstream's release builds produce with
+yarn and webpack before `go build`; the module zip carries the source (`ui/`, and `api/` for the
+OpenAPI spec the UI bundles) but no `dist/`. Built with anything else, `argo server` serves a
+placeholder page instead of the UI admins resubmit and hand-submit reactions in.
+
+How, as upstream's Dockerfile (stage `argo-ui`) does it:
+
+    yarn --cwd ui install --frozen-lockfile --network-timeout 1000000   # the module's own yarn.lock, unchanged
+    NODE_OPTIONS=--max-old-space-size=2048 yarn --cwd ui build          # NODE_ENV=production webpack
+
+with Node.js >= 20 (the `engines` of ui/package.json; upstream uses `node:20-alpine`) and yarn
+1.22.22 (classic, which reads the v1 lockfile), installed from the npm registry into the cache.
+The output is cached by module version and lockfile digest (`<cache>/ui/<version>-<digest>/app`):
+a second build costs a file check.
+
+One dependency is not on the npm registry: yarn.lock pins `argo-ui` as a git dependency
+(`git+https://github.com/argoproj/argo-ui.git#<commit>`). Where GitHub cannot be reached, point
+`GPUAAS_ARGO_UI_GIT` at a clone of argoproj/argo-ui that has that commit: the build then runs yarn
+with git's `url.<clone>.insteadOf` for that one URL, so the lockfile stays as upstream wrote it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+YARN_VERSION = "1.22.22"
+"""Yarn classic, as in upstream's node:20 build image; the v1 lockfile needs a 1.x yarn."""
+NODE_MAJOR = 20
+"""ui/package.json `engines.node: >=20`."""
+ARGO_UI_REPOSITORY = "https://github.com/argoproj/argo-ui.git"
+MIRROR_ENV = "GPUAAS_ARGO_UI_GIT"
+
+Progress = Callable[[str], None]
+
+
+class UiBuildFailed(RuntimeError):
+    """The UI could not be built; the message says which step failed, its output, and what to do."""
+
+
+def _run(command: list[str], what: str, *, cwd: Path, env: dict[str, str], log: Path) -> None:
+    with log.open("ab") as out:
+        out.write(f"\n==== {' '.join(command)}\n".encode())
+        out.flush()
+        done = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        hint = ""
+        if "github.com/argoproj/argo-ui" in tail and not os.environ.get(MIRROR_ENV):
+            hint = (f"\nyarn could not fetch argo-ui from {ARGO_UI_REPOSITORY}; where GitHub is unreachable, set "
+                    f"{MIRROR_ENV} to a clone of argoproj/argo-ui (a path or URL) and build again")
+        raise UiBuildFailed(f"expected `{' '.join(command[:3])}` ({what}) to succeed, it exited with "
+                            f"{done.returncode}; last lines of {log}:\n{tail}{hint}")
+
+
+def node_version() -> str:
+    """`node --version` (v20.x...), or an error saying Node.js 20+ is needed."""
+    node = shutil.which("node")
+    if node is None or shutil.which("npm") is None:
+        raise UiBuildFailed(f"building the Argo UI needs Node.js {NODE_MAJOR}+ with npm on PATH, found "
+                            f"{'no node' if node is None else 'no npm'}; install Node.js (Debian: nodejs npm)")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    if not version.startswith("v") or int(version[1:].split(".")[0]) < NODE_MAJOR:
+        raise UiBuildFailed(f"expected Node.js {NODE_MAJOR}+ (ui/package.json engines), found {version or 'none'}; "
+                            "install a newer Node.js")
+    return version
+
+
+def yarn(cache: Path) -> Path:
+    """Yarn YARN_VERSION from the npm registry, installed once into `<cache>/tools/`."""
+    prefix = cache / "tools" / f"yarn-{YARN_VERSION}"
+    binary = prefix / "node_modules" / ".bin" / "yarn"
+    if binary.exists():
+        return binary
+    prefix.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-save", "--no-audit", "--no-fund",
+                           f"yarn@{YARN_VERSION}"], capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not binary.exists():
+        raise UiBuildFailed(f"expected `npm install yarn@{YARN_VERSION}` to succeed, it exited with {done.returncode}: "
+                            f"{(done.stderr or done.stdout).strip()[-800:]}; check that the npm registry is reachable")
+    return binary
+
+
+def _lock_digest(module_root: Path) -> str:
+    digest = hashlib.sha256()
+    for name in ("ui/yarn.lock", "ui/package.json"):
+        digest.update((module_root / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def built_ui(cache: Path, module_root: Path, version: str) -> Path | None:
+    """The cached `dist/app` for this module version and lockfile, or None when not built yet."""
+    output = cache / "ui" / f"argo-workflows-{version}-{_lock_digest(module_root)}"
+    return output / "app" if (output / "build.json").exists() else None
+
+
+def _git_redirect(env: dict[str, str]) -> dict[str, str]:
+    """yarn's git fetches of argo-ui through GPUAAS_ARGO_UI_GIT (git's url.insteadOf, this process only)."""
+    mirror = os.environ.get(MIRROR_ENV)
+    if not mirror:
+        return env
+    if "://" not in mirror:
+        mirror = Path(mirror).expanduser().resolve().as_uri()
+    count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    return {**env, "GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": f"url.{mirror}.insteadOf",
+            f"GIT_CONFIG_VALUE_{count}": ARGO_UI_REPOSITORY}
+
+
+def build_ui(cache: Path, module_root: Path, version: str, progress: Progress = lambda line: None) -> Path:
+    """`dist/app` of the Argo UI for the module at `module_root` (its `ui/` and `api/`), built once."""
+    if found := built_ui(cache, module_root, version):
+        return found
+    node = node_version()
+    yarn_binary = yarn(cache)
+    output = cache / "ui" / f"argo-workflows-{version}-{_lock_digest(module_root)}"
+    work = output.with_name(output.name + ".work")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    for folder in ("ui", "api"):  # the UI bundles ../api/openapi-spec and ../api/jsonschema
+        shutil.copytree(module_root / folder, work / folder)
+    for path in work.rglob("*"):  # the module cache's files are read-only
+        path.chmod(path.stat().st_mode | 0o200)
+    log = output.with_name(output.name + ".log")
+    log.unlink(missing_ok=True)
+    env = _git_redirect({**os.environ, "YARN_CACHE_FOLDER": str(cache / "yarn-cache"), "JOBS": "max",
+                         "YARN_ENABLE_TELEMETRY": "0", "DISABLE_OPENCOLLECTIVE": "1"})
+    started = time.monotonic()
+    progress(f"  Argo UI: yarn install --frozen-lockfile (node {node}, yarn {YARN_VERSION}; log {log})")
+    _run([str(yarn_binary), "install", "--frozen-lockfile", "--non-interactive", "--network-timeout", "1000000"],
+         "installing the UI's dependencies from ui/yarn.lock", cwd=work / "ui", env=env, log=log)
+    installed = time.monotonic() - started
+    progress(f"  Argo UI: yarn build (webpack, production) after {installed:.0f}s")
+    _run([str(yarn_binary), "build"], "webpack production build", cwd=work / "ui",
+         env={**env, "NODE_ENV": "production", "NODE_OPTIONS": "--max-old-space-size=2048"}, log=log)
+    if not (work / "ui" / "dist" / "app" / "index.html").exists():
+        raise UiBuildFailed(f"expected yarn build to write ui/dist/app/index.html, found none; see {log}")
+    shutil.rmtree(output, ignore_errors=True)
+    output.mkdir(parents=True)
+    (work / "ui" / "dist" / "app").rename(output / "app")
+    (output / "build.json").write_text(json.dumps({
+        "module": "github.com/argoproj/argo-workflows/v4", "version": version, "node": node, "yarn": YARN_VERSION,
+        "lockfile": "ui/yarn.lock (--frozen-lockfile)", "lockDigest": _lock_digest(module_root),
+        "argoUiGit": os.environ.get(MIRROR_ENV) or ARGO_UI_REPOSITORY,
+        "installSeconds": round(installed, 1), "seconds": round(time.monotonic() - started, 1)}, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)  # node_modules: about a gigabyte; yarn's own cache stays
+    progress(f"  Argo UI built in {time.monotonic() - started:.0f}s into {output / 'app'}")
+    return output / "app"

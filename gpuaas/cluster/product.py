@@ -1,0 +1,57 @@
+"""The product's rendered manifests as they run on this stack (`gpuaas cluster up --with events`).
+
+`manifests/base` rendered with the kustomize built into the pinned kubectl, with the two changes an
+overlay for this machine makes (and nothing else):
+- the EventBus becomes `jetstreamExotic` on the stack's NATS (gpuaas.cluster.argo_events: no
+  registry for upstream's `nats` image, no volume provisioner for its claims);
+- the EventSources' and Sensors' pods select and tolerate the real node (`spec.template`), as the
+  workflows' pods do through the workflow-controller's workflowDefaults: KWOK's untainted CPU node
+  would otherwise take them and report them Running without running anything;
+- the step image `gpuaas-step` becomes the one built here (`gpuaas.local/gpuaas-step:dev`,
+  gpuaas.cluster.images), as the overlays' kustomize `images:` rename it for a registry; the node
+  has it imported, so it is never pulled.
+Everything else (each EventSource's and Sensor's spec, WorkflowTemplate, RBAC rule, policy) is applied
+as rendered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpuaas.cluster.argo_events import exotic_event_bus
+from gpuaas.cluster.argo_workflows import node_placement
+from gpuaas.cluster.images import STEP_IMAGE
+from gpuaas.cluster.objects import kustomize
+
+BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
+RENDERED_STEP_IMAGE = "gpuaas-step"
+
+JSON = dict[str, Any]
+
+
+def _step_image(node: Any) -> None:
+    if isinstance(node, dict):
+        if node.get("image") == RENDERED_STEP_IMAGE:
+            node["image"] = STEP_IMAGE
+            node["imagePullPolicy"] = "Never"
+        for value in node.values():
+            _step_image(value)
+    elif isinstance(node, list):
+        for value in node:
+            _step_image(value)
+
+
+def stack_objects(kubectl: Path, base: Path = BASE) -> list[JSON]:
+    """The rendered base with this stack's EventBus and step image (see the module docstring)."""
+    rendered = kustomize(kubectl, base)
+    buses = [obj for obj in rendered if obj["kind"] == "EventBus"]
+    if len(buses) != 1:
+        raise ValueError(f"expected one EventBus in {base}, found {len(buses)}")
+    objects = [exotic_event_bus(buses[0]["metadata"]["name"]) if obj["kind"] == "EventBus" else obj
+               for obj in rendered]
+    for obj in objects:
+        if obj["kind"] in ("EventSource", "Sensor"):
+            obj["spec"].setdefault("template", {}).update(node_placement())
+    _step_image(objects)
+    return objects
