@@ -130,6 +130,12 @@ def test_state_reads_the_workload() -> None:
     ({"namespace": "team-a", "workload": "w", "alert": '{"labels": {"namespace": "team-b", "pod": "p"}}'},
      "alert.labels.namespace"),
     ({"namespace": "team-a", "workload": "w", "dry-run": "yes"}, "dry-run"),
+    # The pod goes into the API path: JSON or a name longer than any URL an API server takes (414 from
+    # the fuzz's API server) is rejected here, not sent.
+    ({"namespace": "team-a", "workload": "w", "pod": '{"metadata": "x"}'}, "pod"),
+    ({"namespace": "team-a", "pod": "p" * 254}, "pod"),
+    ({"namespace": "team-a", "workload": "w", "alert": '{"labels": {"namespace": "team-a", "pod": "Train_0"}}'},
+     "pod"),
 ])
 def test_bad_parameters_name_the_field(params: dict[str, str], field: str) -> None:
     with pytest.raises(ValueError, match=f"^{field}:"):
