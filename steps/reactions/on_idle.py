@@ -284,6 +284,13 @@ def parse_request(params: Mapping[str, str]) -> IdleRequest:
         raise RejectedInput("workload", "a Workload name, or an alert/pod to resolve it from", "neither")
     if alert and alert.namespace and alert.namespace != namespace:
         raise RejectedInput("alert.labels.namespace", f"{namespace!r} (the namespace parameter)", repr(alert.namespace))
+    from steps.names import is_dns_subdomain
+
+    if pod and not is_dns_subdomain(pod):
+        # It becomes part of the API path (GET .../pods/<pod>): JSON or an over-long value would be a URL no
+        # API server takes (414), and a failed step instead of a clear rejection.
+        shown = pod if len(pod) <= 80 else f"{pod[:77]}... ({len(pod)} characters)"
+        raise RejectedInput("pod", "a pod name (at most 253 ASCII lower-case letters, digits, '-', '.')", repr(shown))
     dry = (params.get("dry-run") or "false").strip().lower()
     if dry not in ("true", "false"):
         raise RejectedInput("dry-run", '"true" or "false"', repr(dry))

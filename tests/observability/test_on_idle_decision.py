@@ -135,7 +135,7 @@ def test_state_reads_the_workload() -> None:
     ({"namespace": "team-a", "workload": "w", "pod": '{"metadata": "x"}'}, "pod"),
     ({"namespace": "team-a", "pod": "p" * 254}, "pod"),
     ({"namespace": "team-a", "workload": "w", "alert": '{"labels": {"namespace": "team-a", "pod": "Train_0"}}'},
-     "pod"),
+     "alert.labels.pod"),
 ])
 def test_bad_parameters_name_the_field(params: dict[str, str], field: str) -> None:
     with pytest.raises(ValueError, match=f"^{field}:"):
