@@ -292,13 +292,25 @@ def test_a_deployment_an_hpa_scales_gets_no_scaled_object(
                      "minReplicas": 1, "maxReplicas": 2,
                      "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
                          "type": "Utilization", "averageUtilization": 80}}}]}})
-        # KEDA's webhook refuses a second autoscaler for the target.
-        with pytest.raises(client.ApiException) as refused:
-            custom.create_namespaced_custom_object("keda.sh", "v1alpha1", NAMESPACE, "scaledobjects", {
-                "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": f"probe-{name}"},
-                "spec": {"scaleTargetRef": {"name": name}, "triggers": [{"type": "prometheus", "metadata": {
-                    "serverAddress": real_cluster.endpoint("prometheus"), "query": "vector(1)", "threshold": "1"}}]}})
-        assert f"already managed by the hpa '{name}'" in refused.value.body
+        # KEDA's webhook refuses a second autoscaler for the target. It lists HPAs through its manager's
+        # cached client (KEDA v2.20 apis/keda/v1alpha1/scaledobject_webhook.go: kc = mgr.GetClient(),
+        # verifyHpas -> kc.List), so an HPA made a moment ago may not be in its cache yet: a probe the
+        # webhook let through is deleted and tried again until the cache has the HPA.
+        def refusal() -> str | None:
+            probe = f"probe-{name}"
+            try:
+                custom.create_namespaced_custom_object("keda.sh", "v1alpha1", NAMESPACE, "scaledobjects", {
+                    "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": probe},
+                    "spec": {"scaleTargetRef": {"name": name}, "triggers": [{"type": "prometheus", "metadata": {
+                        "serverAddress": real_cluster.endpoint("prometheus"), "query": "vector(1)",
+                        "threshold": "1"}}]}})
+            except client.ApiException as refused:
+                return refused.body
+            custom.delete_namespaced_custom_object("keda.sh", "v1alpha1", NAMESPACE, "scaledobjects", probe)
+            return None
+
+        body = eventually(refusal, timeout_s=60, poll_s=2, what="KEDA's webhook refusing the probe ScaledObject")
+        assert f"already managed by the hpa '{name}'" in body
         pods = eventually(lambda: _running_pods(real_cluster, name), timeout_s=120, what=f"the pod of {name} Running")
         workload = eventually(lambda: _workload_of(real_cluster, {p.metadata.name for p in pods}), timeout_s=60,
                               what=f"the admitted Workload of {name}'s pod")
