@@ -244,13 +244,8 @@ class RealWorkloads:
 
     def reserved_gpus(self, cluster_queue: str) -> float:
         """GPUs reserved in the ClusterQueue's status (`flavorsReservation`), summed over flavors."""
-        queue = self.custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", cluster_queue)
-        total = 0.0
-        for flavor in (queue.get("status") or {}).get("flavorsReservation") or []:
-            for resource in flavor.get("resources") or []:
-                if resource["name"] == GPU:
-                    total += float(resource.get("total", "0"))
-        return total
+        return queue_gpus(self.custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues",
+                                                                cluster_queue))
 
     def metric_gpus(self, cluster_queue: str) -> float | None:
         """`kueue_cluster_queue_resource_reservation` for GPUs, as Prometheus scraped it from Kueue."""
@@ -283,3 +278,13 @@ def condition_reason(obj: JSON, kind: str) -> str | None:
         if item["type"] == kind:
             return item.get("reason")
     return None
+
+
+def queue_gpus(queue: JSON) -> float:
+    """GPUs a ClusterQueue's status says are reserved (`flavorsReservation`, all flavors)."""
+    total = 0.0
+    for flavor in (queue.get("status") or {}).get("flavorsReservation") or []:
+        for resource in flavor.get("resources") or []:
+            if resource["name"] == GPU:
+                total += float(resource.get("total", "0"))
+    return total

@@ -43,7 +43,7 @@ from engine.resource_watcher import ResourceWatcher, WatchedResource
 from steps.gateways import resources as R
 from steps.gateways.kubernetes import KubernetesGateway
 from tests.support.real_steps import StepRun
-from tests.support.real_workloads import FINISH_NOW, RUNNING
+from tests.support.real_workloads import FINISH_NOW, RUNNING, queue_gpus
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_SOURCE = ROOT / "manifests" / "base" / "events" / "eventsource-gpuaas-workloads.yaml"
@@ -260,16 +260,6 @@ def pods_ready(api: KubernetesGateway) -> bool:
                for ref in workload["metadata"].get("ownerReferences") or []):
             return ("PodsReady", "True") in {(c[0], c[1]) for c in conditions_of(workload)}
     return False
-
-
-def queue_gpus(queue: JSON) -> float:
-    """GPUs a ClusterQueue's status says are reserved (`flavorsReservation`, all flavors)."""
-    total = 0.0
-    for flavor in (queue.get("status") or {}).get("flavorsReservation") or []:
-        for resource in flavor.get("resources") or []:
-            if resource["name"] == GPU:
-                total += float(resource.get("total", "0"))
-    return total
 
 
 def route(events: list[JSON], workdir: Path) -> list[JSON]:
