@@ -7,8 +7,9 @@
   `gpuaas cluster build` (`make test` runs it first); a failure to build or start fails the tests.
 - `argo_cluster`: `gpuaas cluster up --with events` (the control plane, the real node, Argo Workflows
   with its PostgreSQL archive and Argo Server, NATS and the Argo Events controller) in its own state
-  dir under /var/tmp (PostgreSQL's `postgres` user must traverse it), once per module;
-  `GPUAAS_REAL_ARGO_CLUSTER=<state dir>` reuses one started with `--with events`.
+  dir under /var/tmp (PostgreSQL's `postgres` user must traverse it), once per session: the modules
+  that use it run first, and it is stopped before the first test that needs `real_node` (the machine
+  has one node lock); `GPUAAS_REAL_ARGO_CLUSTER=<state dir>` reuses one started with `--with events`.
 - `control_plane`, `step_image`, `real_node`: a minimal control plane and a real node (kubelet +
   containerd) that runs the step image's pods (docs/real-stack-pods.md). The images build once
   (cached under .stack-cache/images across runs).
@@ -40,9 +41,20 @@ HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
+    """Mark the tier, and run the tests on the Argo cluster before all other real-stack tests.
+
+    Why the order: starting the Argo cluster costs minutes, so it starts once for every module that uses
+    it; its real node and a `real_node` cannot both run (one node lock per machine), so every Argo test
+    must be done before the first `real_node` test takes the lock (see `release_argo_cluster`)."""
+    slots = []
+    for index, item in enumerate(items):
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.realstack)
+            slots.append(index)
+    tier = [items[index] for index in slots]
+    ordered = sorted(tier, key=lambda item: "argo_cluster" not in getattr(item, "fixturenames", ()))
+    for index, item in zip(slots, ordered, strict=True):
+        items[index] = item
 
 
 @pytest.fixture(scope="session")
@@ -68,11 +80,21 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         cluster.down(quiet=True)
 
 
-@pytest.fixture(scope="module")
+_ARGO_CLUSTERS: list[Cluster] = []
+"""The Argo cluster this session started, while it runs (at most one)."""
+
+
+def release_argo_cluster() -> None:
+    """Stop the session's Argo cluster now: its real node holds the machine's one node lock
+    (gpuaas.cluster.node.NODE_LOCK), which `real_node` needs. The Argo tests have all run by then
+    (`pytest_collection_modifyitems`)."""
+    while _ARGO_CLUSTERS:
+        _ARGO_CLUSTERS.pop().down(quiet=True)
+
+
+@pytest.fixture(scope="session")
 def argo_cluster() -> Iterator[RealCluster]:
-    """Module scope: its real node holds the machine's one node lock (gpuaas.cluster.node.NODE_LOCK), so it
-    is stopped before the next module; test_argo_loop.py sorts before the `real_node` modules, whose
-    session-scoped node takes the lock after it."""
+    """Session scope, started by the first test that asks; stopped by `release_argo_cluster` or at the end."""
     reused = os.environ.get(ARGO_REUSE_ENV)
     if reused:
         cluster = Cluster(Path(reused))
@@ -91,10 +113,11 @@ def argo_cluster() -> Iterator[RealCluster]:
     except ClusterError as error:
         shutil.rmtree(state_dir, ignore_errors=True)
         pytest.fail(f"the real stack with Argo did not start: {error}")
+    _ARGO_CLUSTERS.append(cluster)
     try:
         yield RealCluster(cluster, Path(state.kubeconfig))
     finally:
-        cluster.down(quiet=True)
+        release_argo_cluster()
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
@@ -126,6 +149,7 @@ class RunningNode:
 
 @pytest.fixture(scope="session")
 def real_node(control_plane: ControlPlane, step_image: BuiltImage) -> Iterator[RunningNode]:
+    release_argo_cluster()
     pause, argoexec = build_pause_image(), build_argoexec_image()
     network = NodeNetwork.choose()
     credentials = NodeCredentials.issue(control_plane.pki / "ca.crt", control_plane.pki / "ca.key",

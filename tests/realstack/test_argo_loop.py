@@ -21,75 +21,19 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 
-from gpuaas.cluster.binaries import program
-from gpuaas.cluster.product import stack_objects
 from gpuaas.cluster.readiness import http_status
-from tests.realstack.test_kueue_admission import TENANTS, _condition
+from tests.realstack.argo_product import PRODUCT_NAMESPACE, install, logs
+from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
 
-PRODUCT_NAMESPACE = "gpuaas"
 TENANT = "team-a"
-
-
-def _apply(cluster: RealCluster, objects: list[dict]) -> None:
-    namespaces = [o for o in objects if o["kind"] == "Namespace"]
-    rest = [o for o in objects if o["kind"] != "Namespace"]
-    for batch in (namespaces, rest):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
-                        input_text=yaml.safe_dump_all(batch, sort_keys=False))
-
-
-def _running_pod(core: client.CoreV1Api, label: str) -> client.V1Pod | None:
-    pods = core.list_namespaced_pod(PRODUCT_NAMESPACE, label_selector=label).items
-    for pod in pods:
-        statuses = pod.status.container_statuses or []
-        if pod.status.phase == "Running" and statuses and all(s.ready for s in statuses):
-            return pod
-    return None
-
-
-def _logs(core: client.CoreV1Api, label: str, tail_lines: int | None = 40) -> str:
-    out = []
-    for pod in core.list_namespaced_pod(PRODUCT_NAMESPACE, label_selector=label).items:
-        try:
-            out.append(f"--- {pod.metadata.name}\n" + core.read_namespaced_pod_log(
-                pod.metadata.name, PRODUCT_NAMESPACE, tail_lines=tail_lines))
-        except client.ApiException as error:
-            out.append(f"--- {pod.metadata.name}: no log ({error.status})")
-    return "\n".join(out)
 
 
 @pytest.fixture(scope="module")
 def product(argo_cluster: RealCluster) -> RealCluster:
-    _apply(argo_cluster, stack_objects(program("kubernetes", "kubectl")))
-    # --force-conflicts: on a reused cluster the product's gpuaas-provision-quota (run by the capacity-clock
-    # EventSource) has since set the ClusterQueues' quotas as field manager "gpuaas".
-    argo_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-k",
-                         str(TENANTS))
-    core = client.CoreV1Api(argo_cluster.admin)
-    for label in ("eventsource-name=gpuaas-workloads", "sensor-name=gpuaas-on-admitted"):
-        try:
-            pod = eventually(lambda label=label: _running_pod(core, label), timeout_s=240,
-                             what=f"the pod with {label} Running and ready")
-        except AssertionError as error:
-            raise AssertionError(f"{error}\n{_logs(core, label)}") from None
-        assert pod.spec.node_name == "gpuaas-node"
-    # Running is not listening: the EventSource's informer lists after leader election and the EventBus
-    # connection, and a Sensor only gets what is published after it subscribed. A Job admitted before
-    # then comes to the informer already admitted (an ADD), and no Sensor fires (seen: a run whose Job
-    # was admitted 1 s before the informer started). Upstream's log lines mark both moments.
-    for label, line in (("eventsource-name=gpuaas-workloads", "listening to resource events"),
-                        ("sensor-name=gpuaas-on-admitted", "started subscribing to events"),
-                        ("sensor-name=gpuaas-on-finished", "started subscribing to events")):
-        try:
-            eventually(lambda label=label, line=line: line in _logs(core, label, tail_lines=None), timeout_s=120,
-                       what=f"the pod with {label} logging {line!r}")
-        except AssertionError as error:
-            raise AssertionError(f"{error}\n{_logs(core, label)}") from None
-    return argo_cluster
+    return install(argo_cluster)
 
 
 def test_status_names_the_argo_server_and_the_webhook_event_source_which_wants_the_token(product: RealCluster) -> None:
@@ -153,8 +97,8 @@ def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_wo
     try:
         submitted = eventually(reaction, timeout_s=120, what=f"a gpuaas-on-admitted Workflow for Workload {name}")
     except AssertionError as error:
-        raise AssertionError(f"{error}\nEventSource:\n{_logs(core, 'eventsource-name=gpuaas-workloads')}\n"
-                             f"Sensor:\n{_logs(core, 'sensor-name=gpuaas-on-admitted')}") from None
+        raise AssertionError(f"{error}\nEventSource:\n{logs(core, 'eventsource-name=gpuaas-workloads')}\n"
+                             f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-admitted')}") from None
     # The Sensor's parameters, as rendered: the tenant hint from status.admission, the event as delivered.
     parameters = {p["name"]: p.get("value") for p in submitted["spec"]["arguments"]["parameters"]}
     assert parameters["tenant"] == TENANT
