@@ -148,8 +148,11 @@ class ArgoServerHistory:
             raise HistoryError(f"{self.where}: {what}: 401 Unauthorized; give a valid token with --token or "
                                f"ARGO_TOKEN (`argo auth token`)") from error
         except Forbidden as error:
-            raise HistoryError(f"{self.where}: {what}: 403 Forbidden; the token's service account needs "
-                               f"list/get on workflows and workflowarchive in {self.connection.namespace}") from error
+            raise HistoryError(f"{self.where}: {what}: 403 Forbidden; the token's user or service account needs "
+                               f"get and list on workflows.argoproj.io in {self.connection.namespace} (the archive "
+                               f"asks the same): bind it to Role gpuaas-auditor there, e.g. `kubectl create "
+                               f"rolebinding auditors -n {self.connection.namespace} --role gpuaas-auditor "
+                               f"--serviceaccount NAMESPACE:NAME`") from error
         except NotFound:
             raise
         except requests.exceptions.SSLError as error:
