@@ -23,6 +23,13 @@ PAGE_SIZE = 200
 ARCHIVING_STATUS_LABEL = "workflows.argoproj.io/workflow-archiving-status"
 
 
+def _said(error: Exception) -> str:
+    """The server's own message from Hera's "Server returned status code N with message: `...`"."""
+    text = str(error.args[0] if error.args else error)
+    message = text.split("with message: ", 1)[-1].strip().strip("`")
+    return f"the server said: {message[:300]}"
+
+
 class HistoryError(RuntimeError):
     """The history source cannot answer (missing file, refused token, server down): says what to do."""
 
@@ -145,10 +152,10 @@ class ArgoServerHistory:
                     warnings.simplefilter("ignore", InsecureRequestWarning)
                 return function(*args, **kwargs)
         except Unauthorized as error:
-            raise HistoryError(f"{self.where}: {what}: 401 Unauthorized; give a valid token with --token or "
-                               f"ARGO_TOKEN (`argo auth token`)") from error
+            raise HistoryError(f"{self.where}: {what}: 401 Unauthorized ({_said(error)}); give a valid token "
+                               f"with --token or ARGO_TOKEN (`argo auth token`)") from error
         except Forbidden as error:
-            raise HistoryError(f"{self.where}: {what}: 403 Forbidden; the token's user or service account needs "
+            raise HistoryError(f"{self.where}: {what}: 403 Forbidden ({_said(error)}); the token's user or service account needs "
                                f"get and list on workflows.argoproj.io in {self.connection.namespace} (the archive "
                                f"asks the same): bind it to Role gpuaas-auditor there, e.g. `kubectl create "
                                f"rolebinding auditors -n {self.connection.namespace} --role gpuaas-auditor "
