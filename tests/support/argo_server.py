@@ -223,9 +223,10 @@ class ArgoServerStandIn:
         return {"metadata": metadata, "items": page}
 
     def _resubmit(self, original: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-        """What Argo's FormulateResubmitWorkflow does that matters here: a new Workflow from the
-        same template reference and arguments (parameter overrides applied), the original's
-        user labels plus resubmitted-from, Pending."""
+        """What Argo's FormulateResubmitWorkflow (v4.0.5 workflow/util) does that matters here: a new
+        Workflow named from the original's generateName (else its name + "-"), its spec (parameter
+        overrides applied), its labels but the controller's and the archiving status, plus
+        resubmitted-from; answered as created, before the controller saw it (no phase)."""
         overrides = dict(p.split("=", 1) for p in request.get("parameters") or [])
         spec = copy.deepcopy(original.get("spec") or {})
         for parameter in (spec.get("arguments") or {}).get("parameters") or []:
@@ -234,15 +235,15 @@ class ArgoServerStandIn:
         labels = {k: v for k, v in (original["metadata"].get("labels") or {}).items() if k not in _CONTROLLER_LABELS}
         labels.pop(ARCHIVING_STATUS, None)
         labels[RESUBMITTED_FROM] = original["metadata"]["name"]
-        template = (spec.get("workflowTemplateRef") or {}).get("name") or "workflow"
+        generate = original["metadata"].get("generateName") or original["metadata"]["name"] + "-"
         created = {
             "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": f"{template}-{uuid.uuid4().hex[:5]}", "generateName": f"{template}-",
+            "metadata": {"name": f"{generate}{uuid.uuid4().hex[:5]}", "generateName": generate,
                          "namespace": original["metadata"].get("namespace"), "uid": str(uuid.uuid4()),
-                         "labels": labels,
+                         "labels": labels, "resourceVersion": "1",
                          "creationTimestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
-            "spec": {k: v for k, v in spec.items() if k in ("workflowTemplateRef", "arguments")},
-            "status": {"phase": "Pending"},
+            "spec": spec,
+            "status": {},
         }
         self.live.append(created)
         self.resubmitted.append({"from": original["metadata"]["name"], "request": request, "created": created})
