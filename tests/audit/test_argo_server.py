@@ -152,3 +152,26 @@ def test_local_only_options_are_refused_for_a_cluster(cli, server):
     code, _, err = cli("audit", "resubmit", "gpuaas-on-admitted-a1b2c", "--prometheus", "http://x", *argo(server))
     assert code == 2 and "local re-run (--archive) only" in err
     assert server.resubmitted == []
+
+
+def test_a_refused_resubmit_names_the_grants_a_resubmission_needs():
+    """Seen on the real server with an auditor's token: 403 on the template read. The hint must name what a
+    resubmission needs beyond Role gpuaas-auditor, not send the user to bind the Role they already have."""
+    from hera.exceptions import Forbidden
+
+    from gpuaas.audit.history import ArgoConnection, ArgoServerHistory, HistoryError
+
+    history = ArgoServerHistory(ArgoConnection(url="http://127.0.0.1:9", token="t", namespace="gpuaas"))
+
+    def refused(*_args, **_kwargs):
+        raise Forbidden('Server returned status code 403 with message: `workflowtemplates.argoproj.io '
+                        '"gpuaas-resume-workers" is forbidden`')
+
+    with pytest.raises(HistoryError) as raised:
+        history._call("resubmit archived workflow", refused)
+    message = str(raised.value)
+    assert "403 Forbidden" in message and '"gpuaas-resume-workers" is forbidden' in message
+    assert "create on workflows" in message and "get on workflowtemplates" in message
+    with pytest.raises(HistoryError) as raised:
+        history._call("list workflows", refused)
+    assert "gpuaas-auditor" in str(raised.value) and "create on workflows" not in str(raised.value)
