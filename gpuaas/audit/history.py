@@ -155,10 +155,15 @@ class ArgoServerHistory:
             raise HistoryError(f"{self.where}: {what}: 401 Unauthorized ({_said(error)}); give a valid token "
                                f"with --token or ARGO_TOKEN (`argo auth token`)") from error
         except Forbidden as error:
-            raise HistoryError(f"{self.where}: {what}: 403 Forbidden ({_said(error)}); the token's user or service account needs "
-                               f"get and list on workflows.argoproj.io in {self.connection.namespace} (the archive "
+            namespace = self.connection.namespace
+            if what.startswith("resubmit"):
+                raise HistoryError(f"{self.where}: {what}: 403 Forbidden ({_said(error)}); resubmitting is a "
+                                   f"change: beyond Role gpuaas-auditor's reads the token needs create on "
+                                   f"workflows and get on workflowtemplates (argoproj.io) in {namespace}") from error
+            raise HistoryError(f"{self.where}: {what}: 403 Forbidden ({_said(error)}); the token's user or service "
+                               f"account needs get and list on workflows.argoproj.io in {namespace} (the archive "
                                f"asks the same): bind it to Role gpuaas-auditor there, e.g. `kubectl create "
-                               f"rolebinding auditors -n {self.connection.namespace} --role gpuaas-auditor "
+                               f"rolebinding auditors -n {namespace} --role gpuaas-auditor "
                                f"--serviceaccount NAMESPACE:NAME`") from error
         except NotFound:
             raise
