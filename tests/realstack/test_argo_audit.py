@@ -234,6 +234,10 @@ def test_a_token_with_the_documented_auditor_grants_reads_and_a_refused_token_is
         # The token from the environment, as `argo auth token` users set it.
         by_env = gpuaas("audit", "show", OK, "--argo-server", runs.server, env={"ARGO_TOKEN": token})
         assert by_env.returncode == 0 and f"Run {OK}" in by_env.stdout, by_env.stderr
+        # Read-only: resubmitting also needs create on workflows and get on the templates, and says so.
+        write = gpuaas("audit", "resubmit", BAD, "--argo-server", runs.server, "--token", token)
+        assert write.returncode == 2 and "403 Forbidden" in write.stderr and "create on workflows" in write.stderr, \
+            write.stderr
         refused = gpuaas("audit", "--argo-server", runs.server, "--token",
                          runs.cluster.service_account_token(PRODUCT_NAMESPACE, nobody, seconds=900))
         assert refused.returncode == 2 and "403 Forbidden" in refused.stderr and AUDITOR_ROLE in refused.stderr, \
