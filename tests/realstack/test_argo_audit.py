@@ -249,3 +249,16 @@ def test_a_token_with_the_documented_auditor_grants_reads_and_a_refused_token_is
         rbac_api.delete_namespaced_role_binding(auditor, PRODUCT_NAMESPACE)
         for name in (auditor, nobody):
             core.delete_namespaced_service_account(name, PRODUCT_NAMESPACE)
+
+
+def test_paging_over_the_real_lists_returns_each_run_once(runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real server's continue token is an offset over live-then-archived rows; one run per page."""
+    from gpuaas.audit import history
+
+    monkeypatch.setattr(history, "PAGE_SIZE", 1)
+    reader = history.ArgoServerHistory(history.ArgoConnection(url=runs.server, token=None,
+                                                              namespace=PRODUCT_NAMESPACE))
+    found = reader.runs(f"{LABEL}={RUN_ID}")
+    names = sorted(r.workflow for r in found)
+    assert len(names) == len(set(names)) and {OK, BAD} <= set(names), names
+    assert {r.workflow: r.outcome for r in found if r.workflow in (OK, BAD)} == {OK: "no-op", BAD: "rejected-input"}
