@@ -9,7 +9,7 @@ own (the shared cluster runs other sessions' workflows too, so every assertion i
 - `<id>-bad`: `gpuaas-resume-workers` with an event that is not JSON: the step records `rejected-input`.
 
 Both are waited for in the archive; then the bad one is deleted from Kubernetes (archived only) and the
-ok one stays live (live and archived: listed once). The CLI runs as a user runs it (`python -m gpuaas`).
+ok one stays live (live and archived: listed once). The CLI runs as a user runs it, in its own process (`python -m gpuaas.cli`).
 """
 
 from __future__ import annotations
