@@ -20,6 +20,14 @@ from gpuaas.audit.run import Run, parse_workflow, unreadable_run
 
 _UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 PAGE_SIZE = 200
+ARCHIVING_STATUS_LABEL = "workflows.argoproj.io/workflow-archiving-status"
+
+
+def _said(error: Exception) -> str:
+    """The server's own message from Hera's "Server returned status code N with message: `...`"."""
+    text = str(error.args[0] if error.args else error)
+    message = text.split("with message: ", 1)[-1].strip().strip("`")
+    return f"the server said: {message[:300]}"
 
 
 class HistoryError(RuntimeError):
@@ -144,11 +152,19 @@ class ArgoServerHistory:
                     warnings.simplefilter("ignore", InsecureRequestWarning)
                 return function(*args, **kwargs)
         except Unauthorized as error:
-            raise HistoryError(f"{self.where}: {what}: 401 Unauthorized; give a valid token with --token or "
-                               f"ARGO_TOKEN (`argo auth token`)") from error
+            raise HistoryError(f"{self.where}: {what}: 401 Unauthorized ({_said(error)}); give a valid token "
+                               f"with --token or ARGO_TOKEN (`argo auth token`)") from error
         except Forbidden as error:
-            raise HistoryError(f"{self.where}: {what}: 403 Forbidden; the token's service account needs "
-                               f"list/get on workflows and workflowarchive in {self.connection.namespace}") from error
+            namespace = self.connection.namespace
+            if what.startswith("resubmit"):
+                raise HistoryError(f"{self.where}: {what}: 403 Forbidden ({_said(error)}); resubmitting is a "
+                                   f"change: beyond Role gpuaas-auditor's reads the token needs create on "
+                                   f"workflows and get on workflowtemplates (argoproj.io) in {namespace}") from error
+            raise HistoryError(f"{self.where}: {what}: 403 Forbidden ({_said(error)}); the token's user or service "
+                               f"account needs get and list on workflows.argoproj.io in {namespace} (the archive "
+                               f"asks the same): bind it to Role gpuaas-auditor there, e.g. `kubectl create "
+                               f"rolebinding auditors -n {namespace} --role gpuaas-auditor "
+                               f"--serviceaccount NAMESPACE:NAME`") from error
         except NotFound:
             raise
         except requests.exceptions.SSLError as error:
@@ -188,31 +204,56 @@ class ArgoServerHistory:
             if not continue_token:
                 return items
 
-    def _archived(self, summary: dict[str, Any]) -> dict[str, Any]:
-        """The archived list leaves out spec and nodes (as Argo's does): fetch the full workflow."""
-        if (summary.get("status") or {}).get("nodes"):
-            return summary
-        uid = (summary.get("metadata") or {}).get("uid")
-        if not uid:
-            return summary
+    @staticmethod
+    def _is_archived(workflow: dict[str, Any]) -> bool:
+        """Read back from the archive: Argo labels every workflow it serves from there Persisted
+        (persist/sqldb); a live one carries Pending or Archived, or no archiving label yet."""
+        labels = (workflow.get("metadata") or {}).get("labels") or {}
+        return labels.get(ARCHIVING_STATUS_LABEL) == "Persisted"
+
+    def _full(self, item: dict[str, Any], archived: bool = False) -> Run:
+        """A listed workflow with its records. The archive's list rows have no nodes (Argo v4 serves them
+        in the workflow list too): get the run by name and uid, which answers the live copy while
+        Kubernetes still has it (live wins) and the archive's otherwise."""
         from hera.exceptions import NotFound
-        try:
-            return self._dict(self._call("get archived workflow", self.service.get_archived_workflow, uid))
+
+        metadata = item.get("metadata") or {}
+        uid, name = metadata.get("uid"), metadata.get("name")
+        archived = archived or self._is_archived(item)
+        if not archived or (item.get("status") or {}).get("nodes") or not uid:  # live: the list has it all
+            return parse_workflow(item, archived=archived)
+        namespace = metadata.get("namespace") or self.connection.namespace
+        if name:
+            try:
+                found = self._dict(self._call("get workflow", self.service.get_workflow, name, namespace=namespace,
+                                              uid=uid))
+            except NotFound:
+                found = None
+            if found and (found.get("metadata") or {}).get("uid") == uid:
+                return parse_workflow(found, archived=self._is_archived(found))
+        try:  # an older server: no archive fallback behind GET workflow
+            found = self._dict(self._call("get archived workflow", self.service.get_archived_workflow, uid))
         except NotFound:
-            return summary
+            return parse_workflow(item, archived=True)
+        return parse_workflow(found, archived=True)
 
     def runs(self, label_selector: str | None = None) -> list[Run]:
+        """Argo v3.6+ lists live and archived runs in one list (each once); older servers list the live
+        ones only, so the archive's list is read too and a run already seen is skipped."""
         namespace = self.connection.namespace
         live = self._pages("list workflows", self.service.list_workflows, namespace=namespace,
                            label_selector=label_selector)
         archived = self._pages("list archived workflows", self.service.list_archived_workflows,
                                namespace=namespace, label_selector=label_selector)
-        runs = [parse_workflow(w) for w in live]
-        seen = {r.uid for r in runs if r.uid}
-        for summary in archived:
-            if (summary.get("metadata") or {}).get("uid") in seen:
+        runs: list[Run] = []
+        seen: set[str] = set()
+        for item, from_archive in [(w, False) for w in live] + [(w, True) for w in archived]:
+            uid = (item.get("metadata") or {}).get("uid")
+            if uid and uid in seen:
                 continue
-            runs.append(parse_workflow(self._archived(summary), archived=True))
+            if uid:
+                seen.add(uid)
+            runs.append(self._full(item, archived=from_archive))
         runs.sort(key=lambda r: (r.started or "", r.workflow))
         return runs
 
@@ -224,23 +265,23 @@ class ArgoServerHistory:
             live = self._pages("list workflows", self.service.list_workflows, namespace=namespace)
             for workflow in live:
                 if (workflow.get("metadata") or {}).get("uid") == ref:
-                    return parse_workflow(workflow)
+                    return self._full(workflow)
             try:
                 return parse_workflow(self._dict(self._call("get archived workflow",
                                                             self.service.get_archived_workflow, ref)), archived=True)
             except NotFound:
                 pass
         else:
-            try:
-                return parse_workflow(self._dict(self._call("get workflow", self.service.get_workflow, ref,
-                                                            namespace=namespace)))
+            try:  # Argo answers the live workflow, or the archive's latest run of that name (Persisted)
+                found = self._dict(self._call("get workflow", self.service.get_workflow, ref, namespace=namespace))
+                return parse_workflow(found, archived=self._is_archived(found))
             except NotFound:
                 pass
             summaries = self._pages("list archived workflows", self.service.list_archived_workflows,
                                     namespace=namespace, name_prefix=ref)
             matches = [s for s in summaries if (s.get("metadata") or {}).get("name") == ref]
             if matches:
-                return parse_workflow(self._archived(matches[-1]), archived=True)
+                return self._full(matches[-1], archived=True)
         raise RunNotFound(f"RUN: expected a workflow name or uid known to {self.where}, found no run {ref!r}; "
                           f"list them with `gpuaas audit --argo-server {self.connection.url}`")
 

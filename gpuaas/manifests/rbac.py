@@ -96,6 +96,18 @@ EVENT_SOURCE_CLUSTER_RULES: list[Rule] = [
 ]
 
 
+AUDITOR_ROLE = "gpuaas-auditor"
+AUDITOR_RULES: list[Rule] = [
+    (["argoproj.io"], ["workflows"], ["get", "list"],
+     ("gpuaas audit --argo-server with the auditor's token (Argo Server --auth-mode client): the server asks "
+      "Kubernetes whether the token may list workflows for the workflow list and the archive's list, and get "
+      "workflows for one run, live or archived (v4.0.5 server/workflow, server/workflowarchive); "
+      "no other grant reads the archive")),
+]
+"""Bound by the admin to the people or ServiceAccounts who audit (docs/audit.md); read-only. Resubmitting
+is a change, not an audit: it also needs create on workflows and get on the templates."""
+
+
 def _rules(rules: list[Rule], resource_names: dict[str, list[str]] | None = None) -> list[JSON]:
     out = []
     for groups, resources, verbs, _why in rules:
@@ -157,4 +169,5 @@ def objects(ns: str = NAMESPACE) -> list[JSON]:
         if local:
             out.append(_role("Role", name, local, component, ns, names))
             out.append(_binding("RoleBinding", name, "Role", account, component, ns, True))
+    out.append(_role("Role", AUDITOR_ROLE, AUDITOR_RULES, "audit", ns))  # no binding: the admin binds auditors
     return out

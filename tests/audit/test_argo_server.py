@@ -31,11 +31,15 @@ def test_lists_live_and_archived_runs_once(cli, server, workflows):
     assert sorted(r["workflow"] for r in runs) == sorted(set(LIVE) | set(ARCHIVED))
     by_name = {r["workflow"]: r for r in runs}
     assert by_name["gpuaas-on-admitted-a1b2c"]["archived"] is False  # live copy wins
-    # Archived list items carry no nodes (as Argo's): the client fetched each one to read its records.
-    assert by_name["gpuaas-on-idle-x9y8z"]["outcome"] == "failed"
+    # Archived rows come without nodes, in the workflow list too (as Argo v4's): the client got each one
+    # once to read its records; the one still live came back live (its record, archived False).
+    assert by_name["gpuaas-on-idle-x9y8z"]["outcome"] == "failed" and by_name["gpuaas-on-idle-x9y8z"]["archived"]
+    assert by_name["gpuaas-on-admitted-a1b2c"]["outcome"] == "applied"
     assert by_name["gpuaas-resume-workers-g7h8j"]["outcome"] == "unknown"
-    fetched = [path for method, path in server.requests if path.startswith("/api/v1/archived-workflows/")]
-    assert len(fetched) == len(set(ARCHIVED) - set(LIVE))
+    fetched = [path for method, path in server.requests
+               if path.split("?")[0].count("/") == 5 and path.startswith("/api/v1/workflows/")
+               or path.startswith("/api/v1/archived-workflows/")]
+    assert len(fetched) == len(ARCHIVED), fetched
 
 
 def test_reaction_filter_is_sent_as_a_label_selector(cli, server):
@@ -48,6 +52,9 @@ def test_reaction_filter_is_sent_as_a_label_selector(cli, server):
 def test_token_from_environment_and_refused_token(cli, server, monkeypatch):
     code, _, err = cli("audit", "--argo-server", server.url, "--token", "wrong")
     assert code == 2 and "401 Unauthorized" in err and "ARGO_TOKEN" in err
+    # The server's own reason is kept: the real one says why (an expired token, or a server that cannot
+    # build clients from tokens at all: "failed to create REST config").
+    assert "the server said: token not valid for running mode" in err
     monkeypatch.setenv("ARGO_TOKEN", TOKEN)
     monkeypatch.setenv("ARGO_SERVER", server.url)
     code, out, _ = cli("audit", "--tenant", "vision")
@@ -145,3 +152,26 @@ def test_local_only_options_are_refused_for_a_cluster(cli, server):
     code, _, err = cli("audit", "resubmit", "gpuaas-on-admitted-a1b2c", "--prometheus", "http://x", *argo(server))
     assert code == 2 and "local re-run (--archive) only" in err
     assert server.resubmitted == []
+
+
+def test_a_refused_resubmit_names_the_grants_a_resubmission_needs():
+    """Seen on the real server with an auditor's token: 403 on the template read. The hint must name what a
+    resubmission needs beyond Role gpuaas-auditor, not send the user to bind the Role they already have."""
+    from hera.exceptions import Forbidden
+
+    from gpuaas.audit.history import ArgoConnection, ArgoServerHistory, HistoryError
+
+    history = ArgoServerHistory(ArgoConnection(url="http://127.0.0.1:9", token="t", namespace="gpuaas"))
+
+    def refused(*_args, **_kwargs):
+        raise Forbidden('Server returned status code 403 with message: `workflowtemplates.argoproj.io '
+                        '"gpuaas-resume-workers" is forbidden`')
+
+    with pytest.raises(HistoryError) as raised:
+        history._call("resubmit archived workflow", refused)
+    message = str(raised.value)
+    assert "403 Forbidden" in message and '"gpuaas-resume-workers" is forbidden' in message
+    assert "create on workflows" in message and "get on workflowtemplates" in message
+    with pytest.raises(HistoryError) as raised:
+        history._call("list workflows", refused)
+    assert "gpuaas-auditor" in str(raised.value) and "create on workflows" not in str(raised.value)

@@ -11,8 +11,17 @@ naming the schema error, and recorded in `server.schema_errors`.
 
 It also demands `Authorization: Bearer <token>` (401 otherwise, as the real server), applies label
 selectors (`=`, `==`, `!=`, `in`, `notin`, exists, `!key`), `listOptions.limit`/`continue`
-paging, `namePrefix`, and, like the real archive, returns archived LIST items without spec or
-nodes (callers must get each archived workflow to see its outputs).
+paging (the continue token is an offset), `namePrefix`, and answers as Argo Server v4.0.5 does
+(checked against the real one in tests/realstack/test_argo_audit.py; upstream
+server/workflow/workflow_server.go, server/workflow/store/sqlite_store.go, persist/sqldb):
+
+- the workflow LIST (`/api/v1/workflows/{ns}`) is live AND archived: the live workflows that are not
+  archived yet, then the archive's rows; a workflow both live and archived comes once, from the archive;
+- archived rows in a list are summaries: metadata, `spec.arguments`, phase/times/progress, no nodes and
+  no outputs (callers must get each one to read its records), labelled
+  `workflows.argoproj.io/workflow-archiving-status: Persisted`;
+- GET `/api/v1/workflows/{ns}/{name}` (and resubmit) falls back to the archive (the latest run of that
+  name, or the `uid` asked for), labelled Persisted, as GET `/api/v1/archived-workflows/{uid}` is.
 
     with argo_server(live=[wf1], archived=[wf2], token="t0ken") as server:
         WorkflowsService(host=server.url, token="t0ken", namespace="gpuaas").list_workflows()
@@ -38,6 +47,7 @@ from urllib.parse import parse_qs, urlsplit
 import jsonschema
 
 RESUBMITTED_FROM = "workflows.argoproj.io/resubmitted-from-workflow"
+ARCHIVING_STATUS = "workflows.argoproj.io/workflow-archiving-status"
 _CONTROLLER_LABELS = ("workflows.argoproj.io/completed", "workflows.argoproj.io/phase")
 
 
@@ -140,37 +150,63 @@ class ArgoServerStandIn:
         self.url = ""
         self._lock = threading.Lock()
 
+    def _archived_rows(self, namespace: str | None, selector: str | None, prefix: str = "") -> list[dict[str, Any]]:
+        """The archive's rows as its list serves them: summaries, newest start first."""
+        rows = [_archived_summary(w) for w in self.archived
+                if (not namespace or w["metadata"].get("namespace") == namespace)
+                and w["metadata"]["name"].startswith(prefix)]
+        rows = [r for r in rows if selector_matches(selector, r["metadata"].get("labels") or {})]
+        return sorted(rows, key=lambda r: r["status"].get("startedAt") or "", reverse=True)
+
+    def _from_archive(self, namespace: str, name: str, uid: str | None) -> dict[str, Any] | None:
+        """persist/sqldb GetWorkflow: by uid, else the latest run of that name; labelled Persisted."""
+        rows = [w for w in self.archived if (w["metadata"].get("uid") == uid if uid else
+                                            (w["metadata"].get("namespace"), w["metadata"]["name"]) == (namespace, name))]
+        if not rows:
+            return None
+        return _persisted(max(rows, key=lambda w: (w.get("status") or {}).get("startedAt") or ""))
+
+    def _get(self, namespace: str, name: str, uid: str | None) -> dict[str, Any] | None:
+        """workflow_server.go getWorkflow: the live one (of that uid, if asked), else the archive's."""
+        for workflow in self.live:
+            if (workflow["metadata"].get("namespace"), workflow["metadata"]["name"]) == (namespace, name) \
+                    and (not uid or workflow["metadata"].get("uid") == uid):
+                return workflow
+        return self._from_archive(namespace, name, uid)
+
     # Each handler returns (swagger path, status, body).
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[str, int, Any]:
         parts = [p for p in path.split("/") if p]
         if parts[:3] == ["api", "v1", "workflows"] and method == "get" and len(parts) == 4:
-            items = [w for w in self.live if w["metadata"].get("namespace") == parts[3]
-                     and selector_matches(query.get("listOptions.labelSelector"), w["metadata"].get("labels") or {})]
-            return "/api/v1/workflows/{namespace}", 200, self._page(items, query)
+            selector = query.get("listOptions.labelSelector")
+            archived = {w["metadata"].get("uid") for w in self.archived}
+            live = [w for w in self.live if w["metadata"].get("namespace") == parts[3]
+                    and w["metadata"].get("uid") not in archived  # the server's store skips archived ones
+                    and selector_matches(selector, w["metadata"].get("labels") or {})]
+            return "/api/v1/workflows/{namespace}", 200, self._page(live + self._archived_rows(parts[3], selector),
+                                                                     query)
         if parts[:3] == ["api", "v1", "workflows"] and method == "get" and len(parts) == 5:
-            for workflow in self.live:
-                if workflow["metadata"].get("namespace") == parts[3] and workflow["metadata"]["name"] == parts[4]:
-                    return "/api/v1/workflows/{namespace}/{name}", 200, workflow
-            return "/api/v1/workflows/{namespace}/{name}", 404, _error(5, f'workflows.argoproj.io "{parts[4]}" not found')
+            found = self._get(parts[3], parts[4], query.get("uid"))
+            if found is None:
+                return "/api/v1/workflows/{namespace}/{name}", 404, \
+                    _error(5, f'workflows.argoproj.io "{parts[4]}" not found')
+            return "/api/v1/workflows/{namespace}/{name}", 200, found
         if parts[:3] == ["api", "v1", "workflows"] and method == "put" and len(parts) == 6 and parts[5] == "resubmit":
             spec_path = "/api/v1/workflows/{namespace}/{name}/resubmit"
-            for workflow in self.live:
-                if workflow["metadata"].get("namespace") == parts[3] and workflow["metadata"]["name"] == parts[4]:
-                    return spec_path, 200, self._resubmit(workflow, body)
-            return spec_path, 404, _error(5, f'workflows.argoproj.io "{parts[4]}" not found')
+            found = self._get(parts[3], parts[4], None)
+            if found is None:
+                return spec_path, 404, _error(5, f'workflows.argoproj.io "{parts[4]}" not found')
+            return spec_path, 200, self._resubmit(found, body)
         if parts == ["api", "v1", "archived-workflows"] and method == "get":
-            prefix = query.get("namePrefix") or ""
-            items = [_archived_summary(w) for w in self.archived
-                     if (not query.get("namespace") or w["metadata"].get("namespace") == query["namespace"])
-                     and w["metadata"]["name"].startswith(prefix)
-                     and selector_matches(query.get("listOptions.labelSelector"), w["metadata"].get("labels") or {})]
+            items = self._archived_rows(query.get("namespace"), query.get("listOptions.labelSelector"),
+                                        query.get("namePrefix") or "")
             return "/api/v1/archived-workflows", 200, self._page(items, query)
         if parts[:3] == ["api", "v1", "archived-workflows"] and len(parts) >= 4:
             found = next((w for w in self.archived if w["metadata"].get("uid") == parts[3]), None)
             if method == "get" and len(parts) == 4:
                 if found is None:
                     return "/api/v1/archived-workflows/{uid}", 404, _error(5, "not found")
-                return "/api/v1/archived-workflows/{uid}", 200, found
+                return "/api/v1/archived-workflows/{uid}", 200, _persisted(found)
             if method == "put" and len(parts) == 5 and parts[4] == "resubmit":
                 if found is None:
                     return "/api/v1/archived-workflows/{uid}/resubmit", 404, _error(5, "not found")
@@ -187,25 +223,27 @@ class ArgoServerStandIn:
         return {"metadata": metadata, "items": page}
 
     def _resubmit(self, original: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-        """What Argo's FormulateResubmitWorkflow does that matters here: a new Workflow from the
-        same template reference and arguments (parameter overrides applied), the original's
-        user labels plus resubmitted-from, Pending."""
+        """What Argo's FormulateResubmitWorkflow (v4.0.5 workflow/util) does that matters here: a new
+        Workflow named from the original's generateName (else its name + "-"), its spec (parameter
+        overrides applied), its labels but the controller's and the archiving status, plus
+        resubmitted-from; answered as created, before the controller saw it (no phase)."""
         overrides = dict(p.split("=", 1) for p in request.get("parameters") or [])
         spec = copy.deepcopy(original.get("spec") or {})
         for parameter in (spec.get("arguments") or {}).get("parameters") or []:
             if parameter["name"] in overrides:
                 parameter["value"] = overrides[parameter["name"]]
         labels = {k: v for k, v in (original["metadata"].get("labels") or {}).items() if k not in _CONTROLLER_LABELS}
+        labels.pop(ARCHIVING_STATUS, None)
         labels[RESUBMITTED_FROM] = original["metadata"]["name"]
-        template = (spec.get("workflowTemplateRef") or {}).get("name") or "workflow"
+        generate = original["metadata"].get("generateName") or original["metadata"]["name"] + "-"
         created = {
             "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": f"{template}-{uuid.uuid4().hex[:5]}", "generateName": f"{template}-",
+            "metadata": {"name": f"{generate}{uuid.uuid4().hex[:5]}", "generateName": generate,
                          "namespace": original["metadata"].get("namespace"), "uid": str(uuid.uuid4()),
-                         "labels": labels,
+                         "labels": labels, "resourceVersion": "1",
                          "creationTimestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
-            "spec": {k: v for k, v in spec.items() if k in ("workflowTemplateRef", "arguments")},
-            "status": {"phase": "Pending"},
+            "spec": spec,
+            "status": {},
         }
         self.live.append(created)
         self.resubmitted.append({"from": original["metadata"]["name"], "request": request, "created": created})
@@ -216,12 +254,22 @@ def _error(code: int, message: str) -> dict[str, Any]:
     return {"code": code, "message": message}
 
 
+def _persisted(workflow: dict[str, Any]) -> dict[str, Any]:
+    """A workflow as read back from the archive: upstream labels it Persisted."""
+    copied = copy.deepcopy(workflow)
+    copied["metadata"]["labels"] = {**(copied["metadata"].get("labels") or {}), ARCHIVING_STATUS: "Persisted"}
+    return copied
+
+
 def _archived_summary(workflow: dict[str, Any]) -> dict[str, Any]:
+    """One row of the archive in a list (persist/sqldb ListWorkflows' columns): no nodes, no outputs."""
     status = workflow.get("status") or {}
-    return {"metadata": {k: v for k, v in workflow["metadata"].items()
+    metadata = _persisted(workflow)["metadata"]
+    return {"metadata": {k: v for k, v in metadata.items()
                          if k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")},
-            "spec": {},
-            "status": {k: status[k] for k in ("phase", "startedAt", "finishedAt", "progress") if k in status}}
+            "spec": {"arguments": (workflow.get("spec") or {}).get("arguments") or {}},
+            "status": {k: status[k] for k in ("phase", "startedAt", "finishedAt", "progress", "message",
+                                              "estimatedDuration", "resourcesDuration") if status.get(k)}}
 
 
 def _handler(state: ArgoServerStandIn) -> type[BaseHTTPRequestHandler]:
