@@ -210,6 +210,12 @@ class Ui:
             notices = [n.text for n in self.driver.find_elements(By.CSS_SELECTOR, ".sliding-panel, .error-notice")]
             raise AssertionError(f"{error.msg}; still on {self.driver.current_url}, showing {notices}") from None
 
+    def in_view(self, xpath: str) -> None:
+        """Wait until the element is wholly inside the window: side panels slide in from the right."""
+        self.wait.until(lambda driver: driver.execute_script(
+            "const r = arguments[0].getBoundingClientRect(); return r.width > 0 && r.left >= 0 && "
+            "r.right <= window.innerWidth;", self.element(xpath)), message=f"{xpath} never came wholly into view")
+
     def shot(self, name: str) -> Path:
         path = self.screenshots / f"argo-ui-{name}.png"
         self.driver.save_screenshot(str(path))
@@ -290,6 +296,7 @@ def test_resubmit_a_finished_on_idle_run_in_the_argo_ui(product: RealCluster, ui
     ui.shot("on-idle-run")
     ui.click(_button("RESUBMIT"))
     ui.element(f"{SIDE_PANEL}//h4[normalize-space()='Resubmit Workflow']")
+    ui.in_view(f"{SIDE_PANEL}//h5")
     ui.shot("resubmit")
     ui.click(_button("Resubmit", SIDE_PANEL))
     new_path = ui.path_becomes(f"/workflows/{PRODUCT_NAMESPACE}/", other_than=f"/workflows/{PRODUCT_NAMESPACE}/{original_name}")
@@ -344,6 +351,7 @@ def test_submit_resume_workers_from_its_template_in_the_argo_ui(product: RealClu
         ui.path_becomes(f"/workflow-templates/{PRODUCT_NAMESPACE}/gpuaas-resume-workers")
         ui.click(_button("Submit"))
         ui.element(f"{SIDE_PANEL}//h4[normalize-space()='Submit Workflow']")
+        ui.in_view(f"{SIDE_PANEL}//h5")
 
         def field(name: str) -> str:
             return f"{SIDE_PANEL}//div[label[normalize-space()='{name}']]"
