@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test render lint bench clean cluster-build cluster cluster-down
+.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test test-ui argo-ui-git render lint bench clean cluster-build cluster cluster-down
 
 setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages $(ORACLE)
 
@@ -85,6 +85,26 @@ cluster-down: setup
 test: setup cluster-build
 	$(BIN)/python -m pytest -q
 	$(BIN)/gpuaas render --check
+
+# The real Argo UI in headless Chromium (tests/realstack/test_argo_ui.py, marker argo_ui; not in `make test`).
+# The UI's yarn.lock pins argo-ui as a git dependency on github.com: GPUAAS_ARGO_UI_GIT must name a clone
+# of argoproj/argo-ui that has that commit (a path or URL; gpuaas.cluster.argo_ui). Without it this fails.
+# GPUAAS_REAL_ARGO_CLUSTER=<state dir> reuses a running `gpuaas cluster up --with events`.
+UI_PACKAGES := chromium chromium-driver
+argo-ui-git:
+	@if [ -z "$$GPUAAS_ARGO_UI_GIT" ]; then \
+		echo "make test-ui needs GPUAAS_ARGO_UI_GIT: a clone of https://github.com/argoproj/argo-ui.git (path or URL) with the commit ui/yarn.lock pins; the Argo UI cannot be built without it (docs/real-stack.md)" >&2; exit 2; fi
+
+test-ui: argo-ui-git setup
+	@missing=$$(for p in $(UI_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for the browser test:" $$missing; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
+	fi
+	$(BIN)/pip install -q -e '.[cli,test,ui]'
+	$(BIN)/gpuaas cluster build --argo-ui
+	$(BIN)/python -m pytest -q -m argo_ui tests/realstack/test_argo_ui.py
 
 render: setup
 	$(BIN)/gpuaas render
