@@ -16,6 +16,7 @@ as rendered.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,15 @@ def _step_image(node: Any) -> None:
 
 def stack_objects(kubectl: Path, base: Path = BASE) -> list[JSON]:
     """The rendered base with this stack's EventBus and step image (see the module docstring)."""
-    rendered = kustomize(kubectl, base)
+    return for_this_stack(kustomize(kubectl, base))
+
+
+def for_this_stack(rendered: list[JSON]) -> list[JSON]:
+    """The overlay of the module docstring applied to rendered objects (copies; the input is unchanged)."""
+    rendered = copy.deepcopy(rendered)
     buses = [obj for obj in rendered if obj["kind"] == "EventBus"]
     if len(buses) != 1:
-        raise ValueError(f"expected one EventBus in {base}, found {len(buses)}")
+        raise ValueError(f"expected one EventBus in the rendered base, found {len(buses)}")
     objects = [exotic_event_bus(buses[0]["metadata"]["name"]) if obj["kind"] == "EventBus" else obj
                for obj in rendered]
     for obj in objects:
