@@ -87,7 +87,7 @@ def test_split_gives_one_item_per_workload() -> None:
                 ("team-a", "gone"): ia.PodWorkload("team-a", "gone", False, reason="pod team-a/gone no longer exists")}
     split = ia.split_alerts(alerts, resolved)
     assert [(i["namespace"], i["workload"], i["pod"]) for i in split.items] == [("team-a", "raycluster-demo-1a2b3", "w-0")]
-    assert json.loads(split.items[0]["alert"])["labels"]["pod"] == "w-0"
+    assert split.items[0]["alert"]["labels"]["pod"] == "w-0"
     assert [s.alert.pod for s in split.skipped] == ["w-1", "gone"]
     assert "already has an item" in split.skipped[0].reason
     assert split.skipped[1].reason == "pod team-a/gone no longer exists"
