@@ -300,7 +300,8 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
         assert body["status"] == "firing" and body["commonLabels"]["namespace"] == TENANT
         (alerts_node,) = _pod_nodes(run, "idle-alerts")
         listed = json.loads(_outputs(alerts_node)["alerts"])
-        assert listed and {a["namespace"] for a in listed} == {TENANT} and {a["pod"] for a in listed} <= set(names)
+        # A later group (Alertmanager re-sends it with the second pod's alert) may find the pods gone: no item.
+        assert {a["namespace"] for a in listed} <= {TENANT} and {a["pod"] for a in listed} <= set(names), listed
         nodes = _pod_nodes(run, "on-idle")
         assert len(nodes) == len(listed)  # one child per alert (withParam)
         for node in nodes:
@@ -322,11 +323,7 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     eventually(lambda: (w := _workload_of(custom, queued.metadata.uid)) and _condition(w, "Finished") == "True",
                timeout_s=120, what="the queued Job finished")
 
-    # An admin resumes the released Job by hand: the real argo CLI, from the WorkflowTemplate. While it is
-    # suspended its pod template's annotations may change (Kueue compares containers, not annotations):
-    # the resumed pods complete in seconds instead of KWOK's 900 s.
-    batch.patch_namespaced_job(idle.metadata.name, TENANT, {"spec": {"template": {"metadata": {"annotations": {
-        COMPLETE_DELAY: "3s", COMPLETE_JITTER: "3s"}}}}})
+    # An admin resumes the released Job by hand: the real argo CLI, from the WorkflowTemplate.
     submitted = json.loads(_argo(product, "submit", "--from", "workflowtemplate/gpuaas-resume-workers",
                                  "-p", f"namespace={TENANT}", "-p", f"workload={workload}", "-o", "json"))
     resume_name = submitted["metadata"]["name"]
@@ -340,7 +337,17 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     back = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workload)
     assert back["spec"]["active"] is True and "gpuaas.io/release" not in (back["metadata"].get("annotations") or {})
 
-    # The resumed Job runs again and completes; gpuaas-on-finished runs for it.
+    # The resumed Job runs again; its pods are told to finish now (KWOK re-reads a changed pod's delay,
+    # v0.8.0 StageController.preprocess; the Job's template cannot carry it: Kueue restores the template
+    # it admitted when it suspends a Job, so a change made while released is gone); gpuaas-on-finished runs.
+    def resumed_pods() -> list:
+        return [p for p in core.list_namespaced_pod(
+            TENANT, label_selector=f"batch.kubernetes.io/job-name={idle.metadata.name}").items
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    for pod in eventually(lambda: (p := resumed_pods()) and len(p) == 2 and p, timeout_s=120,
+                          what="the resumed Job's 2 pods Running"):
+        core.patch_namespaced_pod(pod.metadata.name, TENANT, {"metadata": {"annotations": {
+            COMPLETE_DELAY: "1s", COMPLETE_JITTER: "1s"}}})
     eventually(lambda: _condition(custom.get_namespaced_custom_object(
         "kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workload), "Finished") == "True",
         timeout_s=180, what=f"the resumed Workload {workload} finished")
