@@ -54,12 +54,25 @@ def substitute(value: Any, scope: Mapping[str, str], *, strict_prefixes: tuple[s
 
 
 def item_scope(item: Any) -> dict[str, str]:
-    """Tags for one fan-out item: `{{item}}` and, for objects, `{{item.key}}`."""
+    """Tags for one fan-out item: `{{item}}` and, for objects, `{{item.key}}`.
+
+    As Argo v4.0.5 makes them (workflow/controller/operator.go processItem, Item.String in
+    pkg/apis/workflow/v1alpha1/item.go): a string item is itself; a value inside an object item is
+    its JSON encoding, with the surrounding quotes of a string removed and nothing unescaped, so
+    a string holding JSON arrives with its quotes escaped (`{\\"a\\":1}`) and is no longer JSON.
+    Pass structured values as objects, never as JSON text."""
     scope = {"item": item if isinstance(item, str) else json.dumps(item, separators=(",", ":"))}
     if isinstance(item, dict):
         for key, value in item.items():
-            scope[f"item.{key}"] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            scope[f"item.{key}"] = (_argo_string(value) if isinstance(value, str)
+                                    else json.dumps(value, separators=(",", ":"), ensure_ascii=False))
     return scope
+
+
+def _argo_string(value: str) -> str:
+    """Item.String of a string: Go's json.Marshal without the quotes (`<`, `>`, `&` left as they are)."""
+    encoded = json.dumps(value, ensure_ascii=False)[1:-1]
+    return encoded.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")  # Go escapes these two
 
 
 # --- expressions -------------------------------------------------------------------------------

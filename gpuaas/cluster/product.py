@@ -1,6 +1,6 @@
 """The product's rendered manifests as they run on this stack (`gpuaas cluster up --with events`).
 
-`manifests/base` rendered with the kustomize built into the pinned kubectl, with the two changes an
+`manifests/base` rendered with the kustomize built into the pinned kubectl, with the changes an
 overlay for this machine makes (and nothing else):
 - the EventBus becomes `jetstreamExotic` on the stack's NATS (gpuaas.cluster.argo_events: no
   registry for upstream's `nats` image, no volume provisioner for its claims);
@@ -9,16 +9,22 @@ overlay for this machine makes (and nothing else):
   would otherwise take them and report them Running without running anything;
 - the step image `gpuaas-step` becomes the one built here (`gpuaas.local/gpuaas-step:dev`,
   gpuaas.cluster.images), as the overlays' kustomize `images:` rename it for a registry; the node
-  has it imported, so it is never pulled.
+  has it imported, so it is never pulled;
+- the steps' Prometheus address (env GPUAAS_PROMETHEUS_URL, `prometheus-operated.monitoring.svc` in
+  the base) becomes the stack's Prometheus at its fixed ClusterIP (gpuaas.cluster.services): pods on
+  the real node have no cluster DNS, and the node's stand-in for kube-proxy forwards that address to
+  the Prometheus of `gpuaas cluster up` on the machine's loopback.
 Everything else (each EventSource's and Sensor's spec, WorkflowTemplate, RBAC rule, policy) is applied
 as rendered.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
+from gpuaas.cluster import services
 from gpuaas.cluster.argo_events import exotic_event_bus
 from gpuaas.cluster.argo_workflows import node_placement
 from gpuaas.cluster.images import STEP_IMAGE
@@ -26,8 +32,20 @@ from gpuaas.cluster.objects import kustomize
 
 BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
 RENDERED_STEP_IMAGE = "gpuaas-step"
+PROMETHEUS_ENV = "GPUAAS_PROMETHEUS_URL"
 
 JSON = dict[str, Any]
+
+
+def _prometheus_url(node: Any) -> None:
+    if isinstance(node, dict):
+        if node.get("name") == PROMETHEUS_ENV and "value" in node:
+            node["value"] = f"http://{services.PROMETHEUS.url_host}"
+        for value in node.values():
+            _prometheus_url(value)
+    elif isinstance(node, list):
+        for value in node:
+            _prometheus_url(value)
 
 
 def _step_image(node: Any) -> None:
@@ -44,14 +62,20 @@ def _step_image(node: Any) -> None:
 
 def stack_objects(kubectl: Path, base: Path = BASE) -> list[JSON]:
     """The rendered base with this stack's EventBus and step image (see the module docstring)."""
-    rendered = kustomize(kubectl, base)
+    return for_this_stack(kustomize(kubectl, base))
+
+
+def for_this_stack(rendered: list[JSON]) -> list[JSON]:
+    """The overlay of the module docstring applied to rendered objects (copies; the input is unchanged)."""
+    rendered = copy.deepcopy(rendered)
     buses = [obj for obj in rendered if obj["kind"] == "EventBus"]
     if len(buses) != 1:
-        raise ValueError(f"expected one EventBus in {base}, found {len(buses)}")
+        raise ValueError(f"expected one EventBus in the rendered base, found {len(buses)}")
     objects = [exotic_event_bus(buses[0]["metadata"]["name"]) if obj["kind"] == "EventBus" else obj
                for obj in rendered]
     for obj in objects:
         if obj["kind"] in ("EventSource", "Sensor"):
             obj["spec"].setdefault("template", {}).update(node_placement())
     _step_image(objects)
+    _prometheus_url(objects)
     return objects

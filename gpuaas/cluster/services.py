@@ -5,9 +5,9 @@ programs listen on 127.0.0.1, for which Kubernetes publishes no endpoints). So e
 gets a selectorless Service with a ClusterIP chosen here, in the static band of the Service range
 (the first /24, which the API server's allocator leaves to explicit requests), and the node's
 stand-in for kube-proxy (gpuaas.cluster.node.ServiceForwarder) forwards that address to the
-program's loopback port. The addresses are constants because the rendered overlay
-`manifests/overlays/local-stack` names them (gpuaas/manifests/local_stack.py): NATS for the
-EventBus, Prometheus for the steps' GPUAAS_PROMETHEUS_URL.
+program's loopback port. The addresses are constants because the product as it runs on this stack
+names them (gpuaas.cluster.product): NATS for the EventBus, Prometheus for the steps'
+GPUAAS_PROMETHEUS_URL.
 
 The names are the in-cluster names the product's base manifests use where one exists
 (`prometheus-operated.monitoring.svc`, what the Prometheus Operator creates).

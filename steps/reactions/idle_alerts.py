@@ -5,7 +5,7 @@ another alert name, and several pods of one workload (each Ray worker fires on i
 `gpuaas-on-idle` template fans out one child per item this step writes to the `alerts` output:
 
     [{"namespace": "team-a", "workload": "raycluster-demo-1a2b3", "pod": "demo-worker-x7k2p",
-      "alert": "{\"labels\": {...}, \"startsAt\": ..., \"fingerprint\": ...}"}]
+      "alert": {"labels": {...}, "startsAt": ..., "fingerprint": ..., "status": "firing"}}]
 
 so each child runs under its own workload mutex with its own record. Only FIRING
 `GPUWorkloadIdle` alerts become items; everything else is listed in the record with the reason
@@ -258,10 +258,16 @@ class IdleAlert:
                    namespace=namespace, pod=pod, fingerprint=alert.get("fingerprint") or "",
                    starts_at=alert.get("startsAt") or "", labels=labels)
 
+    def as_item(self) -> JSON:
+        """The item's `alert`: an OBJECT, which Argo hands to the child's `{{item.alert}}` as compact JSON.
+        As JSON text it would arrive with its quotes escaped (Argo v4.0.5 Item.String: a string value
+        of an item is JSON-encoded, see engine.expressions.item_scope) and on-idle could not read it."""
+        return {"fingerprint": self.fingerprint, "labels": dict(sorted(self.labels.items())),
+                "startsAt": self.starts_at, "status": self.status}
+
     def as_param(self) -> str:
-        """The `alert` parameter of the on-idle child: compact JSON."""
-        return json.dumps({"status": self.status, "labels": dict(self.labels), "startsAt": self.starts_at,
-                           "fingerprint": self.fingerprint}, sort_keys=True, separators=(",", ":"))
+        """The `alert` parameter of the on-idle child (what `{{item.alert}}` becomes): compact JSON."""
+        return json.dumps(self.as_item(), sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -337,7 +343,7 @@ def split_alerts(alerts: list[IdleAlert], resolved: Mapping[tuple[str, str], Pod
             continue
         first_for[key] = alert
         items.append({"namespace": alert.namespace, "workload": where.workload_name, "pod": alert.pod,
-                      "alert": alert.as_param()})
+                      "alert": alert.as_item()})
     return AlertSplit(tuple(items), tuple(skipped))
 
 

@@ -220,3 +220,28 @@ def test_a_template_retaking_its_workflows_mutex_is_an_error_and_releases_it(exe
     second = executor.submit(submit_of("self-locking"))  # would hang if the first run kept the lock
     assert second["status"]["phase"] == "Error"
     assert executor.mutexes.holders == {}
+
+
+def test_an_object_items_string_values_arrive_json_escaped_as_argo_makes_them(executor_for) -> None:
+    """Argo v4.0.5 (operator.go processItem, Item.String): `{{item.key}}` of a string value is its JSON
+    encoding without the quotes, so JSON text inside an item arrives with escaped quotes; an object
+    value arrives as compact JSON. Seen on the real stack: on-idle got `{\\"fingerprint\\":...}`."""
+    template = workflow_template(
+        "items", entrypoint="main", parameters=[{"name": "group", "value": "[]"}],
+        templates=[
+            {"name": "main", "steps": [
+                [{"name": "split", "template": "split",
+                  "arguments": {"parameters": [{"name": "group", "value": "{{workflow.parameters.group}}"}]}}],
+                [{"name": "child", "template": "child", "withParam": "{{steps.split.outputs.parameters.items}}",
+                  "arguments": {"parameters": [{"name": "text", "value": "{{item.text}}"},
+                                               {"name": "object", "value": "{{item.object}}"}]}}],
+            ]},
+            script("split", '(out / "items").write_text(params["group"])', ["group"], ["items"]),
+            script("child", '(out / "seen").write_text(json.dumps([params["text"], params["object"]]))',
+                   ["text", "object"], ["seen"]),
+        ])
+    run = executor_for(template).submit(submit_of("items", group=json.dumps(
+        [{"text": json.dumps({"a": "b"}, separators=(",", ":")), "object": {"a": "b"}}])))
+    assert run["status"]["phase"] == "Succeeded"
+    [child] = [n for n in run["status"]["nodes"].values() if n["displayName"].startswith("child(")]
+    assert json.loads(outputs_of(child)["seen"]) == ['{\\"a\\":\\"b\\"}', '{"a":"b"}']

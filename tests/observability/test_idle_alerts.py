@@ -87,7 +87,7 @@ def test_split_gives_one_item_per_workload() -> None:
                 ("team-a", "gone"): ia.PodWorkload("team-a", "gone", False, reason="pod team-a/gone no longer exists")}
     split = ia.split_alerts(alerts, resolved)
     assert [(i["namespace"], i["workload"], i["pod"]) for i in split.items] == [("team-a", "raycluster-demo-1a2b3", "w-0")]
-    assert json.loads(split.items[0]["alert"])["labels"]["pod"] == "w-0"
+    assert split.items[0]["alert"]["labels"]["pod"] == "w-0"
     assert [s.alert.pod for s in split.skipped] == ["w-1", "gone"]
     assert "already has an item" in split.skipped[0].reason
     assert split.skipped[1].reason == "pod team-a/gone no longer exists"
@@ -249,3 +249,20 @@ def test_a_group_of_only_malformed_alerts_is_rejected_input(tmp_path: Any) -> No
     record = json.loads(outputs["record"])
     assert code == 0 and outputs["outcome"] == "rejected-input" and outputs["alerts"] == "[]"
     assert len(record["data"]["observed"]["rejected"]) == 2
+
+
+def test_an_item_reaches_on_idle_as_an_alert_it_can_read_after_argos_item_expansion() -> None:
+    """The on-idle child's `alert` is `{{item.alert}}` of idle-alerts' item. Argo hands a string value
+    of an item on JSON-escaped (engine.expressions.item_scope), so the alert must be an object in the
+    item; seen on the real stack: every child was rejected-input 'alert: expected JSON'."""
+    from engine.expressions import item_scope
+    from steps.reactions.on_idle import parse_request
+
+    wl = {"metadata": {"name": "job-train-1a2b3", "namespace": "team-a"}}
+    alerts, _, _ = ia.candidate_alerts(group(alert("team-a", "w-0")))
+    [item] = ia.split_alerts(alerts, {("team-a", "w-0"): ia.PodWorkload("team-a", "w-0", True, workload=wl)}).items
+    items = json.loads(json.dumps([item]))  # the `alerts` output, as withParam reads it
+    scope = item_scope(items[0])
+    request = parse_request({"namespace": scope["item.namespace"], "workload": scope["item.workload"],
+                             "pod": scope["item.pod"], "alert": scope["item.alert"], "dry-run": "false"})
+    assert request.alert is not None and request.alert.pod == "w-0" and request.workload == "job-train-1a2b3"

@@ -202,7 +202,7 @@ def _drive_idle_alert(steps: RealSteps, pod: str) -> None:
     assert [i["pod"] for i in items] == [pod], alerts.describe()
     item = items[0]
     judged = steps.run("on-idle", namespace=item["namespace"], workload=item["workload"], pod=item["pod"],
-                       alert=item["alert"], event="")
+                       alert=json.dumps(item["alert"]), event="")
     assert judged.outcome in ("no-op", "skipped-by-policy", "applied"), judged.describe()
 
 

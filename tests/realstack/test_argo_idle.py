@@ -1,0 +1,378 @@
+"""The idle half of the real loop (issue 9 part 3): idle GPUs -> alert -> Argo -> release -> queue moves.
+
+Every link is the real program, and each one is asserted:
+
+1. the stack's DCGM-like exporter (gpuaas.cluster.gpu_exporter, a stand-in for dcgm-exporter: KWOK
+   has no GPUs) reports 0 % for the GPUs of a batch Job's pods (annotation
+   `gpuaas.io/emulated-gpu-utilization: "0"`);
+2. a real Prometheus evaluates the product's RENDERED rules (gpuaas.manifests.observability
+   `rule_groups`, window WINDOW, `for` FOR) and a real Alertmanager with the product's routing
+   (`alertmanager_config`) POSTs the GPUWorkloadIdle group to the cluster's real webhook EventSource
+   `gpuaas-alertmanager` with the bearer token;
+3. the product's Sensor `gpuaas-on-idle` (a pod on the real node) execs the argo CLI, which submits
+   `gpuaas-on-idle`; the workflow-controller runs `idle-alerts` and the fanned-out `on-idle` step(s)
+   on the real node; the step reads the evidence from the stack's Prometheus and releases the Job
+   (a batch Job's strategy is deactivate-workload: Workload spec.active=false, the record on it);
+4. Kueue evicts the Workload, and admits the Job queued behind it into the freed quota;
+5. `gpuaas-resume-workers`, submitted BY HAND with the real argo CLI as an admin would, brings the
+   released Job back; it completes; `gpuaas-on-finished` runs Succeeded.
+
+Where the two Prometheus servers come from: the cluster's own Prometheus (`gpuaas cluster up`) has
+no rules and no Alertmanager, and the shared cluster may not be restarted, so this module starts its
+own Prometheus + Alertmanager (engine.monitoring, as tests/observability does) scraping the
+cluster's exporter, only to raise the alert. The on-idle step, a pod on the real node, reads its
+evidence from the cluster's Prometheus (which scrapes the same exporter): pods reach it at the fixed
+ClusterIP the node forwards (gpuaas.cluster.services), which the product on this stack now names
+(gpuaas.cluster.product). The step never sees this module's Prometheus.
+
+The tenant is this module's own (namespace, LocalQueue, ClusterQueue outside the cohort with 2
+GPUs; unique names) so no other Job takes its quota and provision-quota (which splits the cohort)
+leaves it alone. Its idle policy (short window, short minimum runtime, enforce) is added to the
+product's policy ConfigMap for the test (and put back each second while the module runs, should another
+module's install re-apply the rendered policy) and removed after. Why a batch Job: its release is the
+plainest real one on KWOK (Kueue evicts the deactivated Workload, suspends the Job, its pods go,
+the quota is free) and its resume is one field (spec.active back to true).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from engine.monitoring import Monitoring
+from gpuaas.cluster.binaries import program
+from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION
+from gpuaas.manifests import observability as obs
+from steps.policy import CONFIG_MAP, KEY, parse_policy
+from tests.realstack.argo_product import LISTENING, PRODUCT_NAMESPACE, apply, install, logs
+from tests.realstack.test_kueue_admission import _condition
+from tests.support.prometheus import running_monitoring
+from tests.support.real_cluster import RealCluster, eventually
+
+WINDOW_S, FOR_S = 30, 5
+"""The alert rule's window and `for`, and the tenant's policy window: seconds instead of 30 min / 5 min."""
+MIN_RUNTIME_S = 10
+COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+COMPLETE_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
+"""KWOK v0.8.0 waits the jitter-delay (default 5 s) whenever it is not longer than the delay
+(pkg/utils/lifecycle Stage.Delay): a pod kept running needs both."""
+SUFFIX = uuid.uuid4().hex[:6]
+TENANT = f"idle-{SUFFIX}"
+FLAVOR = "gpu-a100"
+IDLE_LISTENING = (*LISTENING,
+                  ("eventsource-name=gpuaas-alertmanager", "listening to payloads for the route"),
+                  ("sensor-name=gpuaas-on-idle", "started subscribing to events"))
+"""Upstream's log lines (argo-events v1.9.11 pkg/eventsources/common/webhook/webhook.go; the Sensor's)."""
+
+
+def _time(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _tenant_objects() -> list[dict]:
+    labels = {"app.kubernetes.io/part-of": "gpuaas-tests"}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": TENANT, "labels": {**labels, "gpuaas.io/tenant": TENANT}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+         "metadata": {"name": TENANT, "labels": labels},
+         "spec": {"namespaceSelector": {"matchLabels": {"gpuaas.io/tenant": TENANT}},
+                  "queueingStrategy": "BestEffortFIFO",
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
+                      {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": "8"},
+                                                     {"name": "memory", "nominalQuota": "32Gi"},
+                                                     {"name": "nvidia.com/gpu", "nominalQuota": "2"}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": TENANT, "namespace": TENANT, "labels": labels}, "spec": {"clusterQueue": TENANT}},
+    ]
+
+
+POLICY = (f"\n  {TENANT}:            # added by tests/realstack/test_argo_idle.py, removed after\n"
+          f"    idle:\n      window: {WINDOW_S}s\n      minRuntime: {MIN_RUNTIME_S}s\n      mode: enforce\n"
+          f"      maxReleasesPerHour: 10\n")
+
+
+def _with_tenant_policy(text: str) -> str:
+    """The policy document with this module's tenant added under `tenants:` (the last section)."""
+    if not text.rstrip().splitlines()[-1].startswith(" ") or "\ntenants:" not in text:
+        raise AssertionError(f"expected the policy's last section to be `tenants:`, found:\n{text}")
+    changed = text.rstrip("\n") + POLICY
+    settings = parse_policy(changed).idle_for(TENANT)
+    assert (settings.window_seconds, settings.min_runtime_seconds, settings.mode) == (WINDOW_S, MIN_RUNTIME_S,
+                                                                                      "enforce"), settings
+    return changed
+
+
+def _keep_tenant_policy(core: client.CoreV1Api, stop: threading.Event | None) -> None:
+    """Put this module's tenant into the policy ConfigMap, and with `stop`, put it back whenever it is
+    gone until stopped: on a shared cluster another module's `install` re-applies the rendered policy
+    (seen: the on-idle step then judged the tenant by the defaults, minimum runtime 1 h)."""
+    while True:
+        current = core.read_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE).data[KEY]
+        if POLICY not in current:
+            core.patch_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE,
+                                             {"data": {KEY: _with_tenant_policy(current)}})
+        if stop is None or stop.wait(1.0):
+            return
+
+
+@pytest.fixture(scope="module")
+def product(argo_cluster: RealCluster) -> Iterator[RealCluster]:
+    cluster = install(argo_cluster, IDLE_LISTENING)
+    core = client.CoreV1Api(cluster.admin)
+    apply(cluster, _tenant_objects())
+    stop = threading.Event()
+    keeper = threading.Thread(target=_keep_tenant_policy, args=(core, stop), daemon=True)
+    _keep_tenant_policy(core, None)
+    keeper.start()
+    try:
+        yield cluster
+    finally:
+        stop.set()
+        keeper.join(timeout=10)
+        current = core.read_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE).data[KEY]
+        if POLICY in current:
+            core.patch_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE,
+                                             {"data": {KEY: current.replace(POLICY, "\n")}})
+        cluster.kubectl("delete", "namespace", TENANT, "--wait=false", check=False)
+        cluster.kubectl("delete", "clusterqueue", TENANT, "--wait=false", check=False)
+
+
+def _job(name: str, *, parallelism: int, gpus_per_pod: int, annotations: dict[str, str]) -> dict:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": TENANT, "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
+        "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": True, "template": {
+            "metadata": {"annotations": annotations},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "registry.invalid/train:1", "resources": {
+                    "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus_per_pod)},
+                    "limits": {"nvidia.com/gpu": str(gpus_per_pod)}}}]}}},
+    }
+
+
+def _workload_of(custom: client.CustomObjectsApi, uid: str) -> dict | None:
+    items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads",
+                                                 label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
+    return items[0] if items else None
+
+
+def _transition(workload: dict, kind: str, status: str = "True") -> str | None:
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition["type"] == kind and condition["status"] == status:
+            return condition["lastTransitionTime"]
+    return None
+
+
+def _runs(custom: client.CustomObjectsApi, reaction: str) -> list[dict]:
+    items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
+                                                 label_selector=f"gpuaas.io/reaction={reaction}")["items"]
+    return items
+
+
+def _parameters(run: dict) -> dict[str, str]:
+    return {p["name"]: p.get("value") for p in run["spec"]["arguments"]["parameters"]}
+
+
+def _done(run: dict) -> bool:
+    return (run.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Error")
+
+
+def _outputs(node: dict) -> dict[str, str]:
+    return {p["name"]: p.get("value") for p in (node.get("outputs") or {}).get("parameters") or []}
+
+
+def _pod_nodes(run: dict, template: str) -> list[dict]:
+    return [n for n in run["status"]["nodes"].values() if n.get("templateName") == template and n["type"] == "Pod"]
+
+
+def _delivered(run: dict) -> dict:
+    """The Alertmanager POST body as the Sensor delivered it (the `event` parameter: CloudEvent, data base64)."""
+    event = json.loads(_parameters(run)["event"])
+    data = event["data"]
+    data = json.loads(base64.b64decode(data)) if isinstance(data, str) else data
+    return data["body"]
+
+
+def _alertmanager_alerts(monitoring: Monitoring) -> list[dict]:
+    with urllib.request.urlopen(f"{monitoring.alertmanager_url}/api/v2/alerts", timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def _argo(cluster: RealCluster, *args: str) -> str:
+    done = subprocess.run([str(program("argo-workflows", "argo")), f"--kubeconfig={cluster.kubeconfig}",
+                           "-n", PRODUCT_NAMESPACE, *args], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"argo {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}"
+    return done.stdout
+
+
+def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_moves(product: RealCluster) -> None:
+    batch = client.BatchV1Api(product.admin)
+    custom = client.CustomObjectsApi(product.admin)
+    core = client.CoreV1Api(product.admin)
+    endpoints = product.cluster.status()["endpoints"]
+    webhook = endpoints["webhook/gpuaas/gpuaas-alertmanager/idle"]
+    token_file = endpoints["webhook-token-file"]
+    exporter = product.endpoint("gpu-exporter").removeprefix("http://").removesuffix("/metrics")
+
+    with running_monitoring(
+        scrape_targets=[exporter],
+        rule_groups=obs.rule_groups(f"{WINDOW_S}s", f"{FOR_S}s"),
+        alertmanager_config=obs.alertmanager_config(webhook, token_file),
+        scrape_interval_s=1, evaluation_interval_s=1,
+    ) as monitoring:
+        # The idle Job: 2 pods x 1 GPU at 0 %, kept running by KWOK; it takes the tenant's whole quota.
+        idle = batch.create_namespaced_job(TENANT, _job("idle", parallelism=2, gpus_per_pod=1, annotations={
+            UTILIZATION_ANNOTATION: "0", COMPLETE_DELAY: "900s", COMPLETE_JITTER: "900s"}))
+        admitted = eventually(lambda: (w := _workload_of(custom, idle.metadata.uid)) and
+                              _condition(w, "Admitted") == "True" and w, timeout_s=90,
+                              what="the idle Job's Workload admitted")
+        workload = admitted["metadata"]["name"]
+        pods = eventually(lambda: (p := [x for x in core.list_namespaced_pod(
+            TENANT, label_selector=f"batch.kubernetes.io/job-name={idle.metadata.name}").items
+            if x.status.phase == "Running"]) and len(p) == 2 and p, timeout_s=90, what="the idle Job's 2 pods Running")
+        names = sorted(p.metadata.name for p in pods)
+        # The exporter attributes one GPU to each pod, at 0 %: what the rules read.
+        series = eventually(lambda: (r := monitoring.query(f'DCGM_FI_DEV_GPU_UTIL{{namespace="{TENANT}"}}'))
+                            and len(r) == 2 and r, timeout_s=60, what="the exporter's series of the 2 pods scraped")
+        assert sorted({s["metric"]["pod"] for s in series}) == names and all(
+            float(s["value"][1]) == 0 for s in series), series
+
+        # Queued behind it: a Job of 2 GPUs that completes as soon as it runs.
+        queued = batch.create_namespaced_job(TENANT, _job("queued", parallelism=1, gpus_per_pod=2, annotations={
+            COMPLETE_DELAY: "2s"}))
+        pending = eventually(lambda: (w := _workload_of(custom, queued.metadata.uid)) and
+                             _transition(w, "QuotaReserved", "False") and w, timeout_s=60,
+                             what="the queued Job's Workload waiting for quota")
+        assert _condition(pending, "Admitted") != "True"
+
+        # The alert fires in this Prometheus; Alertmanager POSTs it; the Sensor submits gpuaas-on-idle.
+        firing = eventually(lambda: [a for a in monitoring.alerts() if a["labels"].get("namespace") == TENANT
+                                     and a["state"] == "firing"], timeout_s=WINDOW_S + FOR_S + 60,
+                            what="GPUWorkloadIdle firing for the tenant's pods")
+        assert {a["labels"]["alertname"] for a in firing} == {obs.ALERT_NAME}
+        assert {a["labels"]["pod"] for a in firing} <= set(names)
+
+        def on_idle_runs() -> list[dict]:
+            return [r for r in _runs(custom, "on-idle") if _parameters(r).get("namespace") == TENANT]
+        try:
+            eventually(lambda: [r for r in on_idle_runs() if _done(r)], timeout_s=300,
+                       what=f"a gpuaas-on-idle Workflow for namespace {TENANT} finished")
+        except AssertionError as error:
+            raise AssertionError(f"{error}\nPrometheus alerts: {monitoring.alerts()}\n"
+                                 f"Alertmanager alerts: {_alertmanager_alerts(monitoring)}\n"
+                                 f"Alertmanager log:\n{monitoring.alertmanager.log_tail(30)}\n"
+                                 f"Prometheus log:\n{monitoring.prometheus.log_tail(30)}\n"
+                                 f"EventSource:\n{logs(core, 'eventsource-name=gpuaas-alertmanager', 15)}\n"
+                                 f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-idle', 15)}") from None
+
+    # The release, in the live objects: the Workload deactivated with gpuaas' record, Kueue evicted it.
+    released = eventually(lambda: (w := _workload_of(custom, idle.metadata.uid)) and
+                          _transition(w, "Evicted") and _transition(w, "QuotaReserved", "False") and w,
+                          timeout_s=120, what=f"Workload {workload} evicted by Kueue after the release")
+    assert released["spec"]["active"] is False
+    record = json.loads(released["metadata"]["annotations"]["gpuaas.io/release"])
+    assert record["strategy"] == "deactivate-workload" and record["by"] == "on-idle" and record["gpus"] == 2, record
+    eventually(lambda: batch.read_namespaced_job(idle.metadata.name, TENANT).spec.suspend is True, timeout_s=60,
+               what="Kueue suspended the released Job")
+    eventually(lambda: not core.list_namespaced_pod(
+        TENANT, label_selector=f"batch.kubernetes.io/job-name={idle.metadata.name}").items,
+        timeout_s=120, what="the released Job's pods gone")
+
+    # ... and in the runs: every run Succeeded, exactly one child released 2 GPUs, the others saw it released.
+    runs = eventually(lambda: (r := on_idle_runs()) and all(_done(x) for x in r) and r, timeout_s=300,
+                      what="every gpuaas-on-idle run for the tenant finished")
+    children = []
+    for run in runs:
+        assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
+        body = _delivered(run)
+        assert body["status"] == "firing" and body["commonLabels"]["namespace"] == TENANT
+        (alerts_node,) = _pod_nodes(run, "idle-alerts")
+        listed = json.loads(_outputs(alerts_node)["alerts"])
+        # A later group (Alertmanager re-sends it with the second pod's alert) may find the pods gone: no item.
+        assert {a["namespace"] for a in listed} <= {TENANT} and {a["pod"] for a in listed} <= set(names), listed
+        nodes = _pod_nodes(run, "on-idle")
+        assert len(nodes) == len(listed)  # one child per alert (withParam)
+        for node in nodes:
+            assert node["hostNodeName"] == "gpuaas-node"
+            children.append((run, node, _outputs(node)))
+    outcomes = sorted((o["outcome"], o["gpus-released"]) for _, _, o in children)
+    applied = [c for c in children if c[2]["outcome"] == "applied"]
+    assert len(applied) == 1 and applied[0][2]["gpus-released"] == "2" and applied[0][2]["tenant"] == TENANT, outcomes
+    assert all(o == ("no-op", "0") for o in outcomes if o[0] != "applied"), outcomes
+    release_run, _, release_outputs = applied[0]
+    assert workload in release_outputs["record"]
+
+    # The queued Job's Workload is admitted into the freed quota, after the release.
+    moved = eventually(lambda: (w := _workload_of(custom, queued.metadata.uid)) and
+                       _condition(w, "Admitted") == "True" and w, timeout_s=120,
+                       what="the queued Job admitted into the freed quota")
+    queued_admitted = _transition(moved, "Admitted")
+    assert _time(queued_admitted) >= _time(_transition(released, "Evicted")) - 1  # whole seconds
+    eventually(lambda: (w := _workload_of(custom, queued.metadata.uid)) and _condition(w, "Finished") == "True",
+               timeout_s=120, what="the queued Job finished")
+
+    # An admin resumes the released Job by hand: the real argo CLI, from the WorkflowTemplate.
+    submitted = json.loads(_argo(product, "submit", "--from", "workflowtemplate/gpuaas-resume-workers",
+                                 "-p", f"namespace={TENANT}", "-p", f"workload={workload}", "-o", "json"))
+    resume_name = submitted["metadata"]["name"]
+    resumed = eventually(lambda: (r := custom.get_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows", resume_name)) and _done(r) and r,
+        timeout_s=300, what=f"Workflow {resume_name} finished")
+    assert resumed["status"]["phase"] == "Succeeded", resumed["status"].get("message")
+    (resume_node,) = _pod_nodes(resumed, "resume-workers")
+    resume_outputs = _outputs(resume_node)
+    assert resume_outputs["outcome"] == "applied", resume_outputs
+    back = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workload)
+    assert back["spec"]["active"] is True and "gpuaas.io/release" not in (back["metadata"].get("annotations") or {})
+
+    # The resumed Job runs again; its pods are told to finish now (KWOK re-reads a changed pod's delay,
+    # v0.8.0 StageController.preprocess; the Job's template cannot carry it: Kueue restores the template
+    # it admitted when it suspends a Job, so a change made while released is gone); gpuaas-on-finished runs.
+    def resumed_pods() -> list:
+        return [p for p in core.list_namespaced_pod(
+            TENANT, label_selector=f"batch.kubernetes.io/job-name={idle.metadata.name}").items
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    for pod in eventually(lambda: (p := resumed_pods()) and len(p) == 2 and p, timeout_s=120,
+                          what="the resumed Job's 2 pods Running"):
+        core.patch_namespaced_pod(pod.metadata.name, TENANT, {"metadata": {"annotations": {
+            COMPLETE_DELAY: "1s", COMPLETE_JITTER: "1s"}}})
+    eventually(lambda: _condition(custom.get_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workload), "Finished") == "True",
+        timeout_s=180, what=f"the resumed Workload {workload} finished")
+    finished = eventually(lambda: [r for r in _runs(custom, "on-finished") if _parameters(r).get("workload") == workload
+                                   and _done(r)], timeout_s=300, what=f"gpuaas-on-finished for {workload} finished")
+    assert all(r["status"]["phase"] == "Succeeded" for r in finished), [r["status"].get("message") for r in finished]
+
+    # The figure docs/real-stack.md quotes: alert firing (startsAt, as Alertmanager POSTed it) to the release.
+    starts = min(_time(a["startsAt"]) for a in _delivered(release_run)["alerts"] if a["labels"]["namespace"] == TENANT)
+    created = _time(release_run["metadata"]["creationTimestamp"])
+    released_at = _time(record["releasedAt"])
+    evicted = _time(_transition(released, "Evicted"))
+    succeeded = _time(release_run["status"]["finishedAt"])
+    print(f"\nalert firing {datetime.fromtimestamp(starts).isoformat()} -> gpuaas-on-idle "
+          f"{release_run['metadata']['name']} created +{created - starts:.0f}s -> workers released (record "
+          f"releasedAt) +{released_at - starts:.0f}s -> Kueue evicted the Workload +{evicted - starts:.0f}s -> "
+          f"Workflow Succeeded +{succeeded - starts:.0f}s -> queued Job admitted +{_time(queued_admitted) - starts:.0f}s"
+          f" (docs/real-stack.md quotes this)")
+    print(f"on-idle runs: {len(runs)}, children: {outcomes}; resume {resume_name}: "
+          f"gpu-hours-reclaimed {resume_outputs.get('gpu-hours-reclaimed')}")
+
+
+def test_the_module_policy_leaves_the_document_parseable() -> None:
+    """The policy text this module adds parses with the product's parser, and only adds its tenant."""
+    base = yaml.safe_load(Path(__file__).resolve().parents[2].joinpath("manifests/base/policy.yaml").read_text())
+    text = base["data"][KEY]
+    changed = _with_tenant_policy(text)
+    assert parse_policy(changed).raw["tenants"].keys() - parse_policy(text).raw["tenants"].keys() == {TENANT}
