@@ -30,16 +30,22 @@ def _git(*args: str, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _clone(tmp_path: Path, message: str) -> Path:
+    """A git repository with one empty commit (not the pinned one)."""
+    clone = tmp_path / "argo-ui"
+    clone.mkdir()
+    _git("init", "-q", cwd=clone)
+    _git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", message,
+         cwd=clone)
+    return clone
+
+
 def test_the_pinned_argo_ui_commit_is_read_from_the_lockfile(tmp_path: Path) -> None:
     assert argo_ui.pinned_argo_ui_commit(_module(tmp_path)) == COMMIT
 
 
 def test_a_clone_without_the_pinned_commit_fails_before_yarn_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    clone = tmp_path / "argo-ui"
-    clone.mkdir()
-    _git("init", "-q", cwd=clone)
-    _git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "other",
-         cwd=clone)
+    clone = _clone(tmp_path, "other")
     monkeypatch.setenv(argo_ui.MIRROR_ENV, str(clone))
     ran: list[list[str]] = []
     monkeypatch.setattr(argo_ui, "_run", lambda command, *a, **k: ran.append(command))
@@ -51,11 +57,7 @@ def test_a_clone_without_the_pinned_commit_fails_before_yarn_runs(tmp_path: Path
 
 
 def test_a_clone_with_the_pinned_commit_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    clone = tmp_path / "argo-ui"
-    clone.mkdir()
-    _git("init", "-q", cwd=clone)
-    _git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "pinned",
-         cwd=clone)
+    clone = _clone(tmp_path, "pinned")
     head = _git("rev-parse", "HEAD", cwd=clone)
     module = _module(tmp_path)
     for name in ("yarn.lock",):

@@ -79,3 +79,27 @@ def install(cluster: RealCluster, listening: tuple[tuple[str, str], ...] = LISTE
         except AssertionError as error:
             raise AssertionError(f"{error}\n{logs(core, label)}") from None
     return cluster
+
+
+def gpu_job(namespace: str, *, name: str | None = None, generate_name: str | None = None, pods: int = 1,
+            gpus_per_pod: int = 1, annotations: dict[str, str] | None = None) -> dict:
+    """A suspended batch Job for the LocalQueue named as its namespace (the example tenants' and the
+    tests' own), `pods` pods of `gpus_per_pod` GPUs. KWOK runs and completes its pods at once unless
+    the pod annotations say otherwise (gpuaas.cluster.kwok)."""
+    metadata: dict = {"namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": namespace},
+                      **({"name": name} if name else {"generateName": generate_name})}
+    template: dict = {"spec": {"restartPolicy": "Never", "containers": [{
+        "name": "main", "image": "registry.invalid/train:1", "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus_per_pod)},
+            "limits": {"nvidia.com/gpu": str(gpus_per_pod)}}}]}}
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+            "spec": {"parallelism": pods, "completions": pods, "suspend": True, "template": template}}
+
+
+def workload_of(custom: client.CustomObjectsApi, namespace: str, uid: str) -> dict | None:
+    """Kueue's Workload for the job with this uid, once Kueue has made it."""
+    items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads",
+                                                 label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
+    return items[0] if items else None

@@ -27,7 +27,7 @@ from kubernetes import client
 
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.readiness import http_status
-from tests.realstack.argo_product import PRODUCT_NAMESPACE, install
+from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, workload_of
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
 
@@ -86,21 +86,11 @@ def runs(argo_cluster: RealCluster) -> Iterator[Runs]:
     cluster = install(argo_cluster)
     server = cluster.cluster.status()["endpoints"]["argo-server"]
     batch, custom = client.BatchV1Api(cluster.admin), client.CustomObjectsApi(cluster.admin)
-    job = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": RUN_ID, "namespace": TENANT, "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
-        "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "registry.invalid/train:1", "resources": {
-                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-                "limits": {"nvidia.com/gpu": "1"}}}]}}},
-    }
-    uid = batch.create_namespaced_job(TENANT, job).metadata.uid
+    uid = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name=RUN_ID)).metadata.uid
 
     def admitted() -> dict | None:
-        items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads",
-                                                     label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
-        return items[0] if items and _condition(items[0], "Admitted") == "True" else None
+        found = workload_of(custom, TENANT, uid)
+        return found if found and _condition(found, "Admitted") == "True" else None
 
     workload = eventually(admitted, timeout_s=120, what=f"the Workload of Job {RUN_ID} admitted")["metadata"]["name"]
     # As an admin would: the argo CLI, the template by name, parameters by hand, a label of our own.

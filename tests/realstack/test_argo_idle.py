@@ -55,7 +55,15 @@ from gpuaas.cluster.binaries import program
 from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION
 from gpuaas.manifests import observability as obs
 from steps.policy import CONFIG_MAP, KEY, parse_policy
-from tests.realstack.argo_product import LISTENING, PRODUCT_NAMESPACE, apply, install, logs
+from tests.realstack.argo_product import (
+    LISTENING,
+    PRODUCT_NAMESPACE,
+    apply,
+    gpu_job,
+    install,
+    logs,
+    workload_of,
+)
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.prometheus import running_monitoring
 from tests.support.real_cluster import RealCluster, eventually
@@ -149,25 +157,6 @@ def product(argo_cluster: RealCluster) -> Iterator[RealCluster]:
         cluster.kubectl("delete", "clusterqueue", TENANT, "--wait=false", check=False)
 
 
-def _job(name: str, *, parallelism: int, gpus_per_pod: int, annotations: dict[str, str]) -> dict:
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": TENANT, "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
-        "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": True, "template": {
-            "metadata": {"annotations": annotations},
-            "spec": {"restartPolicy": "Never", "containers": [{
-                "name": "main", "image": "registry.invalid/train:1", "resources": {
-                    "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus_per_pod)},
-                    "limits": {"nvidia.com/gpu": str(gpus_per_pod)}}}]}}},
-    }
-
-
-def _workload_of(custom: client.CustomObjectsApi, uid: str) -> dict | None:
-    items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads",
-                                                 label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
-    return items[0] if items else None
-
-
 def _transition(workload: dict, kind: str, status: str = "True") -> str | None:
     for condition in (workload.get("status") or {}).get("conditions") or []:
         if condition["type"] == kind and condition["status"] == status:
@@ -233,9 +222,9 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
         scrape_interval_s=1, evaluation_interval_s=1,
     ) as monitoring:
         # The idle Job: 2 pods x 1 GPU at 0 %, kept running by KWOK; it takes the tenant's whole quota.
-        idle = batch.create_namespaced_job(TENANT, _job("idle", parallelism=2, gpus_per_pod=1, annotations={
+        idle = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name="idle", pods=2, gpus_per_pod=1, annotations={
             UTILIZATION_ANNOTATION: "0", COMPLETE_DELAY: "900s", COMPLETE_JITTER: "900s"}))
-        admitted = eventually(lambda: (w := _workload_of(custom, idle.metadata.uid)) and
+        admitted = eventually(lambda: (w := workload_of(custom, TENANT, idle.metadata.uid)) and
                               _condition(w, "Admitted") == "True" and w, timeout_s=90,
                               what="the idle Job's Workload admitted")
         workload = admitted["metadata"]["name"]
@@ -250,9 +239,9 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
             float(s["value"][1]) == 0 for s in series), series
 
         # Queued behind it: a Job of 2 GPUs that completes as soon as it runs.
-        queued = batch.create_namespaced_job(TENANT, _job("queued", parallelism=1, gpus_per_pod=2, annotations={
+        queued = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name="queued", pods=1, gpus_per_pod=2, annotations={
             COMPLETE_DELAY: "2s"}))
-        pending = eventually(lambda: (w := _workload_of(custom, queued.metadata.uid)) and
+        pending = eventually(lambda: (w := workload_of(custom, TENANT, queued.metadata.uid)) and
                              _transition(w, "QuotaReserved", "False") and w, timeout_s=60,
                              what="the queued Job's Workload waiting for quota")
         assert _condition(pending, "Admitted") != "True"
@@ -278,7 +267,7 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
                                  f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-idle', 15)}") from None
 
     # The release, in the live objects: the Workload deactivated with gpuaas' record, Kueue evicted it.
-    released = eventually(lambda: (w := _workload_of(custom, idle.metadata.uid)) and
+    released = eventually(lambda: (w := workload_of(custom, TENANT, idle.metadata.uid)) and
                           _transition(w, "Evicted") and _transition(w, "QuotaReserved", "False") and w,
                           timeout_s=120, what=f"Workload {workload} evicted by Kueue after the release")
     assert released["spec"]["active"] is False
@@ -315,12 +304,12 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     assert workload in release_outputs["record"]
 
     # The queued Job's Workload is admitted into the freed quota, after the release.
-    moved = eventually(lambda: (w := _workload_of(custom, queued.metadata.uid)) and
+    moved = eventually(lambda: (w := workload_of(custom, TENANT, queued.metadata.uid)) and
                        _condition(w, "Admitted") == "True" and w, timeout_s=120,
                        what="the queued Job admitted into the freed quota")
     queued_admitted = _transition(moved, "Admitted")
     assert _time(queued_admitted) >= _time(_transition(released, "Evicted")) - 1  # whole seconds
-    eventually(lambda: (w := _workload_of(custom, queued.metadata.uid)) and _condition(w, "Finished") == "True",
+    eventually(lambda: (w := workload_of(custom, TENANT, queued.metadata.uid)) and _condition(w, "Finished") == "True",
                timeout_s=120, what="the queued Job finished")
 
     # An admin resumes the released Job by hand: the real argo CLI, from the WorkflowTemplate.

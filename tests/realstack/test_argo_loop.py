@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 
 from gpuaas.cluster.readiness import http_status
-from tests.realstack.argo_product import PRODUCT_NAMESPACE, install, logs
+from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, logs, workload_of
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
 
@@ -63,24 +63,9 @@ def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_wo
     batch = client.BatchV1Api(product.admin)
     custom = client.CustomObjectsApi(product.admin)
     core = client.CoreV1Api(product.admin)
-    job = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"generateName": "train-", "namespace": TENANT, "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
-        "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "registry.invalid/train:1", "resources": {
-                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-                "limits": {"nvidia.com/gpu": "1"}}}]}}},
-    }
-    created = batch.create_namespaced_job(TENANT, job)
+    created = batch.create_namespaced_job(TENANT, gpu_job(TENANT, generate_name="train-"))
     uid = created.metadata.uid
-
-    def workload() -> dict | None:
-        items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads",
-                                                     label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
-        return items[0] if items else None
-
-    admitted = eventually(lambda: (w := workload()) and _condition(w, "Admitted") == "True" and w,
+    admitted = eventually(lambda: (w := workload_of(custom, TENANT, uid)) and _condition(w, "Admitted") == "True" and w,
                           timeout_s=90, what=f"the Workload of Job {created.metadata.name} admitted")
     name = admitted["metadata"]["name"]
     admitted_at = next(c["lastTransitionTime"] for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
@@ -188,24 +173,8 @@ def test_event_to_workflow_succeeded_latency_per_reaction(product: RealCluster) 
     custom = client.CustomObjectsApi(product.admin)
     samples: dict[str, list[tuple[float, float]]] = {"on-admitted": [], "on-finished": []}
     for run in range(LATENCY_RUNS):
-        job = {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"generateName": f"latency-{run}-", "namespace": TENANT,
-                         "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
-            "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "main", "image": "registry.invalid/train:1", "resources": {
-                    "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-                    "limits": {"nvidia.com/gpu": "1"}}}]}}},
-        }
-        uid = batch.create_namespaced_job(TENANT, job).metadata.uid
-
-        def workload(uid: str = uid) -> dict | None:
-            items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads",
-                                                         label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
-            return items[0] if items else None
-
-        done = eventually(lambda: (w := workload()) and _condition(w, "Finished") == "True" and w, timeout_s=120,
+        uid = batch.create_namespaced_job(TENANT, gpu_job(TENANT, generate_name=f"latency-{run}-")).metadata.uid
+        done = eventually(lambda uid=uid: (w := workload_of(custom, TENANT, uid)) and _condition(w, "Finished") == "True" and w, timeout_s=120,
                           what=f"the Workload of latency Job {run} admitted and finished")
         name = done["metadata"]["name"]
         for reaction, condition in (("on-admitted", "Admitted"), ("on-finished", "Finished")):
