@@ -245,3 +245,16 @@ def test_an_object_items_string_values_arrive_json_escaped_as_argo_makes_them(ex
     assert run["status"]["phase"] == "Succeeded"
     [child] = [n for n in run["status"]["nodes"].values() if n["displayName"].startswith("child(")]
     assert json.loads(outputs_of(child)["seen"]) == ['{\\"a\\":\\"b\\"}', '{"a":"b"}']
+
+
+def test_a_whole_object_or_list_item_is_json_as_argo_marshals_it() -> None:
+    """Argo v4.0.5 (operator.go processItem): `{{item}}` of an object item is Go's json.Marshal of the
+    map of its values: keys sorted at the top level (nested objects keep their order), `<`, `>`, `&`
+    HTML-escaped (no jsonutil.Fix here, unlike `{{item.key}}`), other characters as they are; a list
+    item is json.Marshal of its values, escaped the same way."""
+    from engine.expressions import item_scope
+
+    scope = item_scope({"b": "x<y", "a": {"z": 1, "y": "&"}, "c": "é"})
+    assert scope["item"] == '{"a":{"z":1,"y":"\\u0026"},"b":"x\\u003cy","c":"é"}'
+    assert scope["item.b"] == "x<y" and scope["item.a"] == '{"z":1,"y":"&"}'
+    assert item_scope(["<", {"b": 1, "a": 2}])["item"] == '["\\u003c",{"b":1,"a":2}]'
