@@ -61,7 +61,7 @@ def item_scope(item: Any) -> dict[str, str]:
     its JSON encoding, with the surrounding quotes of a string removed and nothing unescaped, so
     a string holding JSON arrives with its quotes escaped (`{\\"a\\":1}`) and is no longer JSON.
     Pass structured values as objects, never as JSON text."""
-    scope = {"item": item if isinstance(item, str) else json.dumps(item, separators=(",", ":"))}
+    scope = {"item": item if isinstance(item, str) else _argo_whole(item)}
     if isinstance(item, dict):
         for key, value in item.items():
             scope[f"item.{key}"] = (_argo_string(value) if isinstance(value, str)
@@ -73,6 +73,21 @@ def _argo_string(value: str) -> str:
     """Item.String of a string: Go's json.Marshal without the quotes (`<`, `>`, `&` left as they are)."""
     encoded = json.dumps(value, ensure_ascii=False)[1:-1]
     return encoded.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")  # Go escapes these two
+
+
+def _argo_whole(item: Any) -> str:
+    """`{{item}}` of a non-string item (processItem): a number or bool as Item.String gives it; an object is
+    Go's json.Marshal of the map of its values (top-level keys sorted, nested values as they came) and a
+    list json.Marshal of its values, both with `<`, `>`, `&` (and U+2028, U+2029) escaped: no jsonutil.Fix."""
+    if isinstance(item, dict):
+        item = dict(sorted(item.items()))
+    elif not isinstance(item, list):
+        return json.dumps(item, ensure_ascii=False)
+    encoded = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        encoded = encoded.replace(char, escaped)
+    return encoded
 
 
 # --- expressions -------------------------------------------------------------------------------
