@@ -149,8 +149,9 @@ def _server(cluster: Cluster) -> None:
         "--configmap", CONFIGMAP, "--loglevel", "info",
     ], env={"KUBECONFIG": str(kubeconfig)}, endpoint=url)
     # $KUBECONFIG as well as --kubeconfig: with --auth-mode client the server builds each caller's client from
-    # the default loading rules (v4.0.5 util/kubeconfig DefaultRestConfig: $KUBECONFIG, else in-cluster), not
-    # from the flag; outside a pod, without it every bearer token got 401 "failed to create REST config".
+    # the default loading rules (v4.0.5 util/kubeconfig DefaultRestConfig: $KUBECONFIG or ~/.kube/config, else
+    # in-cluster), not from the flag; outside a pod, without it every bearer token got 401 "failed to create
+    # REST config".
     cluster.wait_ready(record, readiness.http_ok(f"{url}/api/v1/version"), cap=120)
 
     def ui_served() -> str | None:

@@ -6,8 +6,8 @@ GPU nodes carry it (the NVIDIA GPU operator's labels); Kueue injects the flavor'
 tolerations into admitted pods, so they land on these nodes. The CPU node takes pods that no queue
 manages. Pod lifecycles come from KWOK's own `general` stages (read from the pinned module): pods
 become Ready; pods owned by a Job complete after `pod-complete.stage.kwok.x-k8s.io/delay` (default
-1 s plus up to 5 s of jitter), which a test sets to keep a Job running, together with
-`pod-complete.stage.kwok.x-k8s.io/jitter-delay`: KWOK waits the jitter-delay (default 5 s) whenever it
+1 s with a jitter-delay of 5 s: between 1 and 5 s), which a test sets to keep a Job running, together
+with `pod-complete.stage.kwok.x-k8s.io/jitter-delay`: KWOK waits the jitter-delay (default 5 s) whenever it
 is not longer than the delay (v0.8.0 pkg/utils/lifecycle Stage.Delay), so a delay of 600 s alone
 still completes the pod within 5 s. The changes to upstream's
 stages: pods owned by a PyTorchJob complete the same way (COMPLETING_OWNERS), as a training

@@ -326,9 +326,11 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     back = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workload)
     assert back["spec"]["active"] is True and "gpuaas.io/release" not in (back["metadata"].get("annotations") or {})
 
-    # The resumed Job runs again; its pods are told to finish now (KWOK re-reads a changed pod's delay,
-    # v0.8.0 StageController.preprocess; the Job's template cannot carry it: Kueue restores the template
-    # it admitted when it suspends a Job, so a change made while released is gone); gpuaas-on-finished runs.
+    # The resumed Job runs again; its pods are told to finish now (KWOK re-reads a changed pod's delay and
+    # re-arms it from the change, v0.8.0 PodController.preprocess). Seen in an earlier run: the same change
+    # made to the Job's template while it was released did not reach the resumed pods (they ran 900 s). Why
+    # is not established: Kueue v0.19.2 puts the template's annotations back from the Workload's PodSet
+    # only in the patch that suspends the Job (jobframework stopJob), before that change. gpuaas-on-finished runs.
     def resumed_pods() -> list:
         return [p for p in core.list_namespaced_pod(
             TENANT, label_selector=f"batch.kubernetes.io/job-name={idle.metadata.name}").items
