@@ -32,7 +32,9 @@ def test_a_running_gpu_pod_has_dcgm_series_with_its_utilization(real_cluster: Re
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"generateName": "idle-", "labels": {"kueue.x-k8s.io/queue-name": "team-b"}},
         "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {
+            # Both: KWOK v0.8.0 waits the jitter-delay (default 5 s) whenever it is not longer than the delay.
             "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "600s",
+                                         "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "600s",
                                          "gpuaas.io/emulated-gpu-utilization": "0"}},
             "spec": {"restartPolicy": "Never", "containers": [{
                 "name": "main", "image": "registry.invalid/train:1",
