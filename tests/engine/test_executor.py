@@ -87,8 +87,8 @@ def test_fan_out_with_param_runs_one_child_per_item_and_aggregates_outputs(execu
     assert run["status"]["phase"] == "Succeeded"
     children = [n for n in run["status"]["nodes"].values() if n["displayName"].startswith("child(")]
     assert sorted(outputs_of(n)["outcome"] for n in children) == ["released a", "released b", "released c"]
-    assert {n["displayName"] for n in children} == {'child(0:{"pod":"a"})', 'child(1:{"pod":"b"})',
-                                                     'child(2:{"pod":"c"})'}
+    # Argo v4.0.5 generateNodeName (operator.go processItem): an object item is named by its sorted key:value pairs.
+    assert {n["displayName"] for n in children} == {"child(0:pod:a)", "child(1:pod:b)", "child(2:pod:c)"}
     assert run["metadata"]["labels"]["workflows.argoproj.io/workflow-template"] == "fan"
     assert run["status"]["progress"] == "4/4"
 
@@ -258,3 +258,16 @@ def test_a_whole_object_or_list_item_is_json_as_argo_marshals_it() -> None:
     assert scope["item"] == '{"a":{"z":1,"y":"\\u0026"},"b":"x\\u003cy","c":"é"}'
     assert scope["item.b"] == "x<y" and scope["item.a"] == '{"z":1,"y":"&"}'
     assert item_scope(["<", {"b": 1, "a": 2}])["item"] == '["\\u003c",{"b":1,"a":2}]'
+
+
+def test_fan_out_children_are_named_as_argo_names_them() -> None:
+    """Argo v4.0.5 processItem/generateNodeName: `name(index:label)`, the label fmt.Sprint of the item
+    (Item.String: a string JSON-escaped without quotes; a list `[a b]`; an object its sorted `key:value`
+    pairs joined by commas), with every parenthesis removed."""
+    from engine.executor import _item_label
+
+    assert _item_label('say "hi" (now)') == 'say \\"hi\\" now'
+    assert _item_label(3) == "3" and _item_label(True) == "true"
+    assert _item_label(["a", 1, {"k": "<v>"}]) == '[a 1 {"k":"<v>"}]'
+    assert _item_label({"workload": "job-1", "alert": {"pod": "w-0"}, "n": "(x)"}) == \
+        'alert:{"pod":"w-0"},n:x,workload:job-1'
