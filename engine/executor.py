@@ -40,6 +40,7 @@ from engine.expressions import (
     duration_seconds,
     evaluate,
     item_scope,
+    item_string,
     substitute,
 )
 from engine.step_runner import StepRunner
@@ -681,4 +682,13 @@ class _WorkflowRun:
 
 
 def _item_label(item: Any) -> str:
-    return item if isinstance(item, str) else json.dumps(item, separators=(",", ":"))
+    """The label of a fan-out child's name as Argo v4.0.5 makes it (operator.go processItem,
+    generateNodeName): fmt.Sprint of the item, whose values print as Item.String does; an object
+    is its sorted `key:value` pairs joined by commas; every parenthesis removed."""
+    if isinstance(item, dict):
+        label = ",".join(sorted(f"{key}:{item_string(value)}" for key, value in item.items()))
+    elif isinstance(item, list):
+        label = "[" + " ".join(item_string(value) for value in item) + "]"
+    else:
+        label = item_string(item)
+    return label.replace("(", "").replace(")", "")

@@ -64,9 +64,16 @@ def item_scope(item: Any) -> dict[str, str]:
     scope = {"item": item if isinstance(item, str) else _argo_whole(item)}
     if isinstance(item, dict):
         for key, value in item.items():
-            scope[f"item.{key}"] = (_argo_string(value) if isinstance(value, str)
-                                    else json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+            scope[f"item.{key}"] = item_string(value)
     return scope
+
+
+def item_string(value: Any) -> str:
+    """Item.String of a value (v4.0.5 pkg/apis/workflow/v1alpha1/item.go): compact JSON, a string without
+    its quotes, `<`, `>`, `&` as they are (jsonutil.Fix)."""
+    if isinstance(value, str):
+        return _argo_string(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _argo_string(value: str) -> str:
