@@ -156,6 +156,26 @@ def test_the_stand_in_refuses_bodies_argo_would_not_send(workflows):
         assert any("podName" in error for error in running.schema_errors)
 
 
+def test_the_stand_in_resubmits_as_argo_formulates_it(workflows):
+    """Argo v4.0.5 FormulateResubmitWorkflow (workflow/util/util.go, overrideParameters): a parameter
+    given is set even if the original's arguments did not name it (the overrides first, then the
+    original's others), and the original's annotations are carried over."""
+    from hera.workflows import WorkflowsService
+    from hera.workflows.models import WorkflowResubmitRequest
+
+    original = copy.deepcopy(workflows["gpuaas-on-admitted-a1b2c"])
+    original["metadata"]["annotations"] = {"team": "vision"}
+    kept = [p["name"] for p in original["spec"]["arguments"]["parameters"]]
+    with argo_server(live=[original], token=TOKEN) as running:
+        service = WorkflowsService(host=running.url + "/", token=TOKEN, namespace="gpuaas")
+        service.resubmit_workflow(original["metadata"]["name"], WorkflowResubmitRequest(
+            name=original["metadata"]["name"], namespace="gpuaas", parameters=["not-in-the-original=1"]))
+        created = running.resubmitted[0]["created"]
+        assert [p["name"] for p in created["spec"]["arguments"]["parameters"]] == ["not-in-the-original", *kept]
+        assert created["metadata"]["annotations"] == {"team": "vision"}
+        assert running.schema_errors == []
+
+
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory):
     """A self-signed certificate for 127.0.0.1 (openssl CLI)."""
