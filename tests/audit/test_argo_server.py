@@ -156,6 +156,7 @@ def test_the_stand_in_refuses_bodies_argo_would_not_send(workflows):
         assert any("podName" in error for error in running.schema_errors)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Hera 7.1's req.json(), as in gpuaas.audit.history
 def test_the_stand_in_resubmits_as_argo_formulates_it(workflows):
     """Argo v4.0.5 FormulateResubmitWorkflow (workflow/util/util.go, overrideParameters): a parameter
     given is set even if the original's arguments did not name it (the overrides first, then the

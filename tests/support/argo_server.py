@@ -246,13 +246,17 @@ class ArgoServerStandIn:
     def _resubmit(self, original: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
         """What Argo's FormulateResubmitWorkflow (v4.0.5 workflow/util) does that matters here: a new
         Workflow named from the original's generateName (else its name + "-"), its spec (parameter
-        overrides applied), its labels but the controller's and the archiving status, plus
+        overrides first, as overrideParameters puts them), its annotations, its labels but the
+        controller's and the archiving status, plus
         resubmitted-from; answered as created, before the controller saw it (no phase)."""
-        overrides = dict(p.split("=", 1) for p in request.get("parameters") or [])
+        overrides = [dict(zip(("name", "value"), p.split("=", 1), strict=True))
+                     for p in request.get("parameters") or []]
         spec = copy.deepcopy(original.get("spec") or {})
-        for parameter in (spec.get("arguments") or {}).get("parameters") or []:
-            if parameter["name"] in overrides:
-                parameter["value"] = overrides[parameter["name"]]
+        if overrides:  # overrideParameters: the given ones first, then the original's others
+            given = {p["name"] for p in overrides}
+            arguments = spec.setdefault("arguments", {})
+            arguments["parameters"] = overrides + [p for p in arguments.get("parameters") or []
+                                                   if p["name"] not in given]
         labels = {k: v for k, v in (original["metadata"].get("labels") or {}).items() if k not in _CONTROLLER_LABELS}
         labels.pop(ARCHIVING_STATUS, None)
         labels[RESUBMITTED_FROM] = original["metadata"]["name"]
@@ -262,6 +266,8 @@ class ArgoServerStandIn:
             "metadata": {"name": f"{generate}{uuid.uuid4().hex[:5]}", "generateName": generate,
                          "namespace": original["metadata"].get("namespace"), "uid": str(uuid.uuid4()),
                          "labels": labels, "resourceVersion": "1",
+                         **({"annotations": dict(original["metadata"]["annotations"])}
+                            if original["metadata"].get("annotations") else {}),
                          "creationTimestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
             "spec": spec,
             "status": {},
