@@ -21,6 +21,7 @@ as rendered.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,27 +38,26 @@ PROMETHEUS_ENV = "GPUAAS_PROMETHEUS_URL"
 JSON = dict[str, Any]
 
 
-def _prometheus_url(node: Any) -> None:
+def _each_mapping(node: Any) -> Iterator[JSON]:
+    """Every mapping in a rendered object, depth first: containers and env entries sit at different
+    depths in Sensors, EventSources and WorkflowTemplates."""
     if isinstance(node, dict):
-        if node.get("name") == PROMETHEUS_ENV and "value" in node:
-            node["value"] = f"http://{services.PROMETHEUS.url_host}"
+        yield node
         for value in node.values():
-            _prometheus_url(value)
+            yield from _each_mapping(value)
     elif isinstance(node, list):
         for value in node:
-            _prometheus_url(value)
+            yield from _each_mapping(value)
 
 
-def _step_image(node: Any) -> None:
-    if isinstance(node, dict):
+def _for_this_node(objects: list[JSON]) -> None:
+    """The step image built here (never pulled) and the steps' Prometheus at the stack's fixed ClusterIP."""
+    for node in _each_mapping(objects):
         if node.get("image") == RENDERED_STEP_IMAGE:
             node["image"] = STEP_IMAGE
             node["imagePullPolicy"] = "Never"
-        for value in node.values():
-            _step_image(value)
-    elif isinstance(node, list):
-        for value in node:
-            _step_image(value)
+        if node.get("name") == PROMETHEUS_ENV and "value" in node:
+            node["value"] = f"http://{services.PROMETHEUS.url_host}"
 
 
 def stack_objects(kubectl: Path, base: Path = BASE) -> list[JSON]:
@@ -76,6 +76,5 @@ def for_this_stack(rendered: list[JSON]) -> list[JSON]:
     for obj in objects:
         if obj["kind"] in ("EventSource", "Sensor"):
             obj["spec"].setdefault("template", {}).update(node_placement())
-    _step_image(objects)
-    _prometheus_url(objects)
+    _for_this_node(objects)
     return objects
