@@ -238,3 +238,35 @@ def test_the_proxy_finds_nothing_when_no_endpoint_is_ready_or_the_port_is_not_th
 def test_a_service_reference_must_be_namespace_name_port(text: str) -> None:
     with pytest.raises(ValueError, match="NAMESPACE/NAME:PORT"):
         webhook_proxy.ServiceRef.parse(text)
+
+
+def test_the_readiness_check_sees_the_rules_and_the_alertmanager_in_a_real_prometheus(tmp_path: Path) -> None:
+    found = require_monitoring()
+    config = _stack_prometheus_config(tmp_path, with_alerting=True)
+    am_port, port = monitoring.free_port(), monitoring.free_port()
+    config["alerting"] = monitoring.alerting(am_port)
+    path = _write(tmp_path / "prometheus.yml", config)
+    process = subprocess.Popen(monitoring.prometheus_argv(found.prometheus, path, tmp_path / "tsdb", port),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while (said := alerting.prometheus_wired(url, tmp_path / "rules.yml", am_port) if _answers(url) else "down"):
+            assert time.monotonic() < deadline, said
+            time.sleep(0.2)
+        other = alerting.prometheus_wired(url, tmp_path / "rules.yml", am_port + 1)
+        assert other and f"127.0.0.1:{am_port + 1} not among the active ones" in other
+        more = _write(tmp_path / "more.yml", {"groups": [{"name": "not-loaded", "rules": []}]})
+        missing = alerting.prometheus_wired(url, more, am_port)
+        assert missing and "not-loaded" in missing
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
