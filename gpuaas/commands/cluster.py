@@ -113,6 +113,14 @@ def _up(args: argparse.Namespace) -> int:
         print("gpuaas cluster up: --idle-window: only the events part loads the alert rules; add `--with events`",
               file=sys.stderr)
         return 2
+    if args.idle_window is not None:
+        from gpuaas.cluster.alerting import IdleRule
+
+        try:
+            IdleRule.from_window(args.idle_window)
+        except ValueError as error:
+            print(f"gpuaas cluster up: {error}", file=sys.stderr)
+            return 2
     cluster = Cluster(args.state_dir, progress=_progress)
     if not args.no_build:
         try:

@@ -68,6 +68,11 @@ def test_the_cli_refuses_an_idle_window_without_the_events_part(tmp_path: Path,
     code = main(["cluster", "up", "--no-build", "--idle-window", "1m", "--state-dir", str(tmp_path / "state")])
     assert code == 2
     assert "add `--with events`" in capsys.readouterr().err
+    code = main(["cluster", "up", "--no-build", "--with", "events", "--idle-window", "3s",
+                 "--state-dir", str(tmp_path / "state")])
+    assert code == 2  # bad usage, before anything is built or started
+    assert "gpuaas cluster up: --idle-window: expected whole seconds, at least 10s" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()
 
 
 def test_the_rules_file_is_the_rendered_rules_with_the_stacks_window_and_promtool_accepts_it(tmp_path: Path) -> None:
