@@ -34,7 +34,9 @@ from typing import Any
 
 READY_PATH = "/-/ready"
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
-              "transfer-encoding", "upgrade", "host"}
+              "transfer-encoding", "upgrade", "host", "accept-encoding"}
+"""Headers not forwarded: the hop-by-hop ones, Host (the pod's), and Accept-Encoding (the answer is passed
+back without its Content-Encoding, so it is asked for plain)."""
 
 
 @dataclass(frozen=True)
