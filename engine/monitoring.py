@@ -80,6 +80,24 @@ def _duration(seconds: float) -> str:
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
+def prometheus_argv(binary: str, config: Path, tsdb: Path, port: int) -> list[str]:
+    """Prometheus on 127.0.0.1:`port` (the engine's, the tests' and `gpuaas cluster up`'s)."""
+    return [binary, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
+            f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", "--log.level=warn"]
+
+
+def alertmanager_argv(binary: str, config: Path, storage: Path, port: int) -> list[str]:
+    """Alertmanager on 127.0.0.1:`port`, alone: an empty cluster address disables gossip (else it
+    binds :9094 on every interface)."""
+    return [binary, f"--config.file={config}", f"--storage.path={storage}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=", "--log.level=warn"]
+
+
+def alerting(alertmanager_port: int) -> dict[str, Any]:
+    """The `alerting` section of a Prometheus config: alerts to the Alertmanager on 127.0.0.1:`alertmanager_port`."""
+    return {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]}
+
+
 class _Process:
     """One child process with a log file and a readiness endpoint."""
 
@@ -145,10 +163,7 @@ class PrometheusProcess(_Process):
         self.binary = binary
 
     def command(self) -> list[str]:
-        return [self.binary, f"--config.file={self.workdir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={self.workdir / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
-                "--log.level=warn"]
+        return prometheus_argv(self.binary, self.workdir / "prometheus.yml", self.workdir / "tsdb", self.port)
 
 
 class AlertmanagerProcess(_Process):
@@ -159,11 +174,7 @@ class AlertmanagerProcess(_Process):
         self.binary = binary
 
     def command(self) -> list[str]:
-        # An empty cluster address disables gossip (else it binds :9094 on every interface).
-        return [self.binary, f"--config.file={self.workdir / 'alertmanager.yml'}",
-                f"--storage.path={self.workdir / 'am-data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=",
-                "--log.level=warn"]
+        return alertmanager_argv(self.binary, self.workdir / "alertmanager.yml", self.workdir / "am-data", self.port)
 
 
 class Monitoring:
@@ -221,7 +232,7 @@ class Monitoring:
         if self.rule_groups is not None:
             config["rule_files"] = [str(self.workdir / "rules.yml")]
         if self.alertmanager is not None:
-            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{self.alertmanager.port}"]}]}]}
+            config["alerting"] = alerting(self.alertmanager.port)
         return config
 
     def start(self, timeout_s: float = 15.0) -> Monitoring:

@@ -25,7 +25,8 @@ node's nodeSelector and toleration.
 For the product, `up` also writes two Secrets into the product's namespace `gpuaas`: the bus
 credentials (`gpuaas-eventbus-auth`, key `auth.yaml`, as Argo Events mounts it) and the
 Alertmanager webhook token (`gpuaas-alertmanager-webhook`, key `token`, as the README has users
-create it); the token is also in `<state>/events/webhook-token` for the Alertmanager that posts.
+create it); the token is also in `<state>/events/webhook-token` for the stack's Alertmanager
+(gpuaas.cluster.alerting), which posts with it.
 """
 
 from __future__ import annotations
@@ -104,10 +105,18 @@ def _nats(cluster: Cluster) -> None:
     cluster.wait_ready(record, readiness.http_ok(f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true"), cap=30)
 
 
+def webhook_token_file(cluster: Cluster) -> Path:
+    """`<state>/events/webhook-token`, made the first time: the bearer token the stack's Alertmanager
+    sends (gpuaas.cluster.alerting) and Secret `gpuaas-alertmanager-webhook` holds."""
+    path = cluster.state_dir / "events" / "webhook-token"
+    _secret_file(path)
+    return path
+
+
 def _secrets(cluster: Cluster) -> None:
     folder = cluster.state_dir / "events"
     auth = f"username: {BUS_USER}\npassword: {_secret_file(folder / 'nats-password')}\n"
-    token = _secret_file(folder / "webhook-token")
+    token = _secret_file(webhook_token_file(cluster))
 
     def secret(name: str, data: dict[str, str]) -> JSON:
         return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",

@@ -10,7 +10,9 @@ Order and why:
    admission webhooks, metrics API server: its APIService Available).
 5. The operators of the job kinds (KubeRay, the Kubeflow training-operator: gpuaas.cluster.operators).
 6. The DCGM-like exporter (a stand-in, gpuaas.cluster.gpu_exporter) and real Prometheus scraping it
-   and Kueue's metrics endpoint.
+   and Kueue's metrics endpoint. With the events part, Prometheus also evaluates the product's
+   rendered rules and alerts to a real Alertmanager that POSTs GPUWorkloadIdle to the webhook
+   EventSource through the webhook proxy (gpuaas.cluster.alerting, gpuaas.cluster.webhook_proxy).
 kube-apiserver writes an audit log of the product's ServiceAccounts (gpuaas.cluster.audit).
 Then the optional parts (`up --with PART`, see PARTS): the real node (kubelet, containerd) that
 runs pods, Argo Workflows (gpuaas.cluster.argo_workflows) and Argo Events (gpuaas.cluster.argo_events).
@@ -34,7 +36,9 @@ from typing import Any
 
 import yaml
 
+from engine import monitoring
 from gpuaas.cluster import (
+    alerting,
     argo_events,
     argo_workflows,
     audit,
@@ -70,7 +74,8 @@ KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "kubeflow
 PARTS: dict[str, str] = {
     "node": "a real node (kubelet, containerd, runc) that runs pods: the step image's, Argo's; needs root",
     "argo": "Argo Workflows: PostgreSQL archive, workflow-controller, Argo Server (API; the UI if built)",
-    "events": "Argo Events: NATS JetStream for the EventBus, the controller (a pod on the node)",
+    "events": "Argo Events: NATS JetStream for the EventBus, the controller (a pod on the node); the product's "
+              "alert rules in Prometheus and Alertmanager POSTing to the webhook EventSource",
 }
 """Optional parts of the stack, started after the control plane in this order."""
 REQUIRES: dict[str, set[str]] = {"events": {"node", "argo"}}
@@ -139,8 +144,16 @@ class Cluster:
         return [r for r in state.processes.values() if processes.alive(r)] if state else []
 
     # -- up --------------------------------------------------------------------------------------
-    def up(self, timeout_s: float = 300.0, parts: set[str] | frozenset[str] = frozenset()) -> ClusterState:
-        """Start every component (and the `parts` asked for) and return when all are ready (module docstring)."""
+    def up(self, timeout_s: float = 300.0, parts: set[str] | frozenset[str] = frozenset(),
+           idle_window: str = alerting.DEFAULT_IDLE_WINDOW) -> ClusterState:
+        """Start every component (and the `parts` asked for) and return when all are ready (module docstring).
+
+        `idle_window`: the window of the GPUWorkloadIdle rule the events part loads (gpuaas.cluster.alerting).
+        """
+        try:
+            idle_rule = alerting.IdleRule.from_window(idle_window)
+        except ValueError as error:
+            raise ClusterError(str(error)) from None
         parts = set(parts)
         for part in list(parts):
             parts |= REQUIRES.get(part, set())
@@ -159,7 +172,10 @@ class Cluster:
         state = ClusterState(state_dir=str(self.state_dir), started_at=time.time(),
                              ports={name: port for name, port in (previous.ports if previous else {}).items()
                                     if port_free(port)},  # the same ports keep a user's KUBECONFIG valid
-                             parts=[part for part in PARTS if part in parts])
+                             parts=[part for part in PARTS if part in parts],
+                             idle_rule={"window": idle_rule.window, "for": idle_rule.for_} if "events" in parts
+                             else {})
+        self.idle_rule = idle_rule
         self.state = state
         self.deadline = time.monotonic() + timeout_s
         started = time.monotonic()
@@ -607,23 +623,26 @@ class Cluster:
         if binary is None:
             raise ClusterError("expected the `prometheus` program (Debian package prometheus) on PATH, found none; "
                                "run `make setup` (it installs it) or `apt-get install -y prometheus`")
+        rules, alertmanager_port = None, None
+        if "events" in self.state.parts:
+            rules, alertmanager_port = alerting.start(self, self.idle_rule, argo_events.webhook_token_file(self))
+            self.progress("Prometheus (with the product's rules, alerting to Alertmanager)")
         port = self.state.port("prometheus")
         config = self.state_dir / "prometheus" / "prometheus.yml"
         config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
-            "scrape_configs": [
-                {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]},
-                {"job_name": "kueue", "scheme": "https", "tls_config": {"insecure_skip_verify": True},
-                 "authorization": {"credentials_file": str(token)},
-                 "static_configs": [{"targets": [f"127.0.0.1:{self.state.port('kueue-metrics')}"]}]},
-            ],
-        }, sort_keys=False))
-        record = self._start("prometheus", [
-            binary, f"--config.file={config}", f"--storage.tsdb.path={config.parent / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", "--log.level=warn",
-        ], endpoint=f"http://127.0.0.1:{port}")
+        config.write_text(yaml.safe_dump(alerting.prometheus_file([
+            {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]},
+            {"job_name": "kueue", "scheme": "https", "tls_config": {"insecure_skip_verify": True},
+             "authorization": {"credentials_file": str(token)},
+             "static_configs": [{"targets": [f"127.0.0.1:{self.state.port('kueue-metrics')}"]}]},
+        ], rules=rules, alertmanager_port=alertmanager_port), sort_keys=False))
+        record = self._start("prometheus", monitoring.prometheus_argv(binary, config, config.parent / "tsdb", port),
+                             endpoint=f"http://127.0.0.1:{port}")
         self._ready(record, readiness.http_ok(f"http://127.0.0.1:{port}/-/ready"), cap=30)
+        if rules is not None:
+            readiness.wait("Prometheus's rules and Alertmanager", lambda: alerting.prometheus_wired(
+                f"http://127.0.0.1:{port}", rules, alertmanager_port), timeout_s=self._remaining(30), record=record)
+            self.progress("  Prometheus evaluates the product's rules and knows the Alertmanager")
 
     def _prometheus_token(self) -> Path:
         """A ServiceAccount token Prometheus presents to Kueue's authenticated metrics endpoint."""
@@ -719,6 +738,7 @@ class Cluster:
         phase = state.phase if (state.phase != "ready" or all_running) else "degraded"
         return {"stateDir": state.state_dir, "phase": phase, "kubeconfig": state.kubeconfig,
                 "readySeconds": state.ready_seconds, "versions": state.versions, "parts": state.parts,
+                **({"idleRule": state.idle_rule} if state.idle_rule else {}),
                 "endpoints": {**state.endpoints, **(argo_events.live_endpoints(self) if running_parts(state) else {})},
                 "components": components}
 

@@ -82,6 +82,8 @@ class ClusterState:
     """The optional parts started besides the control plane (`up --with`): node, argo, events."""
     endpoints: dict[str, str] = field(default_factory=dict)
     """What users and tests reach the cluster's services at (Argo Server, the UI, ...), by name."""
+    idle_rule: dict[str, str] = field(default_factory=dict)
+    """With the events part: the window and `for` of the stack's GPUWorkloadIdle rule (gpuaas.cluster.alerting)."""
 
     @property
     def directory(self) -> Path:

@@ -1,7 +1,7 @@
 """`gpuaas cluster`: build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on loopback.
 
     gpuaas cluster build                 # go install the pinned components into the cache (a cache hit the 2nd time)
-    gpuaas cluster up [--with node,argo,events | --with all]   # prints `export KUBECONFIG=...` once ready
+    gpuaas cluster up [--with node,argo,events | --with all] [--idle-window 30s]   # prints `export KUBECONFIG=...`
     gpuaas cluster status [--output json]
     gpuaas cluster down
 
@@ -44,6 +44,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                   "root), argo (Argo Workflows, archive, Argo Server), events (Argo Events; implies node and "
                                   "argo), "
                                   "all")
+            sub.add_argument("--idle-window", default=None, metavar="DURATION",
+                             help="with the events part: the window of the product's GPUWorkloadIdle rule in the "
+                                  "stack's Prometheus (default 30s, to see the alert within a minute; `for` is a "
+                                  "sixth of it, at least 5s; the rendered rule uses 30m)")
 
 
 def _progress(line: str) -> None:
@@ -105,6 +109,18 @@ def _up(args: argparse.Namespace) -> int:
         print(f"gpuaas cluster up: --with: expected parts among {', '.join(PARTS)} or all, found "
               f"{', '.join(unknown)}", file=sys.stderr)
         return 2
+    if args.idle_window is not None and "events" not in parts:
+        print("gpuaas cluster up: --idle-window: only the events part loads the alert rules; add `--with events`",
+              file=sys.stderr)
+        return 2
+    if args.idle_window is not None:
+        from gpuaas.cluster.alerting import IdleRule
+
+        try:
+            IdleRule.from_window(args.idle_window)
+        except ValueError as error:
+            print(f"gpuaas cluster up: {error}", file=sys.stderr)
+            return 2
     cluster = Cluster(args.state_dir, progress=_progress)
     if not args.no_build:
         try:
@@ -113,7 +129,8 @@ def _up(args: argparse.Namespace) -> int:
             print(f"gpuaas cluster up: {error}", file=sys.stderr)
             return 1
     try:
-        state = cluster.up(timeout_s=args.timeout, parts=parts)
+        state = cluster.up(timeout_s=args.timeout, parts=parts,
+                           **({"idle_window": args.idle_window} if args.idle_window is not None else {}))
     except ClusterError as error:
         print(f"gpuaas cluster up: {error}", file=sys.stderr)
         return 1
@@ -146,6 +163,8 @@ def _status(args: argparse.Namespace) -> int:
           (f"; parts: {', '.join(report['parts'])}" if report.get("parts") else ""))
     if report.get("kubeconfig"):
         print(f"kubeconfig: {report['kubeconfig']}")
+    if report.get("idleRule"):
+        print(f"idle rule: GPUWorkloadIdle window {report['idleRule']['window']}, for {report['idleRule']['for']}")
     for name, endpoint in (report.get("endpoints") or {}).items():
         print(f"{name}: {endpoint}")
     rows = [("component", "state", "pid", "rss MiB", "endpoint", "log")]

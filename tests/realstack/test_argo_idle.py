@@ -5,9 +5,11 @@ Every link is the real program, and each one is asserted:
 1. the stack's DCGM-like exporter (gpuaas.cluster.gpu_exporter, a stand-in for dcgm-exporter: KWOK
    has no GPUs) reports 0 % for the GPUs of a batch Job's pods (annotation
    `gpuaas.io/emulated-gpu-utilization: "0"`);
-2. a real Prometheus evaluates the product's RENDERED rules (gpuaas.manifests.observability
-   `rule_groups`, window WINDOW, `for` FOR) and a real Alertmanager with the product's routing
-   (`alertmanager_config`) POSTs the GPUWorkloadIdle group to the cluster's real webhook EventSource
+2. the stack's own Prometheus (`gpuaas cluster up --with events`, gpuaas.cluster.alerting) evaluates
+   the product's RENDERED rules (gpuaas.manifests.observability `rule_groups`, the stack's idle
+   window: 30 s by default, `for` 5 s) and the stack's real Alertmanager with the product's routing
+   (`alertmanager_config`) POSTs the GPUWorkloadIdle group, through the stack's webhook proxy (the
+   EventSource's Service as this machine reaches it), to the cluster's real webhook EventSource
    `gpuaas-alertmanager` with the bearer token;
 3. the product's Sensor `gpuaas-on-idle` (a pod on the real node) execs the argo CLI, which submits
    `gpuaas-on-idle`; the workflow-controller runs `idle-alerts` and the fanned-out `on-idle` step(s)
@@ -17,13 +19,11 @@ Every link is the real program, and each one is asserted:
 5. `gpuaas-resume-workers`, submitted BY HAND with the real argo CLI as an admin would, brings the
    released Job back; it completes; `gpuaas-on-finished` runs Succeeded.
 
-Where the two Prometheus servers come from: the cluster's own Prometheus (`gpuaas cluster up`) has
-no rules and no Alertmanager, and the shared cluster may not be restarted, so this module starts its
-own Prometheus + Alertmanager (engine.monitoring, as tests/observability does) scraping the
-cluster's exporter, only to raise the alert. The on-idle step, a pod on the real node, reads its
-evidence from the cluster's Prometheus (which scrapes the same exporter): pods reach it at the fixed
-ClusterIP the node forwards (gpuaas.cluster.services), which the product on this stack now names
-(gpuaas.cluster.product). The step never sees this module's Prometheus.
+One Prometheus, the stack's: it raises the alert (its rules, its Alertmanager) and the on-idle step,
+a pod on the real node, reads its evidence from it, at the fixed ClusterIP the node forwards
+(gpuaas.cluster.services), which the product on this stack names (gpuaas.cluster.product). (Before
+`cluster up` ran the rules and an Alertmanager, this module started a pair of its own,
+engine.monitoring, scraping the cluster's exporter; nothing here starts one now.)
 
 The tenant is this module's own (namespace, LocalQueue, ClusterQueue outside the cohort with 2
 GPUs; unique names) so no other Job takes its quota and provision-quota (which splits the cohort)
@@ -40,6 +40,7 @@ import base64
 import json
 import subprocess
 import threading
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -50,11 +51,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from engine.monitoring import Monitoring
+from gpuaas.cluster import processes
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION
 from gpuaas.manifests import observability as obs
-from steps.policy import CONFIG_MAP, KEY, parse_policy
+from steps.policy import CONFIG_MAP, KEY, parse_duration, parse_policy
 from tests.realstack.argo_product import (
     LISTENING,
     PRODUCT_NAMESPACE,
@@ -65,11 +66,10 @@ from tests.realstack.argo_product import (
     workload_of,
 )
 from tests.realstack.test_kueue_admission import _condition
-from tests.support.prometheus import running_monitoring
 from tests.support.real_cluster import RealCluster, eventually
 
-WINDOW_S, FOR_S = 30, 5
-"""The alert rule's window and `for`, and the tenant's policy window: seconds instead of 30 min / 5 min."""
+WINDOW_S = 30
+"""The tenant's policy window (seconds instead of 30 min); the stack's idle rule may not be longer."""
 MIN_RUNTIME_S = 10
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 COMPLETE_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
@@ -194,9 +194,18 @@ def _delivered(run: dict) -> dict:
     return data["body"]
 
 
-def _alertmanager_alerts(monitoring: Monitoring) -> list[dict]:
-    with urllib.request.urlopen(f"{monitoring.alertmanager_url}/api/v2/alerts", timeout=10) as answer:
+def _get(url: str) -> dict | list:
+    with urllib.request.urlopen(url, timeout=10) as answer:
         return json.loads(answer.read())
+
+
+def _query(prometheus: str, promql: str) -> list[dict]:
+    return _get(f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": promql}))["data"]["result"]
+
+
+def _alerts(prometheus: str) -> list[dict]:
+    """The stack's Prometheus's current alerts (pending and firing)."""
+    return _get(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
 
 
 def _argo(cluster: RealCluster, *args: str) -> str:
@@ -210,61 +219,76 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     batch = client.BatchV1Api(product.admin)
     custom = client.CustomObjectsApi(product.admin)
     core = client.CoreV1Api(product.admin)
-    endpoints = product.cluster.status()["endpoints"]
-    webhook = endpoints["webhook/gpuaas/gpuaas-alertmanager/idle"]
-    token_file = endpoints["webhook-token-file"]
-    exporter = product.endpoint("gpu-exporter").removeprefix("http://").removesuffix("/metrics")
+    status = product.cluster.status()
+    endpoints = status["endpoints"]
+    components = {c["name"]: c for c in status["components"]}
+    # The stack's alert path: Alertmanager and the webhook proxy are processes of the stack, ready, in status.
+    for name in ("alertmanager", "webhook-proxy", "prometheus"):
+        assert components[name]["running"] and components[name]["state"] == "ready", components.get(name)
+    alertmanager = endpoints["alertmanager"]
+    assert alertmanager == components["alertmanager"]["endpoint"]
+    prometheus = product.endpoint("prometheus")
+    window = status["idleRule"]["window"]
+    window_seconds = parse_duration("idleRule.window", window)
+    assert window_seconds <= WINDOW_S, (f"expected the stack's idle window at most the tenant's {WINDOW_S}s, found "
+                                        f"{window}: start the cluster with --idle-window {WINDOW_S}s or less")
+    rules = _get(f"{prometheus}/api/v1/rules")["data"]["groups"]
+    (idle_rule,) = [r for g in rules for r in g["rules"] if r["name"] == obs.ALERT_NAME]
+    assert f"[{window}]" in idle_rule["query"] and idle_rule["duration"] == parse_duration(
+        "idleRule.for", status["idleRule"]["for"]), idle_rule
+    active = [a["url"] for a in _get(f"{prometheus}/api/v1/alertmanagers")["data"]["activeAlertmanagers"]]
+    assert any(url.startswith(alertmanager + "/") for url in active), (alertmanager, active)
 
-    with running_monitoring(
-        scrape_targets=[exporter],
-        rule_groups=obs.rule_groups(f"{WINDOW_S}s", f"{FOR_S}s"),
-        alertmanager_config=obs.alertmanager_config(webhook, token_file),
-        scrape_interval_s=1, evaluation_interval_s=1,
-    ) as monitoring:
-        # The idle Job: 2 pods x 1 GPU at 0 %, kept running by KWOK; it takes the tenant's whole quota.
-        idle = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name="idle", pods=2, gpus_per_pod=1, annotations={
-            UTILIZATION_ANNOTATION: "0", COMPLETE_DELAY: "900s", COMPLETE_JITTER: "900s"}))
-        admitted = eventually(lambda: (w := workload_of(custom, TENANT, idle.metadata.uid)) and
-                              _condition(w, "Admitted") == "True" and w, timeout_s=90,
-                              what="the idle Job's Workload admitted")
-        workload = admitted["metadata"]["name"]
-        pods = eventually(lambda: (p := [x for x in core.list_namespaced_pod(
-            TENANT, label_selector=f"batch.kubernetes.io/job-name={idle.metadata.name}").items
-            if x.status.phase == "Running"]) and len(p) == 2 and p, timeout_s=90, what="the idle Job's 2 pods Running")
-        names = sorted(p.metadata.name for p in pods)
-        # The exporter attributes one GPU to each pod, at 0 %: what the rules read.
-        series = eventually(lambda: (r := monitoring.query(f'DCGM_FI_DEV_GPU_UTIL{{namespace="{TENANT}"}}'))
-                            and len(r) == 2 and r, timeout_s=60, what="the exporter's series of the 2 pods scraped")
-        assert sorted({s["metric"]["pod"] for s in series}) == names and all(
-            float(s["value"][1]) == 0 for s in series), series
+    # The idle Job: 2 pods x 1 GPU at 0 %, kept running by KWOK; it takes the tenant's whole quota.
+    idle = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name="idle", pods=2, gpus_per_pod=1, annotations={
+        UTILIZATION_ANNOTATION: "0", COMPLETE_DELAY: "900s", COMPLETE_JITTER: "900s"}))
+    admitted = eventually(lambda: (w := workload_of(custom, TENANT, idle.metadata.uid)) and
+                          _condition(w, "Admitted") == "True" and w, timeout_s=90,
+                          what="the idle Job's Workload admitted")
+    workload = admitted["metadata"]["name"]
+    pods = eventually(lambda: (p := [x for x in core.list_namespaced_pod(
+        TENANT, label_selector=f"batch.kubernetes.io/job-name={idle.metadata.name}").items
+        if x.status.phase == "Running"]) and len(p) == 2 and p, timeout_s=90, what="the idle Job's 2 pods Running")
+    names = sorted(p.metadata.name for p in pods)
+    # The exporter attributes one GPU to each pod, at 0 %: what the rules read.
+    series = eventually(lambda: (r := _query(prometheus, f'DCGM_FI_DEV_GPU_UTIL{{namespace="{TENANT}"}}'))
+                        and len(r) == 2 and r, timeout_s=60, what="the exporter's series of the 2 pods scraped")
+    assert sorted({s["metric"]["pod"] for s in series}) == names and all(
+        float(s["value"][1]) == 0 for s in series), series
 
-        # Queued behind it: a Job of 2 GPUs that completes as soon as it runs.
-        queued = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name="queued", pods=1, gpus_per_pod=2, annotations={
-            COMPLETE_DELAY: "2s"}))
-        pending = eventually(lambda: (w := workload_of(custom, TENANT, queued.metadata.uid)) and
-                             _transition(w, "QuotaReserved", "False") and w, timeout_s=60,
-                             what="the queued Job's Workload waiting for quota")
-        assert _condition(pending, "Admitted") != "True"
+    # Queued behind it: a Job of 2 GPUs that completes as soon as it runs.
+    queued = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name="queued", pods=1, gpus_per_pod=2, annotations={
+        COMPLETE_DELAY: "2s"}))
+    pending = eventually(lambda: (w := workload_of(custom, TENANT, queued.metadata.uid)) and
+                         _transition(w, "QuotaReserved", "False") and w, timeout_s=60,
+                         what="the queued Job's Workload waiting for quota")
+    assert _condition(pending, "Admitted") != "True"
 
-        # The alert fires in this Prometheus; Alertmanager POSTs it; the Sensor submits gpuaas-on-idle.
-        firing = eventually(lambda: [a for a in monitoring.alerts() if a["labels"].get("namespace") == TENANT
-                                     and a["state"] == "firing"], timeout_s=WINDOW_S + FOR_S + 60,
-                            what="GPUWorkloadIdle firing for the tenant's pods")
-        assert {a["labels"]["alertname"] for a in firing} == {obs.ALERT_NAME}
-        assert {a["labels"]["pod"] for a in firing} <= set(names)
+    # The alert fires in the stack's Prometheus; its Alertmanager POSTs it; the Sensor submits gpuaas-on-idle.
+    firing = eventually(lambda: [a for a in _alerts(prometheus) if a["labels"].get("namespace") == TENANT
+                                 and a["state"] == "firing"], timeout_s=window_seconds * 2 + 60,
+                        what="GPUWorkloadIdle firing for the tenant's pods")
+    assert {a["labels"]["alertname"] for a in firing} == {obs.ALERT_NAME}
+    assert {a["labels"]["pod"] for a in firing} <= set(names)
+    eventually(lambda: [a for a in _get(f"{alertmanager}/api/v2/alerts") if a["labels"].get("namespace") == TENANT],
+               timeout_s=30, what="the stack's Alertmanager holding the tenant's alerts")
 
-        def on_idle_runs() -> list[dict]:
-            return [r for r in _runs(custom, "on-idle") if _parameters(r).get("namespace") == TENANT]
-        try:
-            eventually(lambda: [r for r in on_idle_runs() if _done(r)], timeout_s=300,
-                       what=f"a gpuaas-on-idle Workflow for namespace {TENANT} finished")
-        except AssertionError as error:
-            raise AssertionError(f"{error}\nPrometheus alerts: {monitoring.alerts()}\n"
-                                 f"Alertmanager alerts: {_alertmanager_alerts(monitoring)}\n"
-                                 f"Alertmanager log:\n{monitoring.alertmanager.log_tail(30)}\n"
-                                 f"Prometheus log:\n{monitoring.prometheus.log_tail(30)}\n"
-                                 f"EventSource:\n{logs(core, 'eventsource-name=gpuaas-alertmanager', 15)}\n"
-                                 f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-idle', 15)}") from None
+    def on_idle_runs() -> list[dict]:
+        return [r for r in _runs(custom, "on-idle") if _parameters(r).get("namespace") == TENANT]
+    try:
+        eventually(lambda: [r for r in on_idle_runs() if _done(r)], timeout_s=300,
+                   what=f"a gpuaas-on-idle Workflow for namespace {TENANT} finished")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nPrometheus alerts: {_alerts(prometheus)}\n"
+                             f"Alertmanager alerts: {_get(f'{alertmanager}/api/v2/alerts')}\n"
+                             f"Alertmanager log:\n{processes.log_tail(components['alertmanager']['log'], 30)}\n"
+                             f"webhook proxy log:\n{processes.log_tail(components['webhook-proxy']['log'], 30)}\n"
+                             f"EventSource:\n{logs(core, 'eventsource-name=gpuaas-alertmanager', 15)}\n"
+                             f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-idle', 15)}") from None
+    # The POSTs went through the stack's proxy to the EventSource's pod, which took them (200).
+    proxied = Path(components["webhook-proxy"]["log"]).read_text(errors="replace").splitlines()
+    assert [line for line in proxied if line.startswith(f"POST {obs.WEBHOOK_PATH} -> ") and ": 200 (" in line], \
+        proxied[-20:]
 
     # The release, in the live objects: the Workload deactivated with gpuaas' record, Kueue evicted it.
     released = eventually(lambda: (w := workload_of(custom, TENANT, idle.metadata.uid)) and
