@@ -13,6 +13,7 @@ CRDs and schemas come from the pinned modules).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -31,7 +32,9 @@ def harness() -> Path:
     if go is None:
         raise RuntimeError("the retry-expression harness is built with Go, and no `go` command is on PATH; "
                            "install Go 1.26+ (the project reads upstream schemas from Go modules too)")
-    binary = Path(tempfile.mkdtemp(prefix="gpuaas-retry-expression-")) / "retry-expression"
+    build_dir = Path(tempfile.mkdtemp(prefix="gpuaas-retry-expression-"))
+    atexit.register(shutil.rmtree, build_dir, ignore_errors=True)  # 10 MB per session otherwise stays in /tmp
+    binary = build_dir / "retry-expression"
     env = dict(os.environ, GOFLAGS=os.environ.get("GOFLAGS", "") + " -mod=readonly")
     done = subprocess.run([go, "build", "-o", str(binary), "./cmd/retry-expression"], cwd=HARNESS_DIR, env=env,
                           capture_output=True, text=True, timeout=900, check=False)
