@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test test-ui argo-ui-git render lint bench clean cluster-build cluster cluster-down
+.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test test-ui argo-ui-git render lint bench bench-real clean cluster-build cluster cluster-down
 
 setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages $(ORACLE)
 
@@ -117,6 +117,10 @@ bench: setup
 	$(BIN)/python benchmarks/engine.py
 	$(BIN)/python benchmarks/pod_runtime.py
 	$(BIN)/python benchmarks/simulate.py
+
+# The real chain's latency (starts its own `gpuaas cluster up --with events` unless STATE_DIR names one; root).
+bench-real: setup cluster-build
+	$(BIN)/python benchmarks/real_loop.py $(if $(STATE_DIR),--state-dir $(STATE_DIR))
 
 clean:
 	rm -rf $(VENV) demo-report .pytest_cache

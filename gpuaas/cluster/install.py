@@ -123,3 +123,29 @@ def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str],
                        what=f"the pod with {label} logging {line!r}")
         except InstallError as error:
             raise InstallError(f"{error}\n{logs(core, label)}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m gpuaas.cluster.install --kubeconfig ADMIN [--idle]`: for scripts outside the package
+    (benchmarks/real_loop.py), which may not import gpuaas (ARCHITECTURE.md)."""
+    import argparse
+    import sys
+
+    from kubernetes import config
+
+    parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.install", description=install.__doc__)
+    parser.add_argument("--kubeconfig", type=Path, required=True, help="the cluster's admin kubeconfig")
+    parser.add_argument("--idle", action="store_true", help="also wait for the webhook EventSource and on-idle")
+    args = parser.parse_args(argv)
+    try:
+        install(args.kubeconfig, config.new_client_from_config(str(args.kubeconfig)),
+                IDLE_LISTENING if args.idle else LISTENING)
+    except InstallError as error:
+        print(f"install: {error}", file=sys.stderr)
+        return 1
+    print("the product is installed and its EventSource and Sensor pods listen")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import statistics
 import urllib.error
 import urllib.request
 from datetime import datetime
@@ -138,56 +137,3 @@ def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_wo
     assert {p["name"]: p.get("value") for p in step["outputs"]["parameters"]}["outcome"] == "no-op"
     print(f"Admitted {admitted_at} -> Workflow {workflow_name} created {submitted['metadata']['creationTimestamp']} "
           f"-> Succeeded {status['finishedAt']}: {latency:.0f}s (docs/real-stack.md quotes this)")
-
-
-LATENCY_RUNS = 5
-
-
-def _reaction_run(custom: client.CustomObjectsApi, reaction: str, workload: str) -> dict | None:
-    """The finished run of gpuaas-on-<reaction> for this Workload, if there is one."""
-    items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
-                                                 label_selector=f"gpuaas.io/reaction={reaction}")["items"]
-    for item in items:
-        parameters = {p["name"]: p.get("value") for p in item["spec"]["arguments"]["parameters"]}
-        if parameters.get("workload") == workload and parameters.get("namespace") == TENANT \
-                and item.get("status", {}).get("phase") in ("Succeeded", "Failed", "Error"):
-            return item
-    return None
-
-
-def _transition(run: dict, kind: str) -> str:
-    """When Kueue set condition `kind` True, read from the Workload the Sensor delivered to this run."""
-    parameters = {p["name"]: p.get("value") for p in run["spec"]["arguments"]["parameters"]}
-    body = json.loads(base64.b64decode(json.loads(parameters["event"])["data"]))["body"]
-    return next(c["lastTransitionTime"] for c in body["status"]["conditions"]
-                if c["type"] == kind and c["status"] == "True")
-
-
-def test_event_to_workflow_succeeded_latency_per_reaction(product: RealCluster) -> None:
-    """Issue 9's latency figure, measured on the real chain: for each of LATENCY_RUNS batch Jobs, one
-    after another, Kueue's condition change (Admitted, then Finished: its lastTransitionTime in the
-    Workload the Sensor delivered) to the reaction's Workflow Succeeded (status.finishedAt), split at
-    the Workflow's creation (Argo Events' share: EventSource, EventBus, Sensor, argo submit). All
-    timestamps are the cluster's own (whole seconds). Every run must succeed; the figures are printed for docs/real-stack.md, not asserted."""
-    batch = client.BatchV1Api(product.admin)
-    custom = client.CustomObjectsApi(product.admin)
-    samples: dict[str, list[tuple[float, float]]] = {"on-admitted": [], "on-finished": []}
-    for run in range(LATENCY_RUNS):
-        uid = batch.create_namespaced_job(TENANT, gpu_job(TENANT, generate_name=f"latency-{run}-")).metadata.uid
-        done = eventually(lambda uid=uid: (w := workload_of(custom, TENANT, uid)) and _condition(w, "Finished") == "True" and w, timeout_s=120,
-                          what=f"the Workload of latency Job {run} admitted and finished")
-        name = done["metadata"]["name"]
-        for reaction, condition in (("on-admitted", "Admitted"), ("on-finished", "Finished")):
-            ran = eventually(lambda reaction=reaction, name=name: _reaction_run(custom, reaction, name),
-                             timeout_s=300, what=f"gpuaas-{reaction} for {name} finished")
-            assert ran["status"]["phase"] == "Succeeded", ran["status"].get("message")
-            event = _time(_transition(ran, condition))
-            samples[reaction].append((_time(ran["metadata"]["creationTimestamp"]) - event,
-                                      _time(ran["status"]["finishedAt"]) - event))
-    assert all(len(values) == LATENCY_RUNS for values in samples.values())
-    for reaction, values in samples.items():
-        created = sorted(v[0] for v in values)
-        succeeded = sorted(v[1] for v in values)
-        print(f"gpuaas-{reaction}: event -> Workflow Succeeded median {statistics.median(succeeded):.0f}s "
-              f"max {succeeded[-1]:.0f}s (event -> Workflow created median {statistics.median(created):.0f}s "
-              f"max {created[-1]:.0f}s) over {LATENCY_RUNS} runs: {[round(v) for v in succeeded]}")
