@@ -550,8 +550,8 @@ class _WorkflowRun:
             elif items is None:
                 expansions = [(f"{group_name}.{step['name']}", step["name"], {})]
             else:
-                expansions = [(f"{group_name}.{step['name']}({i}:{_item_label(item)})",
-                               f"{step['name']}({i}:{_item_label(item)})", item_scope(item))
+                expansions = [(f"{group_name}.{step['name']}({i}:{item_label(item)})",
+                               f"{step['name']}({i}:{item_label(item)})", item_scope(item))
                               for i, item in enumerate(items)]
             jobs.append((step, expansions))
 
@@ -681,7 +681,7 @@ class _WorkflowRun:
         return pod_dir / "root" / path.lstrip("/")
 
 
-def _item_label(item: Any) -> str:
+def item_label(item: Any) -> str:
     """The label of a fan-out child's name as Argo v4.0.5 makes it (operator.go processItem,
     generateNodeName): fmt.Sprint of the item, whose values print as Item.String does; an object
     is its sorted `key:value` pairs joined by commas; every parenthesis removed."""

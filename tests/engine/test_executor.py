@@ -264,10 +264,10 @@ def test_fan_out_children_are_named_as_argo_names_them() -> None:
     """Argo v4.0.5 processItem/generateNodeName: `name(index:label)`, the label fmt.Sprint of the item
     (Item.String: a string JSON-escaped without quotes; a list `[a b]`; an object its sorted `key:value`
     pairs joined by commas), with every parenthesis removed."""
-    from engine.executor import _item_label
+    from engine.executor import item_label
 
-    assert _item_label('say "hi" (now)') == 'say \\"hi\\" now'
-    assert _item_label(3) == "3" and _item_label(True) == "true"
-    assert _item_label(["a", 1, {"k": "<v>"}]) == '[a 1 {"k":"<v>"}]'
-    assert _item_label({"workload": "job-1", "alert": {"pod": "w-0"}, "n": "(x)"}) == \
+    assert item_label('say "hi" (now)') == 'say \\"hi\\" now'
+    assert item_label(3) == "3" and item_label(True) == "true"
+    assert item_label(["a", 1, {"k": "<v>"}]) == '[a 1 {"k":"<v>"}]'
+    assert item_label({"workload": "job-1", "alert": {"pod": "w-0"}, "n": "(x)"}) == \
         'alert:{"pod":"w-0"},n:x,workload:job-1'

@@ -51,6 +51,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from engine.executor import item_label
 from gpuaas.cluster import processes
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION
@@ -313,6 +314,9 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
         assert {a["namespace"] for a in listed} <= {TENANT} and {a["pod"] for a in listed} <= set(names), listed
         nodes = _pod_nodes(run, "on-idle")
         assert len(nodes) == len(listed)  # one child per alert (withParam)
+        # The children's names as the local engine makes them (Argo's generateNodeName over object items).
+        assert sorted(n["displayName"] for n in nodes) == sorted(
+            f"on-idle({index}:{item_label(item)})" for index, item in enumerate(listed)), [n["name"] for n in nodes]
         for node in nodes:
             assert node["hostNodeName"] == "gpuaas-node"
             children.append((run, node, _outputs(node)))
