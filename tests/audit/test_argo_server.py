@@ -72,6 +72,19 @@ def test_paging_follows_continue_tokens(cli, workflows, monkeypatch):
         assert running.schema_errors == []
 
 
+def test_paging_reaches_every_live_run_when_the_archive_has_fewer(cli, workflows, monkeypatch):
+    """Argo Server v4.0.5 ListWorkflows gives the next `continue` only if the ARCHIVE has a row past
+    offset + limit (HasMoreWorkflows), unless asked for ext.showRemainingItemCount; more live runs than
+    a page over a small archive must still all be listed (upstream server/workflow/workflow_server.go)."""
+    from gpuaas.audit import history
+
+    monkeypatch.setattr(history, "PAGE_SIZE", 2)
+    with argo_server(live=list(workflows.values()), token=TOKEN) as running:
+        runs = cli.json("audit", *argo(running, "--output", "json"))
+        assert sorted(r["workflow"] for r in runs) == sorted(workflows)
+        assert running.schema_errors == []
+
+
 def test_show_live_by_name_and_archived_by_uid(cli, server, workflows):
     code, out, _ = cli("audit", "show", "gpuaas-on-admitted-a1b2c", *argo(server))
     assert code == 0 and "(uid" in out and "live)" in out

@@ -11,7 +11,8 @@ naming the schema error, and recorded in `server.schema_errors`.
 
 It also demands `Authorization: Bearer <token>` (401 otherwise, as the real server), applies label
 selectors (`=`, `==`, `!=`, `in`, `notin`, exists, `!key`), `listOptions.limit`/`continue`
-paging (the continue token is an offset), `namePrefix`, and answers as Argo Server v4.0.5 does
+paging (the continue token is an offset; the workflow list's as upstream gives it, see
+`_workflow_page`), `namePrefix`, and answers as Argo Server v4.0.5 does
 (checked against the real one in tests/realstack/test_argo_audit.py; upstream
 server/workflow/workflow_server.go, server/workflow/store/sqlite_store.go, persist/sqldb):
 
@@ -183,8 +184,8 @@ class ArgoServerStandIn:
             live = [w for w in self.live if w["metadata"].get("namespace") == parts[3]
                     and w["metadata"].get("uid") not in archived  # the server's store skips archived ones
                     and selector_matches(selector, w["metadata"].get("labels") or {})]
-            return "/api/v1/workflows/{namespace}", 200, self._page(live + self._archived_rows(parts[3], selector),
-                                                                     query)
+            return "/api/v1/workflows/{namespace}", 200, self._workflow_page(
+                live, self._archived_rows(parts[3], selector), query)
         if parts[:3] == ["api", "v1", "workflows"] and method == "get" and len(parts) == 5:
             found = self._get(parts[3], parts[4], query.get("uid"))
             if found is None:
@@ -220,6 +221,26 @@ class ArgoServerStandIn:
         metadata: dict[str, Any] = {"resourceVersion": "1"}
         if start + limit < len(items):
             metadata["continue"] = str(start + limit)
+        return {"metadata": metadata, "items": page}
+
+    def _workflow_page(self, live: list[dict[str, Any]], archived: list[dict[str, Any]],
+                       query: dict[str, str]) -> dict[str, Any]:
+        """The workflow list's page as v4.0.5 ListWorkflows cuts it (server/workflow/workflow_server.go): live
+        rows then the archive's from offset `continue`; the next `continue` is given only if the ARCHIVE
+        has a row past offset + limit (HasMoreWorkflows), unless the field selector asks for
+        `ext.showRemainingItemCount=true`, which counts live and archived rows."""
+        start = int(query.get("listOptions.continue") or 0)
+        limit = int(query.get("listOptions.limit") or 0)
+        items = live + archived
+        page = items[start:start + limit] if limit else items[start:]
+        fields = (query.get("listOptions.fieldSelector") or "").split(",")
+        if "ext.showRemainingItemCount=true" in fields:
+            more = len(items) - start - len(page) > 0
+        else:
+            more = len(archived) > start + limit
+        metadata: dict[str, Any] = {"resourceVersion": "1"}
+        if more:
+            metadata["continue"] = str(start + len(page))
         return {"metadata": metadata, "items": page}
 
     def _resubmit(self, original: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
