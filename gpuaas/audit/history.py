@@ -21,6 +21,10 @@ from gpuaas.audit.run import Run, parse_workflow, unreadable_run
 _UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 PAGE_SIZE = 200
 ARCHIVING_STATUS_LABEL = "workflows.argoproj.io/workflow-archiving-status"
+# Argo Server v4.0.5 ListWorkflows (server/workflow/workflow_server.go) gives the next `continue` only if the
+# ARCHIVE has a row past offset + limit (HasMoreWorkflows), so live runs beyond the first page were never
+# listed over a small archive; asked for the remaining count, it counts live and archived rows.
+COUNT_REMAINING = "ext.showRemainingItemCount=true"
 
 
 def _said(error: Exception) -> str:
@@ -204,6 +208,19 @@ class ArgoServerHistory:
             if not continue_token:
                 return items
 
+    def _workflow_list(self, **kwargs: Any) -> list[dict[str, Any]]:
+        """The workflow list, every page of it (COUNT_REMAINING); a server that does not know the
+        field selector (before v3.6 the list went to Kubernetes, which refuses it: 400) is asked without."""
+        from hera.exceptions import BadRequest
+
+        try:
+            return self._pages("list workflows", self.service.list_workflows, field_selector=COUNT_REMAINING,
+                               **kwargs)
+        except HistoryError as error:
+            if not isinstance(error.__cause__, BadRequest):
+                raise
+        return self._pages("list workflows", self.service.list_workflows, **kwargs)
+
     @staticmethod
     def _is_archived(workflow: dict[str, Any]) -> bool:
         """Read back from the archive: Argo labels every workflow it serves from there Persisted
@@ -241,8 +258,7 @@ class ArgoServerHistory:
         """Argo v3.6+ lists live and archived runs in one list (each once); older servers list the live
         ones only, so the archive's list is read too and a run already seen is skipped."""
         namespace = self.connection.namespace
-        live = self._pages("list workflows", self.service.list_workflows, namespace=namespace,
-                           label_selector=label_selector)
+        live = self._workflow_list(namespace=namespace, label_selector=label_selector)
         archived = self._pages("list archived workflows", self.service.list_archived_workflows,
                                namespace=namespace, label_selector=label_selector)
         runs: list[Run] = []
@@ -262,7 +278,7 @@ class ArgoServerHistory:
 
         namespace = self.connection.namespace
         if _UID.match(ref):
-            live = self._pages("list workflows", self.service.list_workflows, namespace=namespace)
+            live = self._workflow_list(namespace=namespace)
             for workflow in live:
                 if (workflow.get("metadata") or {}).get("uid") == ref:
                     return self._full(workflow)

@@ -85,6 +85,29 @@ def test_paging_reaches_every_live_run_when_the_archive_has_fewer(cli, workflows
         assert running.schema_errors == []
 
 
+def test_a_server_refusing_the_remaining_count_selector_is_listed_without_it(workflows):
+    """Before v3.6 the Argo Server handed the workflow list's field selector to Kubernetes, which refuses
+    `ext.showRemainingItemCount` (400): the client asks again without it."""
+    from hera.exceptions import BadRequest
+
+    from gpuaas.audit import history
+
+    with argo_server(live=[workflows[n] for n in LIVE], token=TOKEN) as running:
+        reader = history.ArgoServerHistory(history.ArgoConnection(url=running.url, token=TOKEN, namespace="gpuaas"))
+        real = reader.service.list_workflows
+        asked = []
+
+        def old_server(*args, **kwargs):
+            asked.append(kwargs.get("field_selector"))
+            if kwargs.get("field_selector"):
+                raise BadRequest('field label not supported: ext.showRemainingItemCount')
+            return real(*args, **kwargs)
+
+        reader.service.list_workflows = old_server
+        assert sorted(r.workflow for r in reader.runs()) == sorted(LIVE)
+        assert asked == [history.COUNT_REMAINING, None]
+
+
 def test_show_live_by_name_and_archived_by_uid(cli, server, workflows):
     code, out, _ = cli("audit", "show", "gpuaas-on-admitted-a1b2c", *argo(server))
     assert code == 0 and "(uid" in out and "live)" in out
