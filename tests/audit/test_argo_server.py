@@ -85,6 +85,37 @@ def test_paging_reaches_every_live_run_when_the_archive_has_fewer(cli, workflows
         assert running.schema_errors == []
 
 
+def test_a_label_selected_list_ends_although_the_server_counts_more_archived_rows_than_it_selects(workflows):
+    """On a page after the first, v4.0.5 counts the archive without the label selector, so a
+    label-selected list answers empty pages with the same `continue` past its end (seen on the real
+    server: 10 minutes of empty pages). The client stops at the first empty page, with every run once."""
+    import threading
+
+    from gpuaas.audit import history
+
+    names = sorted(workflows)
+    selected = {names[0], names[1]}
+    for name, workflow in workflows.items():
+        workflow["metadata"].setdefault("labels", {})["paging-test"] = "yes" if name in selected else "no"
+    with argo_server(live=[workflows[names[2]]], archived=[workflows[n] for n in names if n != names[2]],
+                     token=TOKEN) as running:
+        reader = history.ArgoServerHistory(history.ArgoConnection(url=running.url, token=TOKEN, namespace="gpuaas"))
+        found: list = []
+        original = history.PAGE_SIZE
+        history.PAGE_SIZE = 1
+        try:
+            worker = threading.Thread(target=lambda: found.extend(reader.runs("paging-test=yes")), daemon=True)
+            worker.start()
+            worker.join(30)
+        finally:
+            history.PAGE_SIZE = original
+        assert not worker.is_alive(), f"the list never ended: {len(running.requests)} requests"
+        assert sorted(r.workflow for r in found) == sorted(selected)
+        lists = [path for _, path in running.requests if "/api/v1/workflows/gpuaas?" in path]
+        assert len(lists) == len(selected) + 1, lists  # one page per run, then the empty page that ends it
+        assert running.schema_errors == []
+
+
 def test_a_server_refusing_the_remaining_count_selector_is_listed_without_it(workflows):
     """Before v3.6 the Argo Server handed the workflow list's field selector to Kubernetes, which refuses
     `ext.showRemainingItemCount` (400): the client asks again without it."""

@@ -185,7 +185,7 @@ class ArgoServerStandIn:
                     and w["metadata"].get("uid") not in archived  # the server's store skips archived ones
                     and selector_matches(selector, w["metadata"].get("labels") or {})]
             return "/api/v1/workflows/{namespace}", 200, self._workflow_page(
-                live, self._archived_rows(parts[3], selector), query)
+                live, self._archived_rows(parts[3], selector), query, len(self._archived_rows(parts[3], None)))
         if parts[:3] == ["api", "v1", "workflows"] and method == "get" and len(parts) == 5:
             found = self._get(parts[3], parts[4], query.get("uid"))
             if found is None:
@@ -224,18 +224,23 @@ class ArgoServerStandIn:
         return {"metadata": metadata, "items": page}
 
     def _workflow_page(self, live: list[dict[str, Any]], archived: list[dict[str, Any]],
-                       query: dict[str, str]) -> dict[str, Any]:
+                       query: dict[str, str], archived_unselected: int) -> dict[str, Any]:
         """The workflow list's page as v4.0.5 ListWorkflows cuts it (server/workflow/workflow_server.go): live
         rows then the archive's from offset `continue`; the next `continue` is given only if the ARCHIVE
         has a row past offset + limit (HasMoreWorkflows), unless the field selector asks for
-        `ext.showRemainingItemCount=true`, which counts live and archived rows."""
+        `ext.showRemainingItemCount=true`, which counts live and archived rows: then `continue` is the
+        offset plus the rows given, while live + archived - offset - rows given > 0. On a page after
+        the first (limit and offset both set) the archive's count ignores the label selector
+        (persist/sqldb countWorkflowsOptimized): `archived_unselected`, every archived row of the
+        namespace. So a label-selected list past its end answers empty pages with the same `continue`."""
         start = int(query.get("listOptions.continue") or 0)
         limit = int(query.get("listOptions.limit") or 0)
         items = live + archived
         page = items[start:start + limit] if limit else items[start:]
         fields = (query.get("listOptions.fieldSelector") or "").split(",")
         if "ext.showRemainingItemCount=true" in fields:
-            more = len(items) - start - len(page) > 0
+            counted = archived_unselected if limit > 0 and start > 0 else len(archived)
+            more = len(live) + counted - start - len(page) > 0
         else:
             more = len(archived) > start + limit
         metadata: dict[str, Any] = {"resourceVersion": "1"}
