@@ -203,10 +203,14 @@ class ArgoServerHistory:
                                    f"expected the Argo Server's API under {self.connection.url}/api/v1/; "
                                    "check --argo-server: the Argo Server's base URL (e.g. "
                                    "https://argo-server.argo:2746)") from error
-            items += [self._dict(item) for item in page.items or []]
-            continue_token = page.metadata.continue_ if page.metadata else None
-            if not continue_token:
+            given = page.items or []
+            items += [self._dict(item) for item in given]
+            following = page.metadata.continue_ if page.metadata else None
+            # An empty page ends the list even with a continue: Argo Server v4.0.5 counts the archive without
+            # the label selector on later pages, and past a selected list's end answers the same offset again.
+            if not following or not given or following == continue_token:
                 return items
+            continue_token = following
 
     def _workflow_list(self, **kwargs: Any) -> list[dict[str, Any]]:
         """The workflow list, every page of it (COUNT_REMAINING); a server that does not know the
