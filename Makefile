@@ -1,4 +1,5 @@
 # The two commands a new user needs: `make demo` and `make test`. Both set up a fresh machine first.
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -6,7 +7,7 @@ STAMP  := $(VENV)/.installed
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test test-ui argo-ui-git render lint bench bench-real clean cluster-build cluster cluster-down
+.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test test-real test-local test-ui argo-ui-git render lint bench bench-real clean cluster-build cluster cluster-down
 
 setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages $(ORACLE)
 
@@ -81,10 +82,18 @@ cluster: cluster-build
 cluster-down: setup
 	$(BIN)/gpuaas cluster down
 
-# Both tiers: the emulated one and tests/realstack (marker `realstack`) against the real control plane.
+# Both tiers, side by side: tests/realstack (marker `realstack`: the real control plane, mostly waiting on
+# controllers and cooldowns) beside everything else (the local engine, Prometheus, unit and fuzz tests: mostly
+# CPU). Each line is printed whole, prefixed with its tier; either tier failing fails `make test`.
 test: setup cluster-build
-	$(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory -j2 test-real test-local
 	$(BIN)/gpuaas render --check
+
+test-real:
+	@set -o pipefail; $(BIN)/python -m pytest -q tests/realstack 2>&1 | sed -u 's/^/[real]  /'
+
+test-local:
+	@set -o pipefail; $(BIN)/python -m pytest -q --ignore=tests/realstack 2>&1 | sed -u 's/^/[local] /'
 
 # The real Argo UI in headless Chromium (tests/realstack/test_argo_ui.py, marker argo_ui; not in `make test`).
 # The UI's yarn.lock pins argo-ui as a git dependency on github.com: GPUAAS_ARGO_UI_GIT must name a clone
