@@ -166,9 +166,20 @@ def measure(kubeconfig: Path, runs: int) -> dict[str, Any]:
     return figures
 
 
+def _runs(text: str) -> int:
+    """`--runs`: a whole number, at least 1 (a median needs a run)."""
+    try:
+        runs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, found {text!r}") from None
+    if runs < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, found {runs}")
+    return runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5, help="batch Jobs, one after another (default 5)")
+    parser.add_argument("--runs", type=_runs, default=5, help="batch Jobs, one after another (default 5)")
     parser.add_argument("--state-dir", type=Path, help="a running `gpuaas cluster up --with events` to reuse")
     args = parser.parse_args()
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="gpuaas-bench-loop-", dir="/var/tmp"))

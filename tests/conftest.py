@@ -7,14 +7,19 @@
 - `dev`: 300 cases per entry point, for a quick local run: `pytest tests/fuzz --hypothesis-profile=dev`.
 
 It also installs tests/support/no_skips.py's hooks (a skipped test is reported as a failure) and
-tests/support/disk_space.py's (the run refuses to start on a nearly full disk, and reports what was free).
+tests/support/disk_space.py's (the run refuses to start on a nearly full disk: 8 GiB with real-stack
+tests, 1 GiB without; and reports what was free).
 """
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 
-from tests.support.disk_space import pytest_sessionstart, pytest_terminal_summary  # noqa: F401
+from tests.support.disk_space import (  # noqa: F401
+    pytest_collection_finish,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
 from tests.support.no_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
 
 FUZZ_CASES = 10_000

@@ -75,11 +75,16 @@ def activity_query(namespace: str, target: JSON, window_seconds: float, min_runt
     gone, and have reported for long), and not on a StatefulSet pod's predecessor under the same
     name (the same series; the stale marker between them is a break). "There at every step" compares
     the count of subquery steps the series was there with the count of steps (of `vector(1)`), so it
-    does not depend on how a Prometheus version bounds a range. No `or vector(0)`: "no data" must
-    never read as idle; an empty result is an error on which KEDA keeps the current replicas.
+    does not depend on how a Prometheus version bounds a range. The steps are aligned to whole
+    multiples of PRESENCE_STEP and the first one may lie up to a step after the start of A, so the
+    series must also be there at A ago (`offset`): else a pod whose first sample fell just before
+    that first step (the stack scrapes every 5 s) would be judged up to a step early. No
+    `or vector(0)`: "no data" must never read as idle; an empty result is an error on which KEDA
+    keeps the current replicas.
     """
     window = f"{int(window_seconds)}s"
-    age = f"{int(max(window_seconds, min_runtime_seconds))}s:{PRESENCE_STEP}"
+    held = f"{int(max(window_seconds, min_runtime_seconds))}s"
+    age = f"{held}:{PRESENCE_STEP}"
     steps = f"count_over_time(vector(1)[{age}])"
     pods = pod_regex(target).replace("\\", "\\\\")   # a PromQL string literal: the regex's backslashes doubled
     parts, young = [], []
@@ -88,7 +93,8 @@ def activity_query(namespace: str, target: JSON, window_seconds: float, min_runt
         for ns_label, pod_label in (("namespace", "pod"), ("exported_namespace", "exported_pod")):
             series = f'{metric}{{{ns_label}="{namespace}",{pod_label}=~"{pods}"}}'
             parts.append(f"(max_over_time({series}[{window}]) and {series}){scale}")
-            young.append(f"({series} unless count_over_time({series}[{age}]) >= on () group_left () {steps})")
+            young.append(f"({series} unless (count_over_time({series}[{age}]) >= on () group_left () {steps}"
+                         f" and {series} offset {held}))")
     return f"max({' or '.join(parts)}) unless on () ({' or '.join(young)})"
 
 

@@ -313,10 +313,17 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
         # A later group (Alertmanager re-sends it with the second pod's alert) may find the pods gone: no item.
         assert {a["namespace"] for a in listed} <= {TENANT} and {a["pod"] for a in listed} <= set(names), listed
         nodes = _pod_nodes(run, "on-idle")
-        assert len(nodes) == len(listed)  # one child per alert (withParam)
-        # The children's names as the local engine makes them (Argo's generateNodeName over object items).
-        assert sorted(n["displayName"] for n in nodes) == sorted(
-            f"on-idle({index}:{item_label(item)})" for index, item in enumerate(listed)), [n["name"] for n in nodes]
+        # One child per alert (withParam): a Retry node (the template's retryStrategy), its attempts Pods
+        # named after it plus "(attempt)" (v4.0.5 operator.go executeTemplate, processNodeRetries: "%s(%d)";
+        # test_argo_pods sees `flaky(0)`, `flaky(1)`), named as the local engine names it (Argo's
+        # generateNodeName over object items).
+        retried = [n for n in run["status"]["nodes"].values()
+                   if n.get("templateName") == "on-idle" and n["type"] == "Retry"]
+        expected = [f"on-idle({index}:{item_label(item)})" for index, item in enumerate(listed)]
+        assert sorted(n["displayName"] for n in retried) == sorted(expected), [n["name"] for n in retried]
+        # ... each with one attempt (nothing transient here).
+        assert sorted(n["displayName"] for n in nodes) == sorted(f"{name}(0)" for name in expected), \
+            [n["name"] for n in nodes]
         for node in nodes:
             assert node["hostNodeName"] == "gpuaas-node"
             children.append((run, node, _outputs(node)))

@@ -4,7 +4,9 @@ Issue 10 items 2 and 3. The steps run as processes (`python -m steps <reaction> 
 pods, with the rendered RBAC's gpuaas-steps ServiceAccount, against the real apiserver:
 - `on-admitted` makes the ScaledObject for a Deployment whose pods Kueue admitted (the product's own
   object, nothing overridden): KEDA takes an idle server to 0 no sooner than its
-  initialCooldownPeriod (the old object: at its first poll with data), and holds a busy server at
+  initialCooldownPeriod (the old object: at its first poll with data; the idle server's pods have
+  reported for the whole window and minimum runtime before the ScaledObject is made, so its query
+  has a value from the first poll and only the initialCooldownPeriod holds them), and holds a busy server at
   its recorded size (its HPA has min = max; the old one resized 3 -> ceil(0.06 / 0.05) = 2);
 - `resume-workers target=Deployment/<name>` brings the server back to its size, and KEDA leaves
   the resumed pods alone until they have reported for a whole idle window and run for the minimum
@@ -29,6 +31,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +43,7 @@ import yaml
 from kubernetes import client
 
 from gpuaas.manifests import platform, rbac
+from steps.reactions.on_admitted import activity_query
 from tests.support.real_cluster import RealCluster, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,9 +172,19 @@ def _scaled_object(real_cluster: RealCluster, name: str) -> JSON:
         "keda.sh", "v1alpha1", NAMESPACE, "scaledobjects", name)
 
 
+def _judged(real_cluster: RealCluster, name: str) -> bool:
+    """The query on-admitted puts in the Deployment's ScaledObject has a value in the stack's Prometheus:
+    its pods have reported for max(window, minimum runtime)."""
+    query = activity_query(NAMESPACE, {"kind": "Deployment", "metadata": {"name": name}}, WINDOW_S, MIN_RUNTIME_S)
+    url = f"{real_cluster.endpoint('prometheus')}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return bool(json.loads(answer.read())["data"]["result"])
+
+
 def _start(real_cluster: RealCluster, steps_kubeconfig: Path, tmp_path: Path, name: str, replicas: int,
-           utilization: str) -> str:
-    """The Deployment, admitted by Kueue and Running; on-admitted for one of its pods' Workloads."""
+           utilization: str, judged_first: bool = False) -> str:
+    """The Deployment, admitted by Kueue and Running; on-admitted for one of its pods' Workloads
+    (`judged_first`: once the ScaledObject's query has a value, so that KEDA's cooldown alone holds it)."""
     apps = client.AppsV1Api(real_cluster.admin)
     _delete(real_cluster, name)
     apps.create_namespaced_deployment(NAMESPACE, _deployment(name, replicas, utilization))
@@ -177,6 +192,9 @@ def _start(real_cluster: RealCluster, steps_kubeconfig: Path, tmp_path: Path, na
                       what=f"{replicas} pods of {name} admitted by Kueue and Running")
     workload = eventually(lambda: _workload_of(real_cluster, {p.metadata.name for p in pods}), timeout_s=60,
                           what=f"an admitted Workload of a pod of {name}")
+    if judged_first:
+        eventually(lambda: _judged(real_cluster, name), timeout_s=MIN_RUNTIME_S + 120, poll_s=2,
+                   what=f"the activity query of {name}'s pods with a value (reported for {MIN_RUNTIME_S}s)")
     outcome, record = _step(real_cluster, steps_kubeconfig, tmp_path, "on-admitted", namespace=NAMESPACE,
                             workload=workload)
     assert outcome == "applied", record.get("data", {}).get("plan")
@@ -198,14 +216,17 @@ def test_an_idle_server_goes_to_zero_no_sooner_than_its_cooldown_and_comes_back_
         real_cluster: RealCluster, steps_kubeconfig: Path, tmp_path: Path) -> None:
     name = "idle-server"
     try:
-        scaled = _start(real_cluster, steps_kubeconfig, tmp_path, name, replicas=2, utilization="0")
+        scaled = _start(real_cluster, steps_kubeconfig, tmp_path, name, replicas=2, utilization="0",
+                        judged_first=True)
         watch = ReplicaWatch(real_cluster, name)
         so = _scaled_object(real_cluster, scaled)
         spec = so["spec"]
         assert (spec["idleReplicaCount"], spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 2, 2)
         assert spec["initialCooldownPeriod"] == spec["cooldownPeriod"] == max(WINDOW_S, MIN_RUNTIME_S)
 
-        # Idle from the start: to 0, but not before initialCooldownPeriod after the ScaledObject was made.
+        # Idle from the start and its query judging it from KEDA's first poll: to 0, but not before
+        # initialCooldownPeriod after the ScaledObject was made (KEDA v2.20.2 scaleToZeroOrIdle: no
+        # lastActiveTime, creation + initialCooldownPeriod).
         watch.until(0, timeout_s=300, what="the idle server scaled to 0 by KEDA")
         assert watch.seen <= {2, 0}, f"KEDA scaled to another size: {watch.seen}"
         created = datetime.fromisoformat(so["metadata"]["creationTimestamp"])

@@ -21,14 +21,15 @@ SERVER = {"kind": "Deployment", "metadata": {"name": "srv"}}
 
 
 def _evaluate(tmp_path: Path, series: list[dict], expected: dict[str, list[dict]],
-              server: dict = SERVER, **limits: float) -> subprocess.CompletedProcess:
-    """Each `expected` entry: the query's samples at that evaluation time (series sampled every 10 s from 0)."""
+              server: dict = SERVER, interval: str = "10s", **limits: float) -> subprocess.CompletedProcess:
+    """Each `expected` entry: the query's samples at that evaluation time (series sampled every `interval`
+    from 0)."""
     promtool = shutil.which("promtool")
     assert promtool is not None, "promtool (Debian package prometheus) is needed: run `make setup`"
     query = activity_query("ns", server, WINDOW_S, **limits)
     (tmp_path / "test.yaml").write_text(yaml.safe_dump({
         "rule_files": [], "evaluation_interval": "10s",
-        "tests": [{"interval": "10s", "input_series": series,
+        "tests": [{"interval": interval, "input_series": series,
                    "promql_expr_test": [{"expr": query, "eval_time": at, "exp_samples": samples}
                                         for at, samples in expected.items()]}]}))
     return subprocess.run([promtool, "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True,
@@ -85,6 +86,19 @@ def test_pods_younger_than_the_minimum_runtime_give_no_value(tmp_path: Path) -> 
     to 0 (its cooldown long over) must not be judged before its pods have run that long either."""
     done = _evaluate(tmp_path, [_util("srv-abc12-aaaaa", "_x3 0x30")],          # first sample at 30 s
                      {"90s": [], "140s": [], "150s": [{"labels": "{}", "value": 0}]}, min_runtime_seconds=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pods_are_not_judged_before_a_whole_window_between_the_presence_steps(tmp_path: Path) -> None:
+    """The stack's Prometheus scrapes every 5 s, so a pod's first sample need not fall on the query's
+    10 s presence steps. First sample at 35 s: at 91 s every step of the last 60 s (40 s .. 90 s) has
+    it, yet the pod has reported for 56 s only; it is judged from 95 s (a whole window) on, and with
+    a minimum runtime of 75 s from 110 s on."""
+    pod = _util("srv-abc12-aaaaa", "_x7 0x40")                                   # first sample at 35 s
+    done = _evaluate(tmp_path, [pod], {"91s": [], "94s": [], "95s": [{"labels": "{}", "value": 0}]}, interval="5s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = _evaluate(tmp_path, [pod], {"101s": [], "109s": [], "110s": [{"labels": "{}", "value": 0}]},
+                     interval="5s", min_runtime_seconds=75)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

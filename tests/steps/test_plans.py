@@ -468,7 +468,8 @@ def test_activity_query_is_empty_until_the_pods_have_reported_for_a_whole_window
     scene = Scene.of("Deployment")
     query = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body["spec"]["triggers"][0][
         "metadata"]["query"]
-    assert query.count("[3600s:10s]") == 8 and query.count(" and ") == 4 and " unless on () (" in query
+    assert query.count("[3600s:10s]") == 8 and query.count(" and ") == 8 and " unless on () (" in query
+    assert query.count(" offset 3600s)") == 4  # there A ago too, not only at every step since
     assert "[1800s]) and DCGM_FI_DEV_GPU_UTIL{namespace=" in query
 
 
