@@ -57,7 +57,7 @@ from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION
 from gpuaas.manifests import observability as obs
 from steps.policy import CONFIG_MAP, KEY, parse_duration, parse_policy
 from tests.realstack.argo_product import (
-    LISTENING,
+    IDLE_LISTENING,
     PRODUCT_NAMESPACE,
     apply,
     gpu_job,
@@ -78,10 +78,6 @@ COMPLETE_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
 SUFFIX = uuid.uuid4().hex[:6]
 TENANT = f"idle-{SUFFIX}"
 FLAVOR = "gpu-a100"
-IDLE_LISTENING = (*LISTENING,
-                  ("eventsource-name=gpuaas-alertmanager", "listening to payloads for the route"),
-                  ("sensor-name=gpuaas-on-idle", "started subscribing to events"))
-"""Upstream's log lines (argo-events v1.9.11 pkg/eventsources/common/webhook/webhook.go; the Sensor's)."""
 
 
 def _time(text: str) -> float:

@@ -1,0 +1,125 @@
+"""The product installed on the real Argo stack (`gpuaas cluster up --with events`), listening.
+
+Used by `gpuaas demo --stack real` and by the real-stack tests (tests/realstack/argo_product.py) alike:
+the rendered base applied with this stack's EventBus and step image (gpuaas.cluster.product), the
+example tenants, and the EventSource and Sensor pods not just Running but listening. Idempotent
+(server-side apply): a second install costs a few seconds.
+
+Why "listening" and not "Running": the EventSource's informer lists after leader election and the
+EventBus connection, and a Sensor only gets what is published after it subscribed. A Job admitted
+before then comes to the informer already admitted (an ADD), and no Sensor fires (seen: a run whose
+Job was admitted 1 s before the informer started). Upstream's log lines mark both moments.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuaas.cluster.binaries import program
+from gpuaas.cluster.product import stack_objects
+
+PRODUCT_NAMESPACE = "gpuaas"
+EXAMPLE_TENANTS = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "tenants"
+FIELD_MANAGER = "gpuaas-install"
+
+LISTENING = (("eventsource-name=gpuaas-workloads", "listening to resource events"),
+             ("sensor-name=gpuaas-on-admitted", "started subscribing to events"),
+             ("sensor-name=gpuaas-on-finished", "started subscribing to events"))
+"""Upstream's log lines that mark an EventSource's informer running and a Sensor subscribed."""
+
+IDLE_LISTENING = (*LISTENING,
+                  ("eventsource-name=gpuaas-alertmanager", "listening to payloads for the route"),
+                  ("sensor-name=gpuaas-on-idle", "started subscribing to events"))
+"""With the idle path: the webhook EventSource (argo-events v1.9.11 webhook.go) and the on-idle Sensor."""
+
+
+class InstallError(RuntimeError):
+    """The product did not come up listening on the stack: says what was awaited and what was seen."""
+
+
+def kubectl(kubeconfig: Path, *args: str, input_text: str | None = None, check: bool = True,
+            timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """The kubectl built from the pinned Kubernetes module, with this kubeconfig."""
+    done = subprocess.run([str(program("kubernetes", "kubectl")), f"--kubeconfig={kubeconfig}", *args],
+                          input=input_text, capture_output=True, text=True, timeout=timeout, check=False)
+    if check and done.returncode != 0:
+        raise InstallError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+    return done
+
+
+def apply(kubeconfig: Path, objects: list[dict[str, Any]], field_manager: str = FIELD_MANAGER) -> None:
+    """Server-side apply, Namespaces first (the rest lives in them)."""
+    namespaces = [o for o in objects if o["kind"] == "Namespace"]
+    rest = [o for o in objects if o["kind"] != "Namespace"]
+    for batch in (namespaces, rest):
+        if batch:
+            kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", f"--field-manager={field_manager}",
+                    "-f", "-", input_text=yaml.safe_dump_all(batch, sort_keys=False))
+
+
+def wait_until(check: Callable[[], Any], *, timeout_s: float, what: str, poll_s: float = 0.5) -> Any:
+    """Poll `check` until it returns a truthy value (returned); InstallError with the last value seen."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(poll_s)
+    raise InstallError(f"expected {what} within {timeout_s:g}s; last seen: {last!r}")
+
+
+def running_pod(core: Any, label: str) -> Any:
+    """The product's pod with this label, Running with every container ready (or None)."""
+    for pod in core.list_namespaced_pod(PRODUCT_NAMESPACE, label_selector=label).items:
+        statuses = pod.status.container_statuses or []
+        if pod.status.phase == "Running" and statuses and all(s.ready for s in statuses):
+            return pod
+    return None
+
+
+def logs(core: Any, label: str, tail_lines: int | None = 40) -> str:
+    from kubernetes import client
+
+    out = []
+    for pod in core.list_namespaced_pod(PRODUCT_NAMESPACE, label_selector=label).items:
+        try:
+            out.append(f"--- {pod.metadata.name}\n" + core.read_namespaced_pod_log(
+                pod.metadata.name, PRODUCT_NAMESPACE, tail_lines=tail_lines))
+        except client.ApiException as error:
+            out.append(f"--- {pod.metadata.name}: no log ({error.status})")
+    return "\n".join(out)
+
+
+def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING,
+            field_manager: str = FIELD_MANAGER) -> None:
+    """The product and the example tenants on the cluster, with the named pods listening."""
+    from kubernetes import client
+
+    apply(kubeconfig, stack_objects(program("kubernetes", "kubectl")), field_manager)
+    # --force-conflicts: on a reused cluster the product's gpuaas-provision-quota (run by the capacity-clock
+    # EventSource) has since set the ClusterQueues' quotas as field manager "gpuaas".
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", f"--field-manager={field_manager}", "-k",
+            str(EXAMPLE_TENANTS))
+    core = client.CoreV1Api(api_client)
+    for label, _ in listening:
+        try:
+            pod = wait_until(lambda label=label: running_pod(core, label), timeout_s=240,
+                             what=f"the pod with {label} Running and ready")
+        except InstallError as error:
+            raise InstallError(f"{error}\n{logs(core, label)}") from None
+        if pod.spec.node_name != "gpuaas-node":
+            raise InstallError(f"expected the pod with {label} on the real node gpuaas-node, found it on "
+                               f"{pod.spec.node_name} (KWOK would report it Running without running it)")
+    for label, line in listening:
+        try:
+            wait_until(lambda label=label, line=line: line in logs(core, label, tail_lines=None), timeout_s=120,
+                       what=f"the pod with {label} logging {line!r}")
+        except InstallError as error:
+            raise InstallError(f"{error}\n{logs(core, label)}") from None
