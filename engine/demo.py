@@ -629,6 +629,14 @@ def gpu_hours_reclaimed(runs: list[dict[str, Any]]) -> dict[str, float]:
     return reclaimed
 
 
+def workflow_template(run: dict[str, Any]) -> str:
+    """The WorkflowTemplate a run came from: Argo's label when it set one (`argo submit --from`), else the
+    run's `spec.workflowTemplateRef` (what a Sensor's `argo submit` of a Workflow referencing it carries)."""
+    labels = (run.get("metadata") or {}).get("labels") or {}
+    return labels.get("workflows.argoproj.io/workflow-template") or \
+        ((run.get("spec") or {}).get("workflowTemplateRef") or {}).get("name") or "?"
+
+
 def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: list[dict[str, str]], *,
                   speed: float, wall_seconds: float, metrics_mode: str, step_mode: str,
                   events_routed: int, marks: list[dict[str, Any]] | None = None,
@@ -642,7 +650,7 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
     released: set[str] = set()
     gpus_released = 0
     for run in runs:
-        template = run["metadata"]["labels"].get("workflows.argoproj.io/workflow-template", "?")
+        template = workflow_template(run)
         entry = reactions.setdefault(template, {"runs": 0, "phases": {}, "outcomes": {}, "steps": {}})
         entry["runs"] += 1
         phase = run["status"].get("phase", "?")

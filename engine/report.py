@@ -168,6 +168,19 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _files(summary: dict[str, Any]) -> str:
+    """The report's files: the local engine's archive and snapshot, or on the real stack the runs as the
+    Argo Server served them and how to audit them there (its PostgreSQL archive is the record)."""
+    if summary.get("stack") == "real":
+        return (f"""<ul><li><a href="runs.json">runs.json</a>: the runs as the {html.escape(summary['runs_source'])}
+served them; audit them there: <code>{html.escape(summary['files']['audit'])}</code></li>
+<li>stand-ins on the stack: {html.escape('; '.join(summary.get('stand_ins') or []))}</li>
+<li><a href="summary.json">summary.json</a>, <a href="{CHART}">{CHART}</a></li></ul>""")
+    return f"""<ul><li><a href="runs.db">runs.db</a>: the run archive (Argo archive layout): <code>gpuaas audit --archive runs.db</code></li>
+<li><a href="cluster-snapshot.json">cluster-snapshot.json</a>: the final cluster state, for local resubmission</li>
+<li><a href="summary.json">summary.json</a>, <a href="{CHART}">{CHART}</a></li></ul>"""
+
+
 def write(output: Path, summary: dict[str, Any], samples: list[Any]) -> Path:
     output.mkdir(parents=True, exist_ok=True)
     allocation_chart(output / CHART, samples, summary)
@@ -215,9 +228,7 @@ with the idle alert, the release, the queued job's admission and the resume mark
 <h2>Timeline</h2>
 {_table(["demo clock", "event", "sensor", "workflow", "outcome"], timeline)}
 <h2>Files</h2>
-<ul><li><a href="runs.db">runs.db</a>: the run archive (Argo archive layout): <code>gpuaas audit --archive runs.db</code></li>
-<li><a href="cluster-snapshot.json">cluster-snapshot.json</a>: the final cluster state, for local resubmission</li>
-<li><a href="summary.json">summary.json</a>, <a href="{CHART}">{CHART}</a></li></ul>
+{_files(summary)}
 </body></html>
 """
     path = output / "index.html"

@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from engine import demo_cluster as cluster
-from engine.demo import DemoOptions, DemoResult, DemoStalled, Sample, Scenario, build_summary
+from engine.demo import (
+    DemoOptions,
+    DemoResult,
+    DemoStalled,
+    Sample,
+    Scenario,
+    build_summary,
+    workflow_template,
+)
 from engine.timeline import summarize_outcome
 from engine.workload_pods import holds_quota
 
@@ -46,7 +54,7 @@ RUNNING_FOR = "3600s"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 ARGO = ("argoproj.io", "v1alpha1")
 PRODUCT_NAMESPACE = "gpuaas"
-TEMPLATE_LABEL = "workflows.argoproj.io/workflow-template"
+REACTION_LABEL = "gpuaas.io/reaction"
 DONE = ("Succeeded", "Failed", "Error")
 QUIET_SECONDS = 8.0
 """settle(): no new run for this long (an event reaches `argo submit` in 1-6 s on this stack)."""
@@ -248,11 +256,11 @@ class RealBackend:
         return candidates[-1] if candidates else None
 
     def _runs(self, template: str | None = None) -> list[dict[str, Any]]:
-        """The live Workflows of the demo's tenants since the story began (Kubernetes, not the archive)."""
-        selector = f"{TEMPLATE_LABEL}={template}" if template else TEMPLATE_LABEL
+        """The live Workflows of the demo's tenants since the story began (Kubernetes, not the archive).
+        By `spec.workflowTemplateRef`: a Sensor's submission carries no workflow-template label."""
         items = self.custom.list_namespaced_custom_object(*ARGO, PRODUCT_NAMESPACE, "workflows",
-                                                          label_selector=selector)["items"]
-        return [i for i in items if self.scenario.ours(i)]
+                                                          label_selector=REACTION_LABEL)["items"]
+        return [i for i in items if self.scenario.ours(i) and template in (None, workflow_template(i))]
 
     def runs_of(self, template: str) -> list[dict[str, Any]]:
         return self._runs(template)
@@ -423,16 +431,14 @@ class RealScenario(Scenario):
         server = endpoints["argo-server"]
         history = ArgoServerHistory(ArgoConnection(url=server, token=None, namespace=PRODUCT_NAMESPACE))
         self.say(f"reading the runs back from the Argo Server {server} (live and archived)")
-        runs = [r.raw for r in history.runs("gpuaas.io/reaction") if self.ours(r.raw)]
+        runs = [r.raw for r in history.runs(REACTION_LABEL) if self.ours(r.raw)]
         (output / "runs.json").write_text(json.dumps(runs, indent=1) + "\n")
         rows = self._timeline(runs)
         self._advise_real(prometheus, api_client)
         summary = build_summary(runs, self.samples, rows, speed=options.speed,
                                 wall_seconds=time.monotonic() - wall_started, metrics_mode=self.metrics_mode,
                                 step_mode="pods on the stack's real node (argoexec around the step image)",
-                                events_routed=sum(1 for r in runs if "submit-from-ui" not in r["metadata"]["labels"]
-                                                  and "gpuaas-resume-workers" != r["metadata"]["labels"].get(
-                                                      TEMPLATE_LABEL)),
+                                events_routed=sum(1 for r in runs if workflow_template(r) != "gpuaas-resume-workers"),
                                 marks=self.marks, started=self.clock.start)
         summary.update({
             "stack": "real", "state_dir": str(self.state_dir),
@@ -477,7 +483,7 @@ class RealScenario(Scenario):
             rows.append((epoch, {"time": self.demo_time(epoch).strftime("%H:%M:%S"),
                                  "event": f"{parameters.get('namespace', '')}/{what}",
                                  "sensor": labels.get("events.argoproj.io/sensor", "(by hand: argo submit)"),
-                                 "workflow": run["metadata"]["name"], "template": labels.get(TEMPLATE_LABEL, ""),
+                                 "workflow": run["metadata"]["name"], "template": workflow_template(run),
                                  "outcome": summarize_outcome(run)}))
         return [row for _, row in sorted(rows, key=lambda pair: pair[0])]
 
