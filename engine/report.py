@@ -136,7 +136,10 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#bbbbbb", "alpha": 0.9})
     axis = axes[-1, 0]
     axis.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
-    axis.xaxis.set_major_locator(mdates.MinuteLocator(byminute=[0, 30]))
+    # half hours fit a day of about five demo hours (the fast demo); a longer one (the real stack's, about
+    # ten at 120x) gets whole hours, or its labels run into each other
+    hours = float((summary.get("demo_time") or {}).get("demo_hours") or 0)
+    axis.xaxis.set_major_locator(mdates.HourLocator() if hours > 7 else mdates.MinuteLocator(byminute=[0, 30]))
     speed = (summary.get("demo_time") or {}).get("speed", 1)
     axis.set_xlabel(f"demo clock (the timeline's; runs {speed:g}x wall time)")
     handles: dict[str, Any] = {}
