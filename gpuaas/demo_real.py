@@ -519,6 +519,10 @@ def run_real_demo(options: DemoOptions, state_dir: Path | None) -> DemoResult:
             say(f"stopping the cluster in {state_dir}")
             started.down(quiet=True)
             shutil.rmtree(started.state_dir, ignore_errors=True)
+    if started is not None:  # its Argo Server is gone with it: say so instead of a stale audit command
+        result.summary["files"]["audit"] = ("the demo's cluster was stopped: runs.json holds the runs; with "
+                                            "--state-dir the cluster stays for `gpuaas audit --argo-server URL`")
+        result.summary["state_dir"] = f"{state_dir} (started for the demo, stopped and removed)"
     report.write(result.output_dir, result.summary, result.samples)
     (result.output_dir / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
     return result

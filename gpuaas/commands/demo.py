@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     if summary.get("stack") == "real":
         print(f"stand-ins: {'; '.join(summary['stand_ins'])}")
         print(f"report: {result.output_dir / 'index.html'}   runs (read from the {summary['runs_source']}): "
-              f"{result.output_dir / 'runs.json'}   (try: {summary['files']['audit']})")
+              f"{result.output_dir / 'runs.json'}   audit: {summary['files']['audit']}")
         return 0
     print(f"report: {result.output_dir / 'index.html'}   archive: {result.output_dir / 'runs.db'}   "
           f"(try: gpuaas audit --archive {result.output_dir / 'runs.db'})")
