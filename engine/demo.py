@@ -81,6 +81,86 @@ class DemoStalled(RuntimeError):
     """The scenario waited for something that did not happen; says what, and what was seen."""
 
 
+class DemoBackend(Protocol):
+    """Where the story happens: the local engine (LocalBackend) or the real stack (gpuaas.demo_real).
+
+    Both run the SAME story (`Scenario._story`); a backend only says how each step is done there."""
+
+    def note(self, event: str, outcome: str = "") -> None:
+        """A line of the story in the timeline (a tenant did something)."""
+
+    def apply(self, objects: list[dict[str, Any]]) -> None:
+        """Create or update the tenants' objects."""
+
+    def apply_owned(self, child: dict[str, Any], owner: dict[str, Any]) -> None:
+        """What the owner's controller would create (`child`, controlled by the live `owner`)."""
+
+    def set_activity(self, namespace: str, owner: str, percent: float) -> None:
+        """How busy the owner's GPUs are from now on (0 = idle)."""
+
+    def finish(self, obj: dict[str, Any]) -> None:
+        """The Job or PyTorchJob `obj` completes (its controller marks it succeeded)."""
+
+    def workload_of(self, namespace: str, owner: str) -> dict[str, Any] | None:
+        """Kueue's Workload for the owner's object (or None yet)."""
+
+    def settle(self) -> None:
+        """Wait until the reactions started so far have finished."""
+
+    def runs_of(self, template: str) -> list[dict[str, Any]]:
+        """The runs (Workflows) of this WorkflowTemplate so far."""
+
+    def submit_resume(self, namespace: str, workload: str) -> dict[str, Any]:
+        """An admin hand-submits gpuaas-resume-workers for the Workload; the run, finished."""
+
+    def reaction_times(self, template: str) -> list[str]:
+        """When this template's runs started, as demo-clock HH:MM:SS."""
+
+
+class LocalBackend:
+    """The story on the local engine (engine.runtime.LocalEngine) and its emulated pods."""
+
+    def __init__(self, engine: LocalEngine, pods: WorkloadPods, wait_timeout: float) -> None:
+        self.engine = engine
+        self.pods = pods
+        self.wait_timeout = wait_timeout
+
+    def note(self, event: str, outcome: str = "") -> None:
+        self.engine.timeline.note(event, outcome)
+
+    def apply(self, objects: list[dict[str, Any]]) -> None:
+        self.engine.apply(objects)
+
+    def apply_owned(self, child: dict[str, Any], owner: dict[str, Any]) -> None:
+        self.engine.apply([cluster.owned_by(child, self.engine.applied_object(owner))])
+
+    def set_activity(self, namespace: str, owner: str, percent: float) -> None:
+        self.pods.set_activity(namespace, owner, percent)
+
+    def finish(self, obj: dict[str, Any]) -> None:
+        self.engine.apply([{**obj, "status": cluster.finished_status(obj["kind"])}])
+
+    def workload_of(self, namespace: str, owner: str) -> dict[str, Any] | None:
+        for workload in self.engine.gateway.list(R.WORKLOAD, namespace=namespace):
+            for reference in workload["metadata"].get("ownerReferences") or []:
+                if reference.get("name") == owner:
+                    return workload
+        return None
+
+    def settle(self) -> None:
+        self.engine.settle(timeout=self.wait_timeout, quiet_seconds=0.5)
+
+    def runs_of(self, template: str) -> list[dict[str, Any]]:
+        assert self.engine.archive is not None
+        return self.engine.archive.find({"workflows.argoproj.io/workflow-template": template})
+
+    def submit_resume(self, namespace: str, workload: str) -> dict[str, Any]:
+        return self.engine.submit(resume_submission(namespace, workload))
+
+    def reaction_times(self, template: str) -> list[str]:
+        return [row.time for row in self.engine.timeline.rows if row.template == template]
+
+
 @dataclass
 class DemoOptions:
     output_dir: Path = Path("demo-report")
@@ -91,6 +171,7 @@ class DemoOptions:
     progress: Progress | None = print
     wait_timeout: float = 60.0
     short: bool = False  # admissions, backlog and a finish only (no idle release): the tests' reduced form
+    idle_timeout: float = 90.0  # wall seconds to wait for the idle release (alert window + reaction)
     alert_rules: AlertRules | None = None  # needed for real Prometheus/Alertmanager (metrics auto|prometheus)
     # `gpuaas quota advise` over the run's Prometheus: (prometheus_url, cluster_queues, wall_seconds, end) -> advice;
     # handed in by `gpuaas demo` like the alert rules (the engine does not import gpuaas)
@@ -164,6 +245,7 @@ class Scenario:
         self._stop_sampling = threading.Event()
         self.engine: LocalEngine | None = None
         self.pods: WorkloadPods | None = None
+        self.backend: DemoBackend | None = None
         self.marks: list[dict[str, Any]] = []
         self.kueue_metrics: Any = None
         self.quota_advice: dict[str, Any] | None = None
@@ -176,19 +258,37 @@ class Scenario:
         return self.engine.gateway
 
     def workload_of(self, namespace: str, owner: str) -> dict[str, Any] | None:
-        for workload in self._gateway().list(R.WORKLOAD, namespace=namespace):
-            for reference in workload["metadata"].get("ownerReferences") or []:
-                if reference.get("name") == owner:
-                    return workload
-        return None
+        assert self.backend is not None
+        return self.backend.workload_of(namespace, owner)
 
-    def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float | None = None) -> None:
+    def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float | None = None,
+                 seen: Callable[[], Any] | None = None) -> None:
+        """Poll `predicate`; DemoStalled names what was awaited and, with `seen`, the last state seen."""
         deadline = time.monotonic() + (timeout or self.options.wait_timeout)
         while time.monotonic() < deadline:
             if predicate():
                 return
-            time.sleep(0.1)
-        raise DemoStalled(f"waited {timeout or self.options.wait_timeout:.0f}s for: {what}")
+            time.sleep(0.1 if self.options.speed > 200 else 0.5)
+        last = ""
+        if seen is not None:
+            try:
+                last = f"; last seen: {seen()}"
+            except Exception as error:  # noqa: BLE001 - the message must not fail
+                last = f"; last state unreadable ({error})"
+        raise DemoStalled(f"waited {timeout or self.options.wait_timeout:.0f}s for: {what}{last}")
+
+    def wait_workload(self, what: str, namespace: str, owner: str, predicate: Callable[[str, str], bool],
+                      timeout: float | None = None) -> None:
+        """wait_for a state of the owner's Workload; a stall names the Workload's conditions last seen."""
+        def seen() -> Any:
+            workload = self.workload_of(namespace, owner)
+            if workload is None:
+                return f"no Workload owned by {namespace}/{owner}"
+            conditions = [(c.get("type"), c.get("status"), c.get("reason")) for c in
+                          (workload.get("status") or {}).get("conditions") or []]
+            return f"Workload {workload['metadata']['name']} active={(workload.get('spec') or {}).get('active', True)}" \
+                   f" conditions {conditions}"
+        self.wait_for(what, lambda: predicate(namespace, owner), timeout, seen)
 
     def admitted(self, namespace: str, owner: str) -> bool:
         workload = self.workload_of(namespace, owner)
@@ -212,17 +312,17 @@ class Scenario:
             (workload.get("spec") or {}).get("active", True) is False
 
     def runs_of(self, template: str) -> list[dict[str, Any]]:
-        assert self.engine is not None and self.engine.archive is not None
-        return self.engine.archive.find({"workflows.argoproj.io/workflow-template": template})
+        assert self.backend is not None
+        return self.backend.runs_of(template)
 
     def settle(self) -> None:
-        assert self.engine is not None
-        self.engine.settle(timeout=self.options.wait_timeout, quiet_seconds=0.5)
+        assert self.backend is not None
+        self.backend.settle()
 
     def submit(self, tenant: cluster.Tenant, what: str, objects: list[dict[str, Any]]) -> None:
-        assert self.engine is not None
-        self.engine.timeline.note(f"{tenant.name}: {what}")
-        self.engine.apply(objects)
+        assert self.backend is not None
+        self.backend.note(f"{tenant.name}: {what}")
+        self.backend.apply(objects)
 
     def mark(self, tenant: cluster.Tenant, what: str, *, at: str | None = None) -> None:
         """A moment of the story the report's chart points at (demo clock; `at` = a timeline HH:MM:SS)."""
@@ -345,6 +445,7 @@ class Scenario:
                 self.engine.start(initial_objects=cluster.platform_objects(DEMO_POLICY))
                 self.pods = WorkloadPods(self.engine.gateway, exporter)
                 self.pods.start()
+                self.backend = LocalBackend(self.engine, self.pods, options.wait_timeout)
                 monitor = self._start_metrics(exporter, token_file)
                 self.say(f"metrics: {self.metrics_mode}")
                 self.engine.settle(timeout=options.wait_timeout, quiet_seconds=0.5)  # start-up reactions done
@@ -402,98 +503,96 @@ class Scenario:
             self.say(f"  {row.time}  {row.event}")
 
     def _story(self) -> None:
+        """The story, the same on every backend (the module docstring)."""
         research, vision, serving = cluster.TENANTS
-        assert self.pods is not None and self.engine is not None
-        pods = self.pods
-        pods.set_activity(research.namespace, "nb-alice", 35)
-        pods.set_activity(serving.namespace, "llm-chat", 70)
-        pods.set_activity(serving.namespace, "embed", 55)
-        pods.set_activity(vision.namespace, "ray-vision", 85)
-        pods.set_activity(research.namespace, "train-llm", 95)
-        pods.set_activity(vision.namespace, "eval-batch", 90)
+        backend = self.backend
+        assert backend is not None
+        backend.set_activity(research.namespace, "nb-alice", 35)
+        backend.set_activity(serving.namespace, "llm-chat", 70)
+        backend.set_activity(serving.namespace, "embed", 55)
+        backend.set_activity(vision.namespace, "ray-vision", 85)
+        backend.set_activity(research.namespace, "train-llm", 95)
+        backend.set_activity(vision.namespace, "eval-batch", 90)
 
         notebook, stateful_set = cluster.notebook(research, "nb-alice", 2)
         self.submit(research, "opens notebook nb-alice (2 GPUs)", [notebook])
-        self.engine.apply([cluster.owned_by(stateful_set, self.engine.applied_object(notebook))])
-        self.wait_for("notebook nb-alice admitted", lambda: self.admitted(research.namespace, "nb-alice"))
+        backend.apply_owned(stateful_set, notebook)
+        self.wait_workload("notebook nb-alice admitted", research.namespace, "nb-alice", self.admitted)
         self.pause(20)
         [isvc] = cluster.inference_service(serving, "llm-chat", 2)
         self.submit(serving, "deploys inference server llm-chat (2 GPUs)", [isvc])
-        self.engine.apply([cluster.owned_by(cluster.predictor_deployment(isvc, 2), self.engine.applied_object(isvc))])
-        self.wait_for("InferenceService llm-chat admitted", lambda: self.admitted(serving.namespace, "llm-chat"))
+        backend.apply_owned(cluster.predictor_deployment(isvc, 2), isvc)
+        self.wait_workload("InferenceService llm-chat admitted", serving.namespace, "llm-chat", self.admitted)
         self.submit(serving, "runs model server embed (vLLM StatefulSet, 1 GPU)",
                     cluster.model_server(serving, "embed", 1))
-        self.wait_for("StatefulSet embed admitted", lambda: self.admitted(serving.namespace, "embed"))
+        self.wait_workload("StatefulSet embed admitted", serving.namespace, "embed", self.admitted)
         self.pause(20)
         self.submit(vision, "starts RayCluster ray-vision (2 workers x 2 GPUs)",
                     cluster.ray_cluster(vision, "ray-vision", 2, 2))
-        self.wait_for("RayCluster ray-vision admitted", lambda: self.admitted(vision.namespace, "ray-vision"))
+        self.wait_workload("RayCluster ray-vision admitted", vision.namespace, "ray-vision", self.admitted)
         self.settle()
 
         self.pause(20)
         self.submit(research, "submits PyTorchJob train-llm (3 pods x 2 GPUs)",
                     cluster.pytorch_job(research, "train-llm", 2, 2))
-        self.wait_for("train-llm queued", lambda: self.pending(research.namespace, "train-llm"))
-        self.engine.timeline.note("research: train-llm queued, no quota left in the cohort", "backlog")
+        self.wait_workload("train-llm queued", research.namespace, "train-llm", self.pending)
+        backend.note("research: train-llm queued, no quota left in the cohort", "backlog")
         self.mark(research, "train-llm queued")
         self.submit(vision, "runs batch Job eval-batch (2 GPUs, borrowed)", cluster.batch_job(vision, "eval-batch", 2))
-        self.wait_for("eval-batch admitted", lambda: self.admitted(vision.namespace, "eval-batch"))
+        self.wait_workload("eval-batch admitted", vision.namespace, "eval-batch", self.admitted)
         self.settle()
         self.pause(30)
-        self.engine.timeline.note("vision: eval-batch completes")
-        self.engine.apply([{**cluster.batch_job(vision, "eval-batch", 2)[0],
-                            "status": cluster.finished_status("Job")}])
-        self.wait_for("eval-batch finished", lambda: self.finished(vision.namespace, "eval-batch"))
+        backend.note("vision: eval-batch completes")
+        backend.finish(cluster.batch_job(vision, "eval-batch", 2)[0])
+        self.wait_workload("eval-batch finished", vision.namespace, "eval-batch", self.finished)
         self.settle()
         if self.options.short:
             return
 
-        self.engine.timeline.note("vision: ray-vision's GPUs go idle (utilization 0%)")
-        pods.set_activity(vision.namespace, "ray-vision", 0)
+        backend.note("vision: ray-vision's GPUs go idle (utilization 0%)")
+        backend.set_activity(vision.namespace, "ray-vision", 0)
         self.mark(vision, "GPUs idle")
         idle_runs_before = len(self.runs_of("gpuaas-on-idle"))
-        self.wait_for("ray-vision released by gpuaas-on-idle",
-                      lambda: self.released(vision.namespace, "ray-vision") or (
-                          self.fallback_metrics and len(self.runs_of("gpuaas-on-idle")) > idle_runs_before),
-                      timeout=max(self.options.wait_timeout, 90))
+        self.wait_workload("ray-vision released by gpuaas-on-idle", vision.namespace, "ray-vision",
+                           lambda namespace, owner: self.released(namespace, owner) or (
+                               self.fallback_metrics and len(self.runs_of("gpuaas-on-idle")) > idle_runs_before),
+                           timeout=max(self.options.wait_timeout, self.options.idle_timeout))
         if not self.released(vision.namespace, "ray-vision"):
             self.settle()
-            self.engine.timeline.note("ray-vision NOT released: without Prometheus the on-idle step cannot confirm "
-                                      "idleness (in-process fallback); the story stops here", "stopped")
+            backend.note("ray-vision NOT released: without Prometheus the on-idle step cannot confirm "
+                         "idleness (in-process fallback); the story stops here", "stopped")
             return
-        alerts = [row for row in self.engine.timeline.rows if row.template == "gpuaas-on-idle"]
+        alerts = backend.reaction_times("gpuaas-on-idle")
         if alerts:
-            self.mark(vision, "idle alert", at=alerts[-1].time)
+            self.mark(vision, "idle alert", at=alerts[-1])
         self.mark(vision, "released (on-idle)")
-        self.wait_for("train-llm admitted into the freed quota",
-                      lambda: self.admitted(research.namespace, "train-llm"))
+        self.wait_workload("train-llm admitted into the freed quota", research.namespace, "train-llm", self.admitted)
         self.mark(research, "train-llm admitted")
         self.settle()
 
         self.pause(60)
         workload = self.workload_of(vision.namespace, "ray-vision")
         assert workload is not None
-        self.engine.timeline.note("vision admin: hand-submits gpuaas-resume-workers for ray-vision")
+        backend.note("vision admin: hand-submits gpuaas-resume-workers for ray-vision")
         self.mark(vision, "resumed (by hand)")
-        resumed = self.engine.submit(resume_submission(vision.namespace, workload["metadata"]["name"]))
+        resumed = backend.submit_resume(vision.namespace, workload["metadata"]["name"])
         if resumed["status"]["phase"] != "Succeeded":
             records = reaction_records(resumed)
             errors = [e for r in records for e in (r.get("data") or {}).get("errors") or []]
             raise DemoStalled(f"the hand-submitted {resumed['metadata']['name']} ended {resumed['status']['phase']}: "
                               f"{'; '.join(errors) or resumed['status'].get('message', '')}")
-        self.wait_for("ray-vision queued again", lambda: self.pending(vision.namespace, "ray-vision")
-                      or self.admitted(vision.namespace, "ray-vision"))
+        self.wait_workload("ray-vision queued again", vision.namespace, "ray-vision",
+                           lambda namespace, owner: self.pending(namespace, owner) or self.admitted(namespace, owner))
         if self.pending(vision.namespace, "ray-vision"):
             self.mark(vision, "ray-vision queued")
         self.settle()
-        pods.set_activity(vision.namespace, "ray-vision", 85)
+        backend.set_activity(vision.namespace, "ray-vision", 85)
 
         self.pause(60)
-        self.engine.timeline.note("research: train-llm completes")
-        self.engine.apply([{**cluster.pytorch_job(research, "train-llm", 2, 2)[0],
-                            "status": cluster.finished_status("PyTorchJob")}])
-        self.wait_for("train-llm finished", lambda: self.finished(research.namespace, "train-llm"))
-        self.wait_for("ray-vision admitted again", lambda: self.admitted(vision.namespace, "ray-vision"))
+        backend.note("research: train-llm completes")
+        backend.finish(cluster.pytorch_job(research, "train-llm", 2, 2)[0])
+        self.wait_workload("train-llm finished", research.namespace, "train-llm", self.finished)
+        self.wait_workload("ray-vision admitted again", vision.namespace, "ray-vision", self.admitted)
         self.mark(vision, "ray-vision admitted again")
         self.settle()
 
@@ -530,6 +629,14 @@ def gpu_hours_reclaimed(runs: list[dict[str, Any]]) -> dict[str, float]:
     return reclaimed
 
 
+def workflow_template(run: dict[str, Any]) -> str:
+    """The WorkflowTemplate a run came from: Argo's label when it set one (`argo submit --from`), else the
+    run's `spec.workflowTemplateRef` (what a Sensor's `argo submit` of a Workflow referencing it carries)."""
+    labels = (run.get("metadata") or {}).get("labels") or {}
+    return labels.get("workflows.argoproj.io/workflow-template") or \
+        ((run.get("spec") or {}).get("workflowTemplateRef") or {}).get("name") or "?"
+
+
 def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: list[dict[str, str]], *,
                   speed: float, wall_seconds: float, metrics_mode: str, step_mode: str,
                   events_routed: int, marks: list[dict[str, Any]] | None = None,
@@ -543,7 +650,7 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
     released: set[str] = set()
     gpus_released = 0
     for run in runs:
-        template = run["metadata"]["labels"].get("workflows.argoproj.io/workflow-template", "?")
+        template = workflow_template(run)
         entry = reactions.setdefault(template, {"runs": 0, "phases": {}, "outcomes": {}, "steps": {}})
         entry["runs"] += 1
         phase = run["status"].get("phase", "?")

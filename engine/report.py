@@ -136,7 +136,10 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#bbbbbb", "alpha": 0.9})
     axis = axes[-1, 0]
     axis.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
-    axis.xaxis.set_major_locator(mdates.MinuteLocator(byminute=[0, 30]))
+    # half hours fit a day of about five demo hours (the fast demo); a longer one (the real stack's, about
+    # ten at 120x) gets whole hours, or its labels run into each other
+    hours = float((summary.get("demo_time") or {}).get("demo_hours") or 0)
+    axis.xaxis.set_major_locator(mdates.HourLocator() if hours > 7 else mdates.MinuteLocator(byminute=[0, 30]))
     speed = (summary.get("demo_time") or {}).get("speed", 1)
     axis.set_xlabel(f"demo clock (the timeline's; runs {speed:g}x wall time)")
     handles: dict[str, Any] = {}
@@ -166,6 +169,19 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _files(summary: dict[str, Any]) -> str:
+    """The report's files: the local engine's archive and snapshot, or on the real stack the runs as the
+    Argo Server served them and how to audit them there (its PostgreSQL archive is the record)."""
+    if summary.get("stack") == "real":
+        return (f"""<ul><li><a href="runs.json">runs.json</a>: the runs as the {html.escape(summary['runs_source'])}
+served them; audit them there: <code>{html.escape(summary['files']['audit'])}</code></li>
+<li>stand-ins on the stack: {html.escape('; '.join(summary.get('stand_ins') or []))}</li>
+<li><a href="summary.json">summary.json</a>, <a href="{CHART}">{CHART}</a></li></ul>""")
+    return f"""<ul><li><a href="runs.db">runs.db</a>: the run archive (Argo archive layout): <code>gpuaas audit --archive runs.db</code></li>
+<li><a href="cluster-snapshot.json">cluster-snapshot.json</a>: the final cluster state, for local resubmission</li>
+<li><a href="summary.json">summary.json</a>, <a href="{CHART}">{CHART}</a></li></ul>"""
 
 
 def write(output: Path, summary: dict[str, Any], samples: list[Any]) -> Path:
@@ -215,9 +231,7 @@ with the idle alert, the release, the queued job's admission and the resume mark
 <h2>Timeline</h2>
 {_table(["demo clock", "event", "sensor", "workflow", "outcome"], timeline)}
 <h2>Files</h2>
-<ul><li><a href="runs.db">runs.db</a>: the run archive (Argo archive layout): <code>gpuaas audit --archive runs.db</code></li>
-<li><a href="cluster-snapshot.json">cluster-snapshot.json</a>: the final cluster state, for local resubmission</li>
-<li><a href="summary.json">summary.json</a>, <a href="{CHART}">{CHART}</a></li></ul>
+{_files(summary)}
 </body></html>
 """
     path = output / "index.html"

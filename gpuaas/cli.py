@@ -14,7 +14,7 @@ from typing import NoReturn
 SUBCOMMANDS: dict[str, str] = {
     "render": "Render every manifest (Argo templates, sensors, RBAC, rules, examples) into YAML.",
     "route": "Evaluate the rendered Sensors on events: which workflows would they submit, and why not.",
-    "demo": "Run the whole product on this machine (local engine) and write demo-report/.",
+    "demo": "Run the demo scenario (local engine, or --stack real) and write demo-report/.",
     "audit": "Review run history: what the automation did, when, why, and what changed.",
     "quota": "GPU quota advice from usage: `gpuaas quota advise --prometheus URL --since 7d` (applies nothing).",
     "simulate": "Replay GPU history through the idle policy: what it would have reclaimed, whom it would have interrupted.",

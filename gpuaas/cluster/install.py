@@ -1,7 +1,7 @@
 """The product installed on the real Argo stack (`gpuaas cluster up --with events`), listening.
 
-Used by the real-stack tests (tests/realstack/argo_product.py) and benchmarks/real_loop.py
-(`python -m gpuaas.cluster.install`), and meant for `gpuaas demo --stack real` (not built yet) alike:
+Used by `gpuaas demo --stack real`, the real-stack tests (tests/realstack/argo_product.py) and
+benchmarks/real_loop.py (`python -m gpuaas.cluster.install`) alike:
 the rendered base applied with this stack's EventBus and step image (gpuaas.cluster.product), the
 example tenants, and the EventSource and Sensor pods not just Running but listening. Idempotent
 (server-side apply): a second install costs a few seconds.

@@ -46,8 +46,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="run each step in-process (fast) or as `python -m steps ...` like a pod")
     parser.add_argument("--metrics", choices=("auto", "prometheus", "in-process"), default="auto",
                         help="auto: real Prometheus/Alertmanager when installed, else the in-process idle rule")
-    parser.add_argument("--speed", type=_speed, default=300.0,
-                        help=f"demo seconds per wall second, 1 to {MAX_SPEED:g} (default: 300)")
+    parser.add_argument("--speed", type=_speed, default=None,
+                        help=f"demo seconds per wall second, 1 to {MAX_SPEED:g} (default: 300; 120 with --stack real)")
+    parser.add_argument("--stack", choices=("local", "real"), default="local",
+                        help="local: the local engine (about a minute); real: the real stack of `gpuaas cluster up "
+                             "--with events` (Kueue, KubeRay, training-operator, Argo Events and Workflows; 6-10 "
+                             "minutes, plus 2-7 to start a cluster)")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="with --stack real: a ready cluster started with `gpuaas cluster up --with events "
+                             "--state-dir DIR` (default: start one in a new folder and stop it at the end)")
     parser.add_argument("--output", choices=("table", "json"), default="table",
                         help="table: progress, timeline and summary; json: summary.json on stdout")
 
@@ -117,6 +124,28 @@ def _check_manifests(folder: Path) -> None:
                         f"{', '.join(missing)}; pass the folder `gpuaas render` writes (manifests/)")
 
 
+REAL_SPEED = 120.0
+"""--stack real's default demo speed (gpuaas.demo_real.REAL_SPEED says why)."""
+
+
+def _check_real(args: argparse.Namespace) -> None:
+    """--stack real: the options that mean something only locally are refused; a given --state-dir must be
+    a ready cluster with the events part (checked before anything starts)."""
+    if args.manifests is not None:
+        raise _Unusable("--manifests: only with --stack local (the real stack runs the rendered base installed by "
+                        "gpuaas.cluster.install)")
+    if args.steps != "in-process" or args.metrics != "auto":
+        raise _Unusable("--steps/--metrics: only with --stack local (on the real stack the steps run as pods on the "
+                        "real node and the stack's Prometheus and Alertmanager raise the alerts)")
+    if args.state_dir is not None:
+        from gpuaas.demo_real import StackNotReady, check_stack
+
+        try:
+            check_stack(args.state_dir)
+        except StackNotReady as error:
+            raise _Unusable(str(error)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
@@ -129,19 +158,37 @@ def run(args: argparse.Namespace) -> int:
     def progress(text: str) -> None:
         print(text, file=progress_stream, flush=True)
 
+    real = getattr(args, "stack", "local") == "real"
     try:
         _check_output_dir(args.output_dir)
-        _check_manifests(args.manifests or DEFAULT_MANIFESTS)
+        if real:
+            _check_real(args)
+        else:
+            if getattr(args, "state_dir", None) is not None:
+                raise _Unusable("--state-dir: only with --stack real (the local engine needs no cluster)")
+            _check_manifests(args.manifests or DEFAULT_MANIFESTS)
     except _Unusable as error:
         print(f"gpuaas demo: {error}", file=sys.stderr)
         return 2
+    speed = args.speed if args.speed is not None else (REAL_SPEED if real else 300.0)
     options = DemoOptions(output_dir=args.output_dir, manifests=args.manifests or DEFAULT_MANIFESTS,
-                          step_mode=args.steps, speed=args.speed, metrics=args.metrics, progress=progress,
+                          step_mode=args.steps, speed=speed, metrics=args.metrics, progress=progress,
                           alert_rules=observability, quota_advisor=quota_advice_for_demo)
     try:
-        result = run_demo(options)
+        if real:
+            from gpuaas.demo_real import run_real_demo
+
+            options.wait_timeout, options.idle_timeout = 300.0, 300.0
+            result = run_real_demo(options, args.state_dir)
+        else:
+            result = run_demo(options)
     except DemoStalled as error:
         print(f"gpuaas demo: the scenario stalled: {error}", file=sys.stderr)
+        return 1
+    except RuntimeError as error:  # the real stack: gpuaas.cluster.install.InstallError, ClusterError, HistoryError
+        if not real:
+            raise
+        print(f"gpuaas demo: the real stack failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     except FileNotFoundError as error:
         print(f"gpuaas demo: {error}", file=sys.stderr)
@@ -161,6 +208,11 @@ def run(args: argparse.Namespace) -> int:
         runs = f"{reaction['runs']} run" + ("" if reaction["runs"] == 1 else "s")
         print(f"  {name:<26} {runs:>8}   outcomes: {outcome_words(name, reaction)}")
     print(f"metrics: {summary['metrics']}")
+    if summary.get("stack") == "real":
+        print(f"stand-ins: {'; '.join(summary['stand_ins'])}")
+        print(f"report: {result.output_dir / 'index.html'}   runs (read from the {summary['runs_source']}): "
+              f"{result.output_dir / 'runs.json'}   audit: {summary['files']['audit']}")
+        return 0
     print(f"report: {result.output_dir / 'index.html'}   archive: {result.output_dir / 'runs.db'}   "
           f"(try: gpuaas audit --archive {result.output_dir / 'runs.db'})")
     return 0

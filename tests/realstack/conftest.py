@@ -45,14 +45,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     Why the order: starting the Argo cluster costs minutes, so it starts once for every module that uses
     it; its real node and a `real_node` cannot both run (one node lock per machine), so every Argo test
-    must be done before the first `real_node` test takes the lock (see `release_argo_cluster`)."""
+    must be done before the first `real_node` test takes the lock (see `release_argo_cluster`). The demo's
+    module runs first of the Argo tests: its story needs 11 of the 12 KWOK GPUs free."""
     slots = []
     for index, item in enumerate(items):
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.realstack)
             slots.append(index)
     tier = [items[index] for index in slots]
-    ordered = sorted(tier, key=lambda item: "argo_cluster" not in getattr(item, "fixturenames", ()))
+    # the demo first among them: it needs 11 of the 12 KWOK GPUs at once (tests/realstack/test_demo_real.py)
+    ordered = sorted(tier, key=lambda item: ("argo_cluster" not in getattr(item, "fixturenames", ()),
+                                             Path(str(item.fspath)).name != "test_demo_real.py"))
     for index, item in zip(slots, ordered, strict=True):
         items[index] = item
 

@@ -1,0 +1,167 @@
+"""`gpuaas demo --stack real` (issue 9 part 3): the demo scenario's reactions through real Argo, counted twice.
+
+The demo runs as a user runs it (its own process, `python -m gpuaas.cli demo --stack real --state-dir`) on the
+session's Argo cluster, then the test reads the reactions in two ways and both must tell the story:
+
+- the report the demo wrote (summary.json `reactions`, keyed by WorkflowTemplate, the same code as the fast demo);
+- the real Argo Server's own workflow list (live and archived, PostgreSQL), independently of the demo's code.
+
+What the story expects (engine/demo.py `story`): `gpuaas-on-admitted` once per admission (notebook,
+inference server, model server, Ray cluster, batch Job, PyTorchJob, and the Ray cluster's re-admission: 7),
+`gpuaas-on-finished` for eval-batch and train-llm, `gpuaas-on-idle` releasing ray-vision, the hand-submitted
+`gpuaas-resume-workers` Succeeded and applied, and train-llm admitted only after the release.
+
+The demo needs 11 of the stack's 12 KWOK GPUs at once: conftest orders this module first among the Argo tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cluster.readiness import http_status
+from tests.support.real_cluster import RealCluster
+
+DEMO_NAMESPACES = {"team-research", "team-vision", "team-serving"}
+FINISHED = ("Succeeded", "Failed", "Error")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _parameters(run: dict) -> dict[str, str]:
+    return {p["name"]: p.get("value") for p in ((run.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
+
+
+def _time(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _server_runs(server: str, since: float) -> list[dict]:
+    """The Argo Server's workflow list (Argo v4 lists live and archived runs together), the demo's tenants'."""
+    query = urllib.parse.urlencode({"listOptions.labelSelector": "gpuaas.io/reaction"})
+    code, body = http_status(f"{server}/api/v1/workflows/gpuaas?{query}", timeout=60)
+    assert code == 200, body[:300]
+    items = json.loads(body).get("items") or []
+    return [i for i in items if _parameters(i).get("namespace") in DEMO_NAMESPACES
+            and _time(i["metadata"]["creationTimestamp"]) >= since - 1]
+
+
+def _template(run: dict) -> str:
+    """The run's WorkflowTemplate by the product's reaction label (the server's list gives `spec.arguments`
+    only, without `workflowTemplateRef`; a Sensor's run has no workflow-template label)."""
+    return f"gpuaas-{run['metadata']['labels']['gpuaas.io/reaction']}"
+
+
+def _full(server: str, run: dict) -> dict:
+    """The whole run from the Argo Server (live, or from its archive), nodes and outputs included."""
+    code, body = http_status(f"{server}/api/v1/workflows/gpuaas/{run['metadata']['name']}", timeout=60)
+    assert code == 200, body[:300]
+    return json.loads(body)
+
+
+def _step_outputs(run: dict, template: str) -> list[dict[str, str]]:
+    return [{p["name"]: p.get("value") for p in (n.get("outputs") or {}).get("parameters") or []}
+            for n in (run.get("status") or {}).get("nodes", {}).values()
+            if n.get("templateName") == template and n.get("type") == "Pod"]
+
+
+@pytest.fixture(scope="module")
+def demo(argo_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, float, float]]:
+    """The demo's run; after the module its namespaces go: its pods hold 9 of the 12 KWOK GPUs at the end
+    (the demo leaves them for inspection), which the Argo tests after this module need."""
+    output = tmp_path_factory.mktemp("demo-real")
+    started = time.time()
+    done = subprocess.run([sys.executable, "-m", "gpuaas.cli", "demo", "--stack", "real", "--state-dir",
+                           str(argo_cluster.state_dir), "--output-dir", str(output)],
+                          cwd=REPO, capture_output=True, text=True, timeout=1800, check=False,
+                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    wall = time.time() - started
+    print(done.stdout[-6000:])
+    assert done.returncode == 0, f"gpuaas demo --stack real exited {done.returncode}:\n{done.stdout[-4000:]}\n" \
+                                 f"{done.stderr[-4000:]}"
+    print(f"gpuaas demo --stack real: {wall:.0f}s wall")
+    try:
+        yield output, started, wall
+    finally:
+        argo_cluster.kubectl("delete", "namespace", *sorted(DEMO_NAMESPACES), "--wait=true", "--timeout=300s",
+                             check=False, timeout=330)
+        left = argo_cluster.kubectl("get", "namespace", *sorted(DEMO_NAMESPACES), "--ignore-not-found", "-o",
+                                    "name", check=False).stdout.strip()
+        assert not left, f"the demo's namespaces not deleted after 300 s: {left}"
+
+
+def test_the_report_counts_each_reaction_as_the_story_expects(demo: tuple[Path, float, float]) -> None:
+    output, _, _ = demo
+    for name in ("index.html", "gpu-allocation.png", "summary.json", "runs.json"):
+        assert (output / name).is_file() and (output / name).stat().st_size > 0, name
+    summary = json.loads((output / "summary.json").read_text())
+    reactions = summary["reactions"]
+    assert reactions["gpuaas-on-admitted"]["runs"] == 7, reactions["gpuaas-on-admitted"]
+    assert reactions["gpuaas-on-admitted"]["phases"] == {"Succeeded": 7}
+    assert reactions["gpuaas-on-finished"]["runs"] == 2 and reactions["gpuaas-on-finished"]["phases"] == {
+        "Succeeded": 2}, reactions["gpuaas-on-finished"]
+    idle = reactions["gpuaas-on-idle"]
+    assert set(idle["phases"]) == {"Succeeded"} and idle["steps"]["on-idle"].get("applied") == 1, idle
+    resume = reactions["gpuaas-resume-workers"]
+    assert resume["runs"] == 1 and resume["phases"] == {"Succeeded": 1} and resume["outcomes"] == {"applied": 1}, resume
+    assert [w.split("/")[0] for w in summary["released_workloads"]] == ["team-vision"], summary["released_workloads"]
+    assert "raycluster-ray-vision" in summary["released_workloads"][0]
+    assert summary["gpus_released"] == 4
+    marks = {m["what"]: m["hours"] for m in summary["marks"]}
+    assert marks["released (on-idle)"] <= marks["train-llm admitted"], marks
+    assert summary["stack"] == "real" and summary["runs_source"].startswith("Argo Server ")
+
+
+def test_the_argo_server_lists_the_same_reactions(argo_cluster: RealCluster,
+                                                   demo: tuple[Path, float, float]) -> None:
+    output, _, _ = demo
+    # the runs since the story began: deleting an earlier demo's namespaces before it finishes their pods'
+    # Workloads, and the Sensors react to that too (seen: an on-finished for the old predictor pod)
+    started = _time(json.loads((output / "summary.json").read_text())["story_started_at"])
+    server = argo_cluster.cluster.status()["endpoints"]["argo-server"]
+    runs = _server_runs(server, started)
+    assert all(r["status"]["phase"] in FINISHED for r in runs), [(r["metadata"]["name"], r["status"]) for r in runs]
+    by_template: dict[str, list[dict]] = {}
+    for run in runs:
+        by_template.setdefault(_template(run), []).append(run)
+    admitted = by_template["gpuaas-on-admitted"]
+    per_namespace = {ns: sum(_parameters(r)["namespace"] == ns for r in admitted) for ns in DEMO_NAMESPACES}
+    # research: notebook, train-llm; serving: inference server, model server; vision: Ray twice, eval-batch
+    assert per_namespace == {"team-research": 2, "team-serving": 2, "team-vision": 3}, per_namespace
+    ray = [r for r in admitted if _parameters(r)["workload"].startswith("raycluster-ray-vision-")]
+    assert len(ray) == 2, [_parameters(r)["workload"] for r in admitted]
+    finished = by_template["gpuaas-on-finished"]
+    assert sorted(_parameters(r)["workload"].rsplit("-", 1)[0] for r in finished) == [
+        "job-eval-batch", "pytorchjob-train-llm"], [_parameters(r)["workload"] for r in finished]
+    assert all(r["status"]["phase"] == "Succeeded" for r in admitted + finished)
+
+    idle_runs = [_full(server, r) for r in by_template["gpuaas-on-idle"]]
+    applied = [(r, o) for r in idle_runs for o in _step_outputs(r, "on-idle") if o.get("outcome") == "applied"]
+    assert len(applied) == 1, [_step_outputs(r, "on-idle") for r in idle_runs]
+    release_run, release = applied[0]
+    assert release["tenant"] == "vision" and release["gpus-released"] == "4", release
+    assert "ray-vision" in release["record"]
+
+    (resume,) = [_full(server, r) for r in by_template["gpuaas-resume-workers"]]
+    assert resume["status"]["phase"] == "Succeeded"
+    assert [o["outcome"] for o in _step_outputs(resume, "resume-workers")] == ["applied"]
+
+    # train-llm was admitted into the quota the release freed: its admission came after the release.
+    (train,) = [r for r in admitted if _parameters(r)["workload"].startswith("pytorchjob-train-llm-")]
+    event = json.loads(_parameters(train)["event"])
+    body = json.loads(base64.b64decode(event["data"]))["body"]
+    admitted_at = next(c["lastTransitionTime"] for c in body["status"]["conditions"]
+                       if c["type"] == "Admitted" and c["status"] == "True")
+    (release_node,) = [n for n in release_run["status"]["nodes"].values()
+                        if n.get("templateName") == "on-idle" and n.get("type") == "Pod"]
+    released_after = release_node["startedAt"]  # the step released ray-vision after its pod started
+    assert _time(admitted_at) >= _time(released_after) - 1, (admitted_at, released_after)  # whole seconds
