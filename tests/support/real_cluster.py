@@ -13,7 +13,6 @@ credentials, so what a client may do is exactly what RBAC grants that ServiceAcc
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,12 +103,10 @@ class RealCluster:
 
 
 def eventually(check: Callable[[], Any], *, timeout_s: float = 60.0, poll_s: float = 0.5, what: str = "") -> Any:
-    """Poll `check` until it returns a truthy value (returned); fail with the last value seen."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(poll_s)
-    raise AssertionError(f"expected {what or 'the condition'} within {timeout_s:g}s; last seen: {last!r}")
+    """Poll `check` until it returns a truthy value (returned); fail the test with the last value seen."""
+    from gpuaas.cluster.install import InstallError, wait_until
+
+    try:
+        return wait_until(check, timeout_s=timeout_s, what=what or "the condition", poll_s=poll_s)
+    except InstallError as error:
+        raise AssertionError(str(error)) from None
