@@ -84,13 +84,14 @@ cluster-down: setup
 
 # Both tiers, side by side: tests/realstack (marker `realstack`: the real control plane, mostly waiting on
 # controllers and cooldowns) beside everything else (the local engine, Prometheus, unit and fuzz tests: mostly
-# CPU). Each line is printed whole, prefixed with its tier; either tier failing fails `make test`.
+# CPU). Each line is printed whole, prefixed with its tier; either tier failing fails `make test`. The real
+# tier prints one line per test as it ends (-v): its tests take minutes each, a line of dots would take 30.
 test: setup cluster-build
 	$(MAKE) --no-print-directory -j2 test-real test-local
 	$(BIN)/gpuaas render --check
 
 test-real:
-	@set -o pipefail; $(BIN)/python -m pytest -q tests/realstack 2>&1 | sed -u 's/^/[real]  /'
+	@set -o pipefail; $(BIN)/python -m pytest -v tests/realstack 2>&1 | sed -u 's/^/[real]  /'
 
 test-local:
 	@set -o pipefail; $(BIN)/python -m pytest -q --ignore=tests/realstack 2>&1 | sed -u 's/^/[local] /'
