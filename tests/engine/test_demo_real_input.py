@@ -59,3 +59,36 @@ def test_the_stack_tenants_need_no_fake_nodes_and_tolerate_the_gpu_taint() -> No
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in flavor["spec"]["tolerations"]
     assert sorted(o["metadata"]["name"] for o in objects if o["kind"] == "ClusterQueue") == [
         "research", "serving", "vision"]
+
+
+def _live(kind: str, name: str, managers: list[str], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A live object as the apiserver serves it: who wrote it is in managedFields (status writers by subresource)."""
+    fields = [{"manager": m.split(":")[0], "operation": "Update" if ":" in m else "Apply",
+               **({"subresource": m.split(":")[1]} if ":" in m else {})} for m in managers]
+    return {"kind": kind, "metadata": {"name": name, "labels": labels or {}, "managedFields": fields}}
+
+
+def test_a_namespace_or_queue_of_the_same_name_the_demo_did_not_make_is_never_taken_over() -> None:
+    """The demo deletes its namespaces from an earlier run and applies its ClusterQueues and flavor with
+    --force-conflicts: an object of the same name that someone else made must stop it before anything changes."""
+    demo = demo_real.FIELD_MANAGER
+    mine = {demo_real.DEMO_LABEL: demo_real.FIELD_MANAGER}
+    foreign = demo_real.not_the_demos([
+        _live("Namespace", "team-vision", ["kubectl-create"]),  # a user's namespace: would be deleted
+        _live("Namespace", "team-serving", [demo, "kubectl-label"]),  # an earlier demo's, since labelled by hand
+        _live("Namespace", "team-research", [demo]),  # an earlier demo's (made before the label existed)
+        _live("ClusterQueue", "research", ["kubectl-client-side-apply", "kueue:status"]),  # a user's queue
+        _live("ClusterQueue", "vision", [demo, "kueue:status"]),  # an earlier demo's
+        _live("ClusterQueue", "serving", ["someone", "kueue:status"], mine),  # labelled by the demo
+        _live("ResourceFlavor", "a100", ["kubectl-create"]),  # a user's flavor: would lose its node labels
+    ])
+    assert [(kind, name) for kind, name, _ in foreign] == [
+        ("Namespace", "team-vision"), ("Namespace", "team-serving"), ("ClusterQueue", "research"),
+        ("ResourceFlavor", "a100")]
+    assert foreign[0][2] == ["kubectl-create"]
+
+
+def test_the_demos_own_objects_carry_its_label() -> None:
+    for obj in demo_real.platform_objects():
+        if obj["kind"] in ("Namespace", "ClusterQueue", "ResourceFlavor", "LocalQueue"):
+            assert obj["metadata"]["labels"][demo_real.DEMO_LABEL] == demo_real.FIELD_MANAGER, obj["metadata"]
