@@ -54,7 +54,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "minutes, plus 2-7 to start a cluster)")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="with --stack real: a ready cluster started with `gpuaas cluster up --with events "
-                             "--state-dir DIR` (default: start one in a new folder and stop it at the end)")
+                             "--state-dir DIR` (default: start one in a new folder and stop it at the end); an "
+                             "earlier demo's namespaces team-research, team-vision, team-serving there are deleted "
+                             "first, and any of those names or ClusterQueues research/vision/serving or flavor a100 "
+                             "that the demo did not make stops it before anything changes")
     parser.add_argument("--output", choices=("table", "json"), default="table",
                         help="table: progress, timeline and summary; json: summary.json on stdout")
 
@@ -130,7 +133,8 @@ REAL_SPEED = 120.0
 
 def _check_real(args: argparse.Namespace) -> None:
     """--stack real: the options that mean something only locally are refused; a given --state-dir must be
-    a ready cluster with the events part (checked before anything starts)."""
+    a ready cluster with the events part, where nothing of the demo's names (namespaces, ClusterQueues,
+    flavor) is someone else's (checked before anything starts)."""
     if args.manifests is not None:
         raise _Unusable("--manifests: only with --stack local (the real stack runs the rendered base installed by "
                         "gpuaas.cluster.install)")
@@ -138,10 +142,13 @@ def _check_real(args: argparse.Namespace) -> None:
         raise _Unusable("--steps/--metrics: only with --stack local (on the real stack the steps run as pods on the "
                         "real node and the stack's Prometheus and Alertmanager raise the alerts)")
     if args.state_dir is not None:
-        from gpuaas.demo_real import StackNotReady, check_stack
+        from kubernetes import config
+
+        from gpuaas.demo_real import StackNotReady, check_demo_names_free, check_stack
 
         try:
-            check_stack(args.state_dir)
+            status = check_stack(args.state_dir)
+            check_demo_names_free(config.new_client_from_config(config_file=str(status["kubeconfig"])))
         except StackNotReady as error:
             raise _Unusable(str(error)) from None
 

@@ -92,3 +92,22 @@ def test_the_demos_own_objects_carry_its_label() -> None:
     for obj in demo_real.platform_objects():
         if obj["kind"] in ("Namespace", "ClusterQueue", "ResourceFlavor", "LocalQueue"):
             assert obj["metadata"]["labels"][demo_real.DEMO_LABEL] == demo_real.FIELD_MANAGER, obj["metadata"]
+
+
+def test_the_cli_refuses_a_cluster_where_a_demo_name_is_someone_elses_before_anything_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kubernetes import config
+
+    from gpuaas.cli import main
+
+    _status(monkeypatch, {"phase": "ready", "parts": ["node", "argo", "events"], "kubeconfig": "kubeconfig"})
+    monkeypatch.setattr(config, "new_client_from_config", lambda **_: object())
+    monkeypatch.setattr(demo_real, "existing_demo_objects",
+                        lambda _: [_live("Namespace", "team-vision", ["kubectl-create"])])
+    monkeypatch.setattr(demo_real, "run_real_demo", lambda *_: pytest.fail("the demo started"))
+    code = main(["demo", "--stack", "real", "--state-dir", str(tmp_path), "--output-dir", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "", captured
+    (line,) = captured.err.splitlines()
+    assert line.startswith("gpuaas demo: expected the demo's names free") and \
+        "Namespace team-vision (written by kubectl-create)" in line and "nothing was changed" in line, line
