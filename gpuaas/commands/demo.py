@@ -148,9 +148,17 @@ def _check_real(args: argparse.Namespace) -> None:
 
         try:
             status = check_stack(args.state_dir)
+        except StackNotReady as error:
+            raise _Unusable(str(error)) from None
+        try:
             check_demo_names_free(config.new_client_from_config(config_file=str(status["kubeconfig"])))
         except StackNotReady as error:
             raise _Unusable(str(error)) from None
+        except Exception as error:  # noqa: BLE001 - a gone apiserver, a broken kubeconfig: one line, not a traceback
+            first = (str(error).strip().splitlines() or [""])[0]
+            raise _Unusable(f"--state-dir {args.state_dir}: expected its apiserver to answer, found "
+                            f"{type(error).__name__}: {first}; see `gpuaas cluster status --state-dir "
+                            f"{args.state_dir}`") from None
 
 
 def run(args: argparse.Namespace) -> int:

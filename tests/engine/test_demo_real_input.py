@@ -111,3 +111,47 @@ def test_the_cli_refuses_a_cluster_where_a_demo_name_is_someone_elses_before_any
     (line,) = captured.err.splitlines()
     assert line.startswith("gpuaas demo: expected the demo's names free") and \
         "Namespace team-vision (written by kubectl-create)" in line and "nothing was changed" in line, line
+
+
+def test_the_cli_says_in_one_line_when_the_clusters_apiserver_does_not_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The state file says ready, the apiserver is gone (killed since): one line, exit 2, no traceback."""
+    import urllib3
+    from kubernetes import config
+
+    from gpuaas.cli import main
+
+    def refused(_: Any) -> list[dict[str, Any]]:
+        raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces", "Connection refused")  # type: ignore[arg-type]
+
+    _status(monkeypatch, {"phase": "ready", "parts": ["node", "argo", "events"], "kubeconfig": "kubeconfig"})
+    monkeypatch.setattr(config, "new_client_from_config", lambda **_: object())
+    monkeypatch.setattr(demo_real, "existing_demo_objects", refused)
+    code = main(["demo", "--stack", "real", "--state-dir", str(tmp_path), "--output-dir", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "", captured
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"gpuaas demo: --state-dir {tmp_path}: expected its apiserver to answer") and \
+        "MaxRetryError" in line, line
+
+
+def test_an_api_error_during_the_demo_is_one_line_and_exit_1(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Mid-story the apiserver refuses a request (ApiException is no RuntimeError): one line, not a traceback."""
+    from kubernetes import config
+    from kubernetes.client.rest import ApiException
+
+    from gpuaas.cli import main
+
+    def forbidden(*_: Any) -> None:
+        raise ApiException(status=403, reason="Forbidden")
+
+    _status(monkeypatch, {"phase": "ready", "parts": ["node", "argo", "events"], "kubeconfig": "kubeconfig"})
+    monkeypatch.setattr(config, "new_client_from_config", lambda **_: object())
+    monkeypatch.setattr(demo_real, "existing_demo_objects", lambda _: [])
+    monkeypatch.setattr(demo_real, "run_real_demo", forbidden)
+    code = main(["demo", "--stack", "real", "--state-dir", str(tmp_path), "--output-dir", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 1, captured
+    (line,) = captured.err.splitlines()
+    assert line.startswith("gpuaas demo: the real stack failed: ApiException: (403)") and "Forbidden" in line, line
