@@ -161,6 +161,16 @@ def _check_real(args: argparse.Namespace) -> None:
                             f"{args.state_dir}`") from None
 
 
+def _stack_errors() -> tuple[type[BaseException], ...]:
+    """What the real stack's clients raise when a component fails or refuses (not the demo's own defects)."""
+    import subprocess
+
+    import urllib3
+    from kubernetes.client.rest import ApiException
+
+    return RuntimeError, ApiException, urllib3.exceptions.HTTPError, subprocess.TimeoutExpired
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
@@ -200,14 +210,17 @@ def run(args: argparse.Namespace) -> int:
     except DemoStalled as error:
         print(f"gpuaas demo: the scenario stalled: {error}", file=sys.stderr)
         return 1
-    except RuntimeError as error:  # the real stack: gpuaas.cluster.install.InstallError, ClusterError, HistoryError
-        if not real:
-            raise
-        print(f"gpuaas demo: the real stack failed: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
     except FileNotFoundError as error:
         print(f"gpuaas demo: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        # the real stack: gpuaas.cluster.install.InstallError, ClusterError, HistoryError (RuntimeErrors), the
+        # kubernetes client's ApiException, urllib3's errors, a kubectl or argo past its timeout: one line
+        if not real or not isinstance(error, _stack_errors()):
+            raise
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        print(f"gpuaas demo: the real stack failed: {type(error).__name__}: {'; '.join(lines)}", file=sys.stderr)
+        return 1
     summary = result.summary
     if as_json:
         print(json.dumps(summary, indent=2))
