@@ -85,7 +85,8 @@ def check_stack(state_dir: Path) -> dict[str, Any]:
 
     if not state_dir.is_dir():
         raise StackNotReady(f"--state-dir {state_dir}: expected the folder of a cluster started with `gpuaas cluster "
-                            f"up --with events --state-dir {state_dir}`, found no folder; start one, or leave out "
+                            f"up --with events --state-dir {state_dir}`, found "
+                            f"{'a file' if state_dir.exists() else 'no folder'}; start one, or leave out "
                             "--state-dir and the demo starts (and stops) its own")
     status = Cluster(state_dir).status()
     if status.get("phase") != "ready":
