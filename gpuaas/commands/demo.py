@@ -50,8 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"demo seconds per wall second, 1 to {MAX_SPEED:g} (default: 300; 120 with --stack real)")
     parser.add_argument("--stack", choices=("local", "real"), default="local",
                         help="local: the local engine (about a minute); real: the real stack of `gpuaas cluster up "
-                             "--with events` (Kueue, KubeRay, training-operator, Argo Events and Workflows; 6-10 "
-                             "minutes, plus 2-7 to start a cluster)")
+                             "--with events` (Kueue, KubeRay, training-operator, Argo Events and Workflows; 6-7 "
+                             "minutes measured on a ready cluster, plus 2-7 to start one)")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="with --stack real: a ready cluster started with `gpuaas cluster up --with events "
                              "--state-dir DIR` (default: start one in a new folder and stop it at the end); an "
