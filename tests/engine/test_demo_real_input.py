@@ -155,3 +155,36 @@ def test_an_api_error_during_the_demo_is_one_line_and_exit_1(
     assert code == 1, captured
     (line,) = captured.err.splitlines()
     assert line.startswith("gpuaas demo: the real stack failed: ApiException: (403)") and "Forbidden" in line, line
+
+
+class _Stop(Exception):
+    """Raised by a stand-in right after the demo prepared its output folder."""
+
+
+def test_a_report_folder_keeps_no_file_of_the_other_stacks_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast demo writes runs.db and cluster-snapshot.json, the real one runs.json, into the same folder:
+    each removes the other's, or the folder shows a stale archive or snapshot next to a report that is not theirs."""
+    from kubernetes import config
+
+    from engine import demo as fast_demo
+    from engine import exporter
+
+    def stop(*_: Any, **__: Any) -> None:
+        raise _Stop
+
+    def leftovers() -> None:
+        for name in ("runs.db", "cluster-snapshot.json", "runs.json"):
+            (tmp_path / name).write_text("an earlier demo's\n")
+
+    leftovers()
+    monkeypatch.setattr(config, "new_client_from_config", stop)
+    with pytest.raises(_Stop):
+        demo_real.RealScenario(fast_demo.DemoOptions(output_dir=tmp_path, progress=None), tmp_path,
+                               {"kubeconfig": "kubeconfig"}).run()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.json"]
+
+    leftovers()
+    monkeypatch.setattr(exporter, "DcgmExporter", stop)
+    with pytest.raises(_Stop):
+        fast_demo.Scenario(fast_demo.DemoOptions(output_dir=tmp_path, progress=None)).run()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster-snapshot.json"]  # its own, rewritten at the end
