@@ -473,7 +473,8 @@ class RealScenario(Scenario):
         options = self.options
         output = options.output_dir
         output.mkdir(parents=True, exist_ok=True)
-        (output / "runs.db").unlink(missing_ok=True)  # an earlier fast demo's: not this run's
+        for name in ("runs.db", "cluster-snapshot.json"):  # an earlier fast demo's: not this run's
+            (output / name).unlink(missing_ok=True)
         wall_started = time.monotonic()
         kubeconfig = Path(self.status["kubeconfig"])
         api_client = config.new_client_from_config(config_file=str(kubeconfig))
