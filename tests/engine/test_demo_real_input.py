@@ -188,3 +188,16 @@ def test_a_report_folder_keeps_no_file_of_the_other_stacks_demo(tmp_path: Path, 
     with pytest.raises(_Stop):
         fast_demo.Scenario(fast_demo.DemoOptions(output_dir=tmp_path, progress=None)).run()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster-snapshot.json"]  # its own, rewritten at the end
+
+
+def test_the_reports_files_give_an_audit_command_only_while_the_server_is_there() -> None:
+    """Without --state-dir the demo's cluster is gone at the end: the Files section says so in words, it does
+    not print that sentence as a command to run against the stopped Argo Server."""
+    from engine import report
+
+    summary = {"stack": "real", "runs_source": "Argo Server http://127.0.0.1:1 (namespace gpuaas; live and archived)",
+               "stand_ins": ["KWOK"], "files": {"audit": "the demo's cluster was stopped: runs.json holds the runs"}}
+    stopped = report._files(summary)
+    assert "<code>the demo" not in stopped and "the demo&#x27;s cluster was stopped" in stopped, stopped
+    summary["files"]["audit"] = "gpuaas audit --argo-server http://127.0.0.1:1"
+    assert "audit them there: <code>gpuaas audit --argo-server http://127.0.0.1:1</code>" in report._files(summary)
