@@ -422,6 +422,7 @@ class Scenario:
         output.mkdir(parents=True, exist_ok=True)
         archive_path = output / "runs.db"
         archive_path.unlink(missing_ok=True)
+        (output / "runs.json").unlink(missing_ok=True)  # a `--stack real` demo's runs: not this report's
         wall_started = time.monotonic()
         exporter = DcgmExporter()
         for node in cluster.NODES:

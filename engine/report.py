@@ -175,8 +175,12 @@ def _files(summary: dict[str, Any]) -> str:
     """The report's files: the local engine's archive and snapshot, or on the real stack the runs as the
     Argo Server served them and how to audit them there (its PostgreSQL archive is the record)."""
     if summary.get("stack") == "real":
+        audit = summary["files"]["audit"]
+        # a command while the cluster stays (--state-dir); else the sentence saying the server is gone
+        where = (f"audit them there: <code>{html.escape(audit)}</code>" if audit.startswith("gpuaas audit")
+                 else html.escape(audit))
         return (f"""<ul><li><a href="runs.json">runs.json</a>: the runs as the {html.escape(summary['runs_source'])}
-served them; audit them there: <code>{html.escape(summary['files']['audit'])}</code></li>
+served them; {where}</li>
 <li>stand-ins on the stack: {html.escape('; '.join(summary.get('stand_ins') or []))}</li>
 <li><a href="summary.json">summary.json</a>, <a href="{CHART}">{CHART}</a></li></ul>""")
     return f"""<ul><li><a href="runs.db">runs.db</a>: the run archive (Argo archive layout): <code>gpuaas audit --archive runs.db</code></li>

@@ -61,6 +61,10 @@ QUIET_SECONDS = 8.0
 """settle(): no new run for this long (an event reaches `argo submit` in 1-6 s on this stack)."""
 DEMO_NAMESPACES = frozenset(t.namespace for t in cluster.TENANTS)
 FIELD_MANAGER = "gpuaas-demo"
+DEMO_LABEL = "app.kubernetes.io/managed-by"
+"""Set to FIELD_MANAGER on the demo's namespaces, ClusterQueues, flavor and LocalQueues: what a later demo may
+delete (the namespaces) or apply over (the rest). An object of the same name without it stops the demo."""
+CLAIMED_KINDS = ("Namespace", "ClusterQueue", "ResourceFlavor")
 STAND_IN_OWNERS = ("Notebook", "InferenceService")
 """Kinds whose controller does not run here: their pods come from the StatefulSet / Deployment made for them."""
 STAND_INS = (
@@ -81,7 +85,8 @@ def check_stack(state_dir: Path) -> dict[str, Any]:
 
     if not state_dir.is_dir():
         raise StackNotReady(f"--state-dir {state_dir}: expected the folder of a cluster started with `gpuaas cluster "
-                            f"up --with events --state-dir {state_dir}`, found no folder; start one, or leave out "
+                            f"up --with events --state-dir {state_dir}`, found "
+                            f"{'a file' if state_dir.exists() else 'no folder'}; start one, or leave out "
                             "--state-dir and the demo starts (and stops) its own")
     status = Cluster(state_dir).status()
     if status.get("phase") != "ready":
@@ -125,7 +130,8 @@ def with_demo_tenants(policy_text: str, window: str) -> str:
 
 def platform_objects() -> list[dict[str, Any]]:
     """The demo's tenants (engine/demo_cluster.py) for the stack: no Nodes (KWOK's are there), no policy
-    ConfigMap (the product's is amended), the flavor tolerating the GPU nodes' taint as Kueue injects it."""
+    ConfigMap (the product's is amended), the flavor tolerating the GPU nodes' taint as Kueue injects it;
+    each labelled as the demo's (DEMO_LABEL)."""
     objects = []
     for obj in cluster.platform_objects(""):
         if obj["kind"] in ("Node", "ConfigMap"):
@@ -135,8 +141,67 @@ def platform_objects() -> list[dict[str, Any]]:
         if obj["kind"] == "ResourceFlavor":
             obj = {**obj, "spec": {**obj["spec"], "tolerations": [
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
-        objects.append(obj)
+        labels = {**(obj["metadata"].get("labels") or {}), DEMO_LABEL: FIELD_MANAGER}
+        objects.append({**obj, "metadata": {**obj["metadata"], "labels": labels}})
     return objects
+
+
+def _writers(obj: dict[str, Any]) -> list[str]:
+    """Who wrote the object's spec and metadata (managedFields; status writers, e.g. Kueue's, left out)."""
+    return sorted({f.get("manager", "?") for f in obj["metadata"].get("managedFields") or []
+                   if not f.get("subresource")})
+
+
+def not_the_demos(live: list[dict[str, Any]]) -> list[tuple[str, str, list[str]]]:
+    """Of the live objects bearing the demo's names, those the demo did not make: (kind, name, writers).
+
+    The demo's: labelled DEMO_LABEL=gpuaas-demo, or (made by a demo before that label) a namespace only the
+    demo ever wrote, a ClusterQueue or flavor the demo applied. Anything else someone else made: the demo
+    must neither delete it (namespaces) nor apply over it (--force-conflicts takes its fields)."""
+    foreign = []
+    for obj in live:
+        writers = _writers(obj)
+        if (obj["metadata"].get("labels") or {}).get(DEMO_LABEL) == FIELD_MANAGER:
+            continue
+        if writers == [FIELD_MANAGER] or (obj["kind"] != "Namespace" and FIELD_MANAGER in writers):
+            continue
+        foreign.append((obj["kind"], obj["metadata"]["name"], writers))
+    return foreign
+
+
+def existing_demo_objects(api_client: Any) -> list[dict[str, Any]]:
+    """The live Namespaces, ClusterQueues and ResourceFlavors that have the demo's names (dicts as served)."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    names = {(o["kind"], o["metadata"]["name"]) for o in platform_objects() if o["kind"] in CLAIMED_KINDS}
+    core = client.CoreV1Api(api_client)
+    custom = client.CustomObjectsApi(api_client)
+    live = [{**api_client.sanitize_for_serialization(n), "kind": "Namespace"}  # a list's items carry no kind
+            for n in core.list_namespace().items if ("Namespace", n.metadata.name) in names]
+    for kind, plural in (("ClusterQueue", "clusterqueues"), ("ResourceFlavor", "resourceflavors")):
+        for obj_kind, name in sorted(names):
+            if obj_kind != kind:
+                continue
+            try:
+                live.append({"kind": kind, **custom.get_cluster_custom_object(*KUEUE, plural, name)})
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+    return live
+
+
+def check_demo_names_free(api_client: Any) -> list[str]:
+    """The demo's earlier namespaces (to delete), after checking nothing of its names is someone else's;
+    StackNotReady naming what is not the demo's, before anything changes."""
+    live = existing_demo_objects(api_client)
+    foreign = not_the_demos(live)
+    if foreign:
+        found = "; ".join(f"{kind} {name} (written by {', '.join(writers) or '?'})" for kind, name, writers in foreign)
+        raise StackNotReady(f"expected the demo's names free or made by an earlier demo (label {DEMO_LABEL}="
+                            f"{FIELD_MANAGER}), found {found}: the demo would delete or overwrite them; nothing was "
+                            "changed: run it on a cluster of its own (leave out --state-dir)")
+    return [o["metadata"]["name"] for o in live if o["kind"] == "Namespace"]
 
 
 def _pod_templates(node: Any) -> list[dict[str, Any]]:
@@ -367,13 +432,13 @@ class RealScenario(Scenario):
 
         from gpuaas.cluster.install import IDLE_LISTENING, apply, install
 
+        existing = check_demo_names_free(api_client)  # before anything changes
         self.say("installing the product on the stack (rendered base; EventSources and Sensors listening)")
         install(kubeconfig, api_client, IDLE_LISTENING, FIELD_MANAGER)
         core = client.CoreV1Api(api_client)
-        existing = [t.namespace for t in cluster.TENANTS
-                    if any(n.metadata.name == t.namespace for n in core.list_namespace().items)]
         if existing:
-            self.say(f"deleting an earlier demo's namespaces: {', '.join(existing)}")
+            self.say(f"deleting an earlier demo's namespaces (label {DEMO_LABEL}={FIELD_MANAGER}, or only the demo "
+                     f"wrote them) with everything in them: {', '.join(existing)}")
             self.epoch_start = time.time()
             for namespace in existing:
                 core.delete_namespace(namespace)
@@ -408,7 +473,8 @@ class RealScenario(Scenario):
         options = self.options
         output = options.output_dir
         output.mkdir(parents=True, exist_ok=True)
-        (output / "runs.db").unlink(missing_ok=True)  # an earlier fast demo's: not this run's
+        for name in ("runs.db", "cluster-snapshot.json"):  # an earlier fast demo's: not this run's
+            (output / name).unlink(missing_ok=True)
         wall_started = time.monotonic()
         kubeconfig = Path(self.status["kubeconfig"])
         api_client = config.new_client_from_config(config_file=str(kubeconfig))
@@ -528,4 +594,5 @@ def run_real_demo(options: DemoOptions, state_dir: Path | None) -> DemoResult:
     return result
 
 
-__all__ = ["REAL_SPEED", "RealBackend", "RealScenario", "StackNotReady", "check_stack", "run_real_demo"]
+__all__ = ["REAL_SPEED", "RealBackend", "RealScenario", "StackNotReady", "check_demo_names_free", "check_stack",
+           "not_the_demos", "run_real_demo"]

@@ -105,6 +105,8 @@ GPUAAS_CASES = [
     ("demo-output-dir-is-a-file", ["demo", "--output-dir", "a-file"], 2, ("expected a folder", "found a file")),
     ("demo-real-state-dir-missing", ["demo", "--stack", "real", "--state-dir", "nope"], 2,
      ("expected the folder of a cluster started with `gpuaas cluster up --with events", "found no folder")),
+    ("demo-real-state-dir-is-a-file", ["demo", "--stack", "real", "--state-dir", "a-file"], 2,
+     ("expected the folder of a cluster", "found a file")),
     ("demo-real-state-dir-not-a-cluster", ["demo", "--stack", "real", "--state-dir", "."], 2,
      ("expected a ready cluster", "found phase absent", "gpuaas cluster up --with events --state-dir")),
     ("demo-state-dir-without-real", ["demo", "--state-dir", "."], 2, ("--state-dir: only with --stack real",)),

@@ -50,11 +50,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"demo seconds per wall second, 1 to {MAX_SPEED:g} (default: 300; 120 with --stack real)")
     parser.add_argument("--stack", choices=("local", "real"), default="local",
                         help="local: the local engine (about a minute); real: the real stack of `gpuaas cluster up "
-                             "--with events` (Kueue, KubeRay, training-operator, Argo Events and Workflows; 6-10 "
-                             "minutes, plus 2-7 to start a cluster)")
+                             "--with events` (Kueue, KubeRay, training-operator, Argo Events and Workflows; 6-7 "
+                             "minutes measured on a ready cluster, plus 2-7 to start one)")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="with --stack real: a ready cluster started with `gpuaas cluster up --with events "
-                             "--state-dir DIR` (default: start one in a new folder and stop it at the end)")
+                             "--state-dir DIR` (default: start one in a new folder and stop it at the end); an "
+                             "earlier demo's namespaces team-research, team-vision, team-serving there are deleted "
+                             "first, and any of those names or ClusterQueues research/vision/serving or flavor a100 "
+                             "that the demo did not make stops it before anything changes")
     parser.add_argument("--output", choices=("table", "json"), default="table",
                         help="table: progress, timeline and summary; json: summary.json on stdout")
 
@@ -130,7 +133,8 @@ REAL_SPEED = 120.0
 
 def _check_real(args: argparse.Namespace) -> None:
     """--stack real: the options that mean something only locally are refused; a given --state-dir must be
-    a ready cluster with the events part (checked before anything starts)."""
+    a ready cluster with the events part, where nothing of the demo's names (namespaces, ClusterQueues,
+    flavor) is someone else's (checked before anything starts)."""
     if args.manifests is not None:
         raise _Unusable("--manifests: only with --stack local (the real stack runs the rendered base installed by "
                         "gpuaas.cluster.install)")
@@ -138,12 +142,33 @@ def _check_real(args: argparse.Namespace) -> None:
         raise _Unusable("--steps/--metrics: only with --stack local (on the real stack the steps run as pods on the "
                         "real node and the stack's Prometheus and Alertmanager raise the alerts)")
     if args.state_dir is not None:
-        from gpuaas.demo_real import StackNotReady, check_stack
+        from kubernetes import config
+
+        from gpuaas.demo_real import StackNotReady, check_demo_names_free, check_stack
 
         try:
-            check_stack(args.state_dir)
+            status = check_stack(args.state_dir)
         except StackNotReady as error:
             raise _Unusable(str(error)) from None
+        try:
+            check_demo_names_free(config.new_client_from_config(config_file=str(status["kubeconfig"])))
+        except StackNotReady as error:
+            raise _Unusable(str(error)) from None
+        except Exception as error:  # noqa: BLE001 - a gone apiserver, a broken kubeconfig: one line, not a traceback
+            first = (str(error).strip().splitlines() or [""])[0]
+            raise _Unusable(f"--state-dir {args.state_dir}: expected its apiserver to answer, found "
+                            f"{type(error).__name__}: {first}; see `gpuaas cluster status --state-dir "
+                            f"{args.state_dir}`") from None
+
+
+def _stack_errors() -> tuple[type[BaseException], ...]:
+    """What the real stack's clients raise when a component fails or refuses (not the demo's own defects)."""
+    import subprocess
+
+    import urllib3
+    from kubernetes.client.rest import ApiException
+
+    return RuntimeError, ApiException, urllib3.exceptions.HTTPError, subprocess.TimeoutExpired
 
 
 def run(args: argparse.Namespace) -> int:
@@ -185,14 +210,17 @@ def run(args: argparse.Namespace) -> int:
     except DemoStalled as error:
         print(f"gpuaas demo: the scenario stalled: {error}", file=sys.stderr)
         return 1
-    except RuntimeError as error:  # the real stack: gpuaas.cluster.install.InstallError, ClusterError, HistoryError
-        if not real:
-            raise
-        print(f"gpuaas demo: the real stack failed: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
     except FileNotFoundError as error:
         print(f"gpuaas demo: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        # the real stack: gpuaas.cluster.install.InstallError, ClusterError, HistoryError (RuntimeErrors), the
+        # kubernetes client's ApiException, urllib3's errors, a kubectl or argo past its timeout: one line
+        if not real or not isinstance(error, _stack_errors()):
+            raise
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        print(f"gpuaas demo: the real stack failed: {type(error).__name__}: {'; '.join(lines)}", file=sys.stderr)
+        return 1
     summary = result.summary
     if as_json:
         print(json.dumps(summary, indent=2))

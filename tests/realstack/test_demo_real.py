@@ -74,6 +74,25 @@ def _step_outputs(run: dict, template: str) -> list[dict[str, str]]:
             if n.get("templateName") == template and n.get("type") == "Pod"]
 
 
+def _admitted_after_the_release(admitted: list[dict], idle_runs: list[dict]) -> None:
+    """One on-idle step released ray-vision (vision's 4 GPUs), and train-llm was admitted into the quota it
+    freed: its admission (the on-admitted run's event, Kueue's Admitted condition) after that step started."""
+    applied = [(r, o) for r in idle_runs for o in _step_outputs(r, "on-idle") if o.get("outcome") == "applied"]
+    assert len(applied) == 1, [_step_outputs(r, "on-idle") for r in idle_runs]
+    release_run, release = applied[0]
+    assert release["tenant"] == "vision" and release["gpus-released"] == "4", release
+    assert "ray-vision" in release["record"]
+    (train,) = [r for r in admitted if _parameters(r)["workload"].startswith("pytorchjob-train-llm-")]
+    event = json.loads(_parameters(train)["event"])
+    body = json.loads(base64.b64decode(event["data"]))["body"]
+    admitted_at = next(c["lastTransitionTime"] for c in body["status"]["conditions"]
+                       if c["type"] == "Admitted" and c["status"] == "True")
+    (release_node,) = [n for n in release_run["status"]["nodes"].values()
+                        if n.get("templateName") == "on-idle" and n.get("type") == "Pod"]
+    released_after = release_node["startedAt"]  # the step released ray-vision after its pod started
+    assert _time(admitted_at) >= _time(released_after) - 1, (admitted_at, released_after)  # whole seconds
+
+
 @pytest.fixture(scope="module")
 def demo(argo_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, float, float]]:
     """The demo's run; after the module its namespaces go: its pods hold 9 of the 12 KWOK GPUs at the end
@@ -116,9 +135,12 @@ def test_the_report_counts_each_reaction_as_the_story_expects(demo: tuple[Path, 
     assert [w.split("/")[0] for w in summary["released_workloads"]] == ["team-vision"], summary["released_workloads"]
     assert "raycluster-ray-vision" in summary["released_workloads"][0]
     assert summary["gpus_released"] == 4
-    marks = {m["what"]: m["hours"] for m in summary["marks"]}
-    assert marks["released (on-idle)"] <= marks["train-llm admitted"], marks
     assert summary["stack"] == "real" and summary["runs_source"].startswith("Argo Server ")
+    # runs.json, the runs as the demo read them back: train-llm admitted after the release (the chart's
+    # marks cannot tell: the story records them in that order whatever Kueue did)
+    runs = json.loads((output / "runs.json").read_text())
+    _admitted_after_the_release([r for r in runs if _template(r) == "gpuaas-on-admitted"],
+                                [r for r in runs if _template(r) == "gpuaas-on-idle"])
 
 
 def test_the_argo_server_lists_the_same_reactions(argo_cluster: RealCluster,
@@ -145,23 +167,9 @@ def test_the_argo_server_lists_the_same_reactions(argo_cluster: RealCluster,
     assert all(r["status"]["phase"] == "Succeeded" for r in admitted + finished)
 
     idle_runs = [_full(server, r) for r in by_template["gpuaas-on-idle"]]
-    applied = [(r, o) for r in idle_runs for o in _step_outputs(r, "on-idle") if o.get("outcome") == "applied"]
-    assert len(applied) == 1, [_step_outputs(r, "on-idle") for r in idle_runs]
-    release_run, release = applied[0]
-    assert release["tenant"] == "vision" and release["gpus-released"] == "4", release
-    assert "ray-vision" in release["record"]
+    _admitted_after_the_release(admitted, idle_runs)
 
     (resume,) = [_full(server, r) for r in by_template["gpuaas-resume-workers"]]
     assert resume["status"]["phase"] == "Succeeded"
     assert [o["outcome"] for o in _step_outputs(resume, "resume-workers")] == ["applied"]
 
-    # train-llm was admitted into the quota the release freed: its admission came after the release.
-    (train,) = [r for r in admitted if _parameters(r)["workload"].startswith("pytorchjob-train-llm-")]
-    event = json.loads(_parameters(train)["event"])
-    body = json.loads(base64.b64decode(event["data"]))["body"]
-    admitted_at = next(c["lastTransitionTime"] for c in body["status"]["conditions"]
-                       if c["type"] == "Admitted" and c["status"] == "True")
-    (release_node,) = [n for n in release_run["status"]["nodes"].values()
-                        if n.get("templateName") == "on-idle" and n.get("type") == "Pod"]
-    released_after = release_node["startedAt"]  # the step released ray-vision after its pod started
-    assert _time(admitted_at) >= _time(released_after) - 1, (admitted_at, released_after)  # whole seconds
