@@ -21,7 +21,6 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-from gpuaas.cluster.binaries import program
 from gpuaas.cluster.stack import Cluster
 
 
@@ -66,12 +65,14 @@ class RealCluster:
 
     def kubectl(self, *args: str, input_text: str | None = None, check: bool = True,
                 timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-        """The kubectl built from the pinned Kubernetes module, as the admin."""
-        done = subprocess.run([str(program("kubernetes", "kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
-                              input=input_text, capture_output=True, text=True, timeout=timeout, check=False)
-        if check and done.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
-        return done
+        """The kubectl built from the pinned Kubernetes module, as the admin; a failure fails the test."""
+        from gpuaas.cluster.install import InstallError
+        from gpuaas.cluster.install import kubectl as run_kubectl
+
+        try:
+            return run_kubectl(self.kubeconfig, *args, input_text=input_text, check=check, timeout=timeout)
+        except InstallError as error:
+            raise AssertionError(str(error)) from None
 
     def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
         """A token for the ServiceAccount from the TokenRequest API (the SA must exist)."""
