@@ -475,6 +475,10 @@ class Scenario:
                                 wall_seconds=time.monotonic() - wall_started, metrics_mode=self.metrics_mode,
                                 step_mode=options.step_mode, events_routed=events_seen, marks=self.marks,
                                 started=self.clock.start)
+        return self._result(summary, output)
+
+    def _result(self, summary: dict[str, Any], output: Path) -> DemoResult:
+        """The run's result, with the quota advice or why there is none (either stack)."""
         if self.quota_advice is not None:
             summary["quota_advice"] = self.quota_advice
         else:

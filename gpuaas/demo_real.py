@@ -520,11 +520,7 @@ class RealScenario(Scenario):
             "files": {"runs": "runs.json", "report": "index.html",
                       "audit": f"gpuaas audit --argo-server {server}"},
         })
-        if self.quota_advice is not None:
-            summary["quota_advice"] = self.quota_advice
-        else:
-            summary["quota_advice_unavailable"] = self.quota_advice_error
-        return DemoResult(summary=summary, samples=self.samples, output_dir=output)
+        return self._result(summary, output)
 
     def _advise_real(self, prometheus: str, api_client: Any) -> None:
         from kubernetes import client
