@@ -12,7 +12,8 @@ from pathlib import Path
 
 PACKAGES = {
     "containerd": "containerd", "ctr": "containerd", "runc": "runc", "debootstrap": "debootstrap",
-    "socat": "socat", "ip": "iproute2", "openssl": "openssl", "mount": "mount",
+    "socat": "socat", "ip": "iproute2", "openssl": "openssl", "mount": "mount", "unshare": "util-linux",
+    "nsenter": "util-linux",
 }
 """Program -> the Debian package that installs it."""
 CNI_DIR = Path("/usr/lib/cni")

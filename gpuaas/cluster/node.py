@@ -11,9 +11,14 @@ Everything here is the real program, configured for this VM:
 | kubelet | built from the pinned `k8s.io/kubernetes`, `failCgroupV1: false`, cgroup root of its own, pod logs in the work folder | the cgroup hierarchy is v1; two nodes must not share cgroups or pod logs |
 | service forwarder | **a stand-in for kube-proxy**: socat on the `kubernetes` Service's ClusterIP:443 forwarding to the API server on 127.0.0.1, and on the fixed ClusterIPs of the few Services `gpuaas cluster up` gives to programs on loopback (gpuaas.cluster.services) | the API server binds 127.0.0.1 (it publishes no endpoints for a loopback address), and the other programs listen on loopback only, so kube-proxy would have nothing to route to |
 
-One node per machine at a time: the kubelet's device-plugin socket path
-(`/var/lib/kubelet/device-plugins/kubelet.sock`) is compiled in, whatever the root folder. A lock
-file serializes nodes (a second start waits, then fails with who holds it).
+Several nodes per machine: the kubelet and containerd of each run in a mount namespace of their own
+(gpuaas.cluster.mount_namespace), where the machine paths compiled into them (the kubelet's
+device-plugin socket folder `/var/lib/kubelet/device-plugins`, `/var/log/containers`,
+containerd's `/run/containerd`, the CNI cache `/var/lib/cni`) are folders of the node's own, and
+every mount they make (pods' volumes, containers' root filesystems, network namespaces) stays
+in that namespace. Each node has its own bridge, /24, cgroup root and containerd image store; the
+Service addresses its stand-in for kube-proxy listens on are bound to its bridge
+(SO_BINDTODEVICE), so the same ClusterIP serves each node's pods from its own cluster.
 
     network = NodeNetwork.choose()
     credentials = NodeCredentials.issue(ca_cert, ca_key, server_url, "gpuaas-node", workdir, [network.node_ip])
@@ -33,7 +38,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -45,11 +49,13 @@ import yaml
 
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.debian import ToolMissing, cni_plugin_dir, debian_tool
+from gpuaas.cluster.mount_namespace import MachineShare, MountNamespace, NamespaceError
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
-NODE_LOCK = Path("/run/lock/gpuaas-kubelet.lock")
-DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
-"""Compiled into the kubelet (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.KubeletSocket), whatever --root-dir says."""
+NETWORK_LOCK = Path("/run/lock/gpuaas-nodes.network.lock")
+"""Held while a node picks its /24 and creates its bridge, so two nodes starting at once never pick the same."""
+IMAGE_ROOTS = 8
+"""Image stores a kept `image_root` may grow to, one per node running at once."""
 POD_SUBNETS = ipaddress.ip_network("10.244.0.0/16")
 """Each node takes a free /24 of this range for its bridge and pods."""
 DEFAULT_PAUSE_IMAGE = "gpuaas.local/pause:3.10.2"
@@ -100,7 +106,24 @@ class NodeNetwork:
 
     @classmethod
     def choose(cls) -> NodeNetwork:
-        """A /24 of 10.244.0.0/16 that no interface or route of this machine uses yet."""
+        """A /24 of 10.244.0.0/16 that no interface, route or gpuaas bridge of this machine uses yet.
+
+        The bridge is created at once (under NETWORK_LOCK), so a node starting beside this one picks
+        another; `Node.stop()` (or `delete()`) removes it."""
+        NETWORK_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(NETWORK_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            network = cls._free()
+            network.create()
+            return network
+        finally:
+            os.close(descriptor)
+
+    @classmethod
+    def _free(cls) -> NodeNetwork:
+        bridges = {line.split(":")[1].strip().split("@")[0]
+                   for line in _run(["ip", "-o", "link", "show"], "listing links").stdout.splitlines() if ":" in line}
         used: list[ipaddress.IPv4Network] = []
         for line in _run(["ip", "-4", "-o", "addr", "show"], "listing addresses").stdout.splitlines():
             used.append(ipaddress.ip_interface(line.split()[3]).network)
@@ -111,8 +134,9 @@ class NodeNetwork:
         candidates = list(POD_SUBNETS.subnets(new_prefix=24))[1:]
         start = secrets.randbelow(len(candidates))
         for subnet in candidates[start:] + candidates[:start]:
-            if not any(subnet.overlaps(other) for other in used):
-                return cls(bridge=f"gpuaas-{subnet.network_address.packed[2]}", subnet=subnet)
+            bridge = f"gpuaas-{subnet.network_address.packed[2]}"
+            if bridge not in bridges and not any(subnet.overlaps(other) for other in used):
+                return cls(bridge=bridge, subnet=subnet)
         raise NodeError(f"no free /24 in {POD_SUBNETS} for the node's pods: every one overlaps an address or route")
 
     def cni_config(self, ipam_dir: Path) -> dict:
@@ -120,7 +144,10 @@ class NodeNetwork:
         return {
             "cniVersion": "1.0.0", "name": "gpuaas-pods",
             "plugins": [
-                {"type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                # isGateway false: the bridge has its address already (create()), and a gateway bridge makes the
+                # plugin turn on net.ipv4.ip_forward for the whole machine, which nothing here needs (pods
+                # reach only addresses on their own bridge); the pods still get the default route via it.
+                {"type": "bridge", "bridge": self.bridge, "isGateway": False, "ipMasq": False, "hairpinMode": True,
                  "ipam": {"type": "host-local", "dataDir": str(ipam_dir),
                           "ranges": [[{"subnet": str(self.subnet), "rangeStart": str(self.subnet.network_address + 10),
                                        "gateway": self.node_ip}]],
@@ -135,6 +162,9 @@ class NodeNetwork:
         bridge without one takes the lowest MAC of its ports and changes as pods' veths come and go,
         leaving the pods' ARP entries for the gateway and the ClusterIPs on it stale."""
         return "02:00:" + ":".join(f"{byte:02x}" for byte in ipaddress.IPv4Address(self.node_ip).packed)
+
+    def exists(self) -> bool:
+        return Path("/sys/class/net", self.bridge).exists()
 
     def create(self) -> None:
         _run(["ip", "link", "add", self.bridge, "address", self.bridge_mac, "type", "bridge"],
@@ -250,6 +280,8 @@ class Containerd:
     """containerd's `root` (content store, snapshots) when it should outlive the node, as /var/lib/containerd
     outlives a reboot: imported images are then imported once. The `state` (sockets, network
     namespaces, runc) is always the node's own and goes with it."""
+    namespace: MountNamespace | None = None
+    """The node's mount namespace: containerd, its shims, runc and the CNI plugins run in it."""
 
     @property
     def socket(self) -> Path:
@@ -271,6 +303,8 @@ state = "{state}"
   address = ""
 [metrics]
   address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{self.workdir / 'opt'}"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{self.sandbox_image}"
   stream_server_address = "127.0.0.1"
@@ -298,7 +332,8 @@ state = "{state}"
         (self.workdir / "cni" / "10-gpuaas.conflist").write_text(
             json.dumps(self.network.cni_config(self.workdir / "cni-ipam"), indent=2))
         self.config_path.write_text(self.config())
-        self.daemon = _Daemon("containerd", [debian_tool("containerd"), "--config", str(self.config_path)],
+        command = [debian_tool("containerd"), "--config", str(self.config_path)]
+        self.daemon = _Daemon("containerd", self.namespace.command(command) if self.namespace else command,
                               self.workdir / "containerd.log")
         self.daemon.start()
 
@@ -380,6 +415,9 @@ class Kubelet:
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict] = field(default_factory=list)
     daemon: _Daemon | None = None
+    namespace: MountNamespace | None = None
+    """The node's mount namespace, shared with its containerd: the pods' volumes the kubelet mounts
+    are what runc binds into the containers."""
 
     def configuration(self) -> dict:
         """The KubeletConfiguration: cgroup v1 allowed, loopback-only machine, paths under workdir."""
@@ -411,20 +449,26 @@ class Kubelet:
             "resolvConf": "",
             "serializeImagePulls": False,
             "localStorageCapacityIsolation": False,
+            # Machine-wide state the kubelet would otherwise leave behind: iptables chains (KUBE-FIREWALL,
+            # KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY; pkg/kubelet/kubelet_network_linux.go) that nothing
+            # here needs, and the FlexVolume folder /usr/libexec/kubernetes/kubelet-plugins/volume/exec/.
+            "makeIPTablesUtilChains": False,
+            "volumePluginDir": str(self.workdir / "volume-plugins"),
         }
 
     def start(self) -> None:
-        for folder in ("root", "pod-logs", "static-pods"):
+        for folder in ("root", "pod-logs", "static-pods", "volume-plugins", "pki"):
             (self.workdir / folder).mkdir(parents=True, exist_ok=True)
         config = self.workdir / "kubelet.yaml"
         config.write_text(yaml.safe_dump(self.configuration()))
         labels = ",".join(f"{key}={value}" for key, value in sorted(self.labels.items()))
         command = [str(program("kubernetes", "kubelet")), "--config", str(config), "--kubeconfig", str(self.credentials.kubeconfig),
-                   "--root-dir", str(self.workdir / "root"), "--hostname-override", self.credentials.node_name,
-                   "--node-ip", self.network.node_ip, "-v", "1"]
+                   "--root-dir", str(self.workdir / "root"), "--cert-dir", str(self.workdir / "pki"),
+                   "--hostname-override", self.credentials.node_name, "--node-ip", self.network.node_ip, "-v", "1"]
         if labels:
             command += ["--node-labels", labels]
-        self.daemon = _Daemon("kubelet", command, self.workdir / "kubelet.log")
+        self.daemon = _Daemon("kubelet", self.namespace.command(command) if self.namespace else command,
+                              self.workdir / "kubelet.log")
         self.daemon.start()
 
     def stop(self) -> None:
@@ -460,14 +504,19 @@ class ForwardedService:
 class ServiceForwarder:
     """STAND-IN for kube-proxy: socat per forwarded Service (see the module docstring).
 
-    For each Service, socat listens on its ClusterIP and port (an address added to the node's bridge,
-    so only this machine and its pods reach it) and forwards each connection to a program on
-    127.0.0.1: the `kubernetes` Service to the API server, and the Services `gpuaas cluster up` gives
-    fixed ClusterIPs for what runs on this machine's loopback (NATS, Prometheus; gpuaas.cluster.services).
+    For each Service, socat listens on its ClusterIP and port (an address added to the node's bridge)
+    and forwards each connection to a program on 127.0.0.1: the `kubernetes` Service to the API
+    server, and the Services `gpuaas cluster up` gives fixed ClusterIPs for what runs on this
+    machine's loopback (NATS, Prometheus; gpuaas.cluster.services). The listener is bound to the
+    bridge (`so-bindtodevice`): every cluster uses the same ClusterIPs, so two nodes put the same
+    address on their bridges, and each node's pods (whose packets arrive on its bridge) reach the
+    listener of their own node, which forwards to their own cluster.
     """
 
     services: list[ForwardedService]
     log: Path
+    device: str
+    """The node's bridge: only connections arriving on it reach these listeners."""
     daemons: list[_Daemon] = field(default_factory=list)
 
     def start(self) -> None:
@@ -475,7 +524,8 @@ class ServiceForwarder:
             host, _, upstream_port = service.upstream.rpartition(":")
             daemon = _Daemon(f"service forwarder {service.cluster_ip}:{service.port} (stand-in for kube-proxy)",
                              [debian_tool("socat"),
-                              f"TCP-LISTEN:{service.port},bind={service.cluster_ip},fork,reuseaddr",
+                              (f"TCP-LISTEN:{service.port},bind={service.cluster_ip},"
+                               f"so-bindtodevice={self.device},fork,reuseaddr"),
                               f"TCP:{host}:{upstream_port}"], self.log)
             daemon.start()
             self.daemons.append(daemon)
@@ -491,12 +541,14 @@ class ServiceForwarder:
 # --- the node ------------------------------------------------------------------------------------------
 
 
-def _cgroup_hierarchies() -> list[Path]:
-    """The mounted cgroup v1 hierarchies (cpu, memory, ..., name=systemd), not the unified one."""
+def _cgroup_hierarchies(*, unified: bool = False) -> list[Path]:
+    """The mounted cgroup v1 hierarchies (cpu, memory, ..., name=systemd), and with `unified` the cgroup2
+    one beside them (`/sys/fs/cgroup/unified` on a hybrid machine: runc creates the node's groups there too)."""
+    kinds = ("cgroup", "cgroup2") if unified else ("cgroup",)
     hierarchies = []
     for line in Path("/proc/self/mounts").read_text().splitlines():
         _, point, kind, *_ = line.split()
-        if kind == "cgroup" and point.startswith(str(CGROUP_V1_ROOT)):
+        if kind in kinds and point.startswith(str(CGROUP_V1_ROOT)):
             hierarchies.append(Path(point))
     return sorted(set(hierarchies))
 
@@ -511,13 +563,29 @@ def _create_cgroup(name: str) -> None:
 
 
 def _remove_cgroup(name: str) -> None:
-    for hierarchy in _cgroup_hierarchies():
+    for hierarchy in _cgroup_hierarchies(unified=True):
         group = hierarchy / name
         if not group.exists():
             continue
         for directory, _, _ in sorted(os.walk(group), key=lambda entry: len(entry[0]), reverse=True):
             with contextlib.suppress(OSError):
                 os.rmdir(directory)
+
+
+def _kill_cgroup(name: str) -> None:
+    """SIGKILL every process in the node's cgroup tree (containers the runtime could not stop)."""
+    for _ in range(50):
+        pids = set()
+        for hierarchy in _cgroup_hierarchies(unified=True):
+            for procs in (hierarchy / name).rglob("cgroup.procs") if (hierarchy / name).is_dir() else ():
+                with contextlib.suppress(OSError):
+                    pids.update(int(pid) for pid in procs.read_text().split())
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
 
 
 def _unmount_under(root: Path) -> None:
@@ -535,29 +603,30 @@ class Node:
 
     def __init__(self, credentials: NodeCredentials, *, workdir: Path | None = None,
                  labels: dict[str, str] | None = None, taints: list[dict] | None = None,
-                 sandbox_image: str = DEFAULT_PAUSE_IMAGE, lock_timeout: float = 600.0,
-                 network: NodeNetwork | None = None, image_root: Path | None = None,
-                 forwards: list[ForwardedService] | None = None) -> None:
+                 sandbox_image: str = DEFAULT_PAUSE_IMAGE, network: NodeNetwork | None = None,
+                 image_root: Path | None = None, forwards: list[ForwardedService] | None = None) -> None:
         self.credentials = credentials
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuaas-node-"))
         self.labels = {"gpuaas.io/pod-runtime": "kubelet", **(labels or {})}
         self.taints = taints or []
         self.sandbox_image = sandbox_image
-        self.lock_timeout = lock_timeout
         self.network: NodeNetwork | None = network
-        """Chosen at start() unless given (give it to put the node IP in the kubelet's serving cert)."""
+        """Chosen at start() unless given (NodeNetwork.choose(), to put the node IP in the kubelet's serving cert)."""
         self.containerd: Containerd | None = None
         self.kubelet: Kubelet | None = None
         self.forwarder: ServiceForwarder | None = None
-        self.image_root = image_root
-        """containerd's root kept across node starts (imported images stay), or None: in the workdir."""
+        self.namespace: MountNamespace | None = None
+        self.share = MachineShare()
+        self.image_root_base = image_root
+        """containerd's root kept across node starts (imported images stay), or None: in the workdir. A node
+        beside another takes the first of `<root>`, `<root>-2`, ... that no running node holds."""
+        self.image_root: Path | None = None
+        self._image_root_lock: int | None = None
         self.forwards = list(forwards or [])
         """Services besides `kubernetes` that the stand-in for kube-proxy forwards."""
         self.cgroup_root = f"gpuaas-{secrets.token_hex(4)}"
-        self._lock: int | None = None
         self.started_at: float | None = None
-        self._created_dirs: list[Path] = []
 
     # lifecycle ----------------------------------------------------------------------------------------
 
@@ -568,51 +637,45 @@ class Node:
     def __exit__(self, *_exc: object) -> None:
         self.stop()
 
-    def _acquire_lock(self) -> None:
-        NODE_LOCK.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = os.open(NODE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        started = time.monotonic()
-        deadline = started + self.lock_timeout
-        told = False
-        while True:
+    def _claim_image_root(self) -> Path | None:
+        """The first image store of the pool no running node holds (containerd locks its store's database)."""
+        if self.image_root_base is None:
+            return None
+        base = self.image_root_base
+        for index in range(1, IMAGE_ROOTS + 1):
+            root = base if index == 1 else base.with_name(f"{base.name}-{index}")
+            root.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(root.with_name(root.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                if not told:  # a wait of minutes must not look like a hang (it shows in the node's log)
-                    holder = os.pread(self._lock, 64, 0).decode(errors="replace").strip()
-                    print(f"waiting up to {self.lock_timeout:.0f}s for {NODE_LOCK}, held by {holder or 'another node'} "
-                          "(one kubelet per machine)", file=sys.stderr, flush=True)
-                    told = True
-                if time.monotonic() > deadline:
-                    holder = os.pread(self._lock, 64, 0).decode(errors="replace").strip()
-                    os.close(self._lock)
-                    self._lock = None
-                    raise NodeError(f"another gpuaas node holds {NODE_LOCK} ({holder}) after {self.lock_timeout:.0f}s: "
-                                    "the kubelet's device-plugin socket is one per machine; stop that node first")
-                time.sleep(1)
-        if told:
-            print(f"took {NODE_LOCK} after {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
-        os.ftruncate(self._lock, 0)
-        os.pwrite(self._lock, f"pid {os.getpid()} node {self.credentials.node_name}\n".encode(), 0)
+                os.close(descriptor)
+                continue
+            self._image_root_lock = descriptor
+            return root
+        raise NodeError(f"all {IMAGE_ROOTS} image stores {base}, {base.name}-2... are in use by running nodes; "
+                        "stop one, or give this node another --image-root")
 
     def start(self) -> None:
-        """Bridge, containerd, kubelet, API service forwarder; returns once containerd answers."""
-        self._acquire_lock()
+        """Bridge, mount namespace, containerd, kubelet, API service forwarder; returns once containerd answers."""
         self.started_at = time.monotonic()
-        self._created_dirs = [d for d in (DEVICE_PLUGIN_SOCKET.parent, DEVICE_PLUGIN_SOCKET.parent.parent)
-                              if not d.exists()]
         try:
+            self.share.join()
             self.network = self.network or NodeNetwork.choose()
-            self.network.create()
+            if not self.network.exists():
+                self.network.create()
             _create_cgroup(self.cgroup_root)
+            self.image_root = self._claim_image_root()
+            self.namespace = MountNamespace(self.workdir / "host")
+            self.namespace.start()
             self.containerd = Containerd(self.workdir / "containerd", self.network, self.sandbox_image,
-                                         image_root=self.image_root)
+                                         image_root=self.image_root, namespace=self.namespace)
             self.containerd.start()
             self.containerd.wait_ready()
             self._start_forwarder()
             self.kubelet = Kubelet(self.workdir / "kubelet", self.credentials, self.network,
-                                   self.containerd.socket, f"/{self.cgroup_root}", self.labels, self.taints)
+                                   self.containerd.socket, f"/{self.cgroup_root}", self.labels, self.taints,
+                                   namespace=self.namespace)
             self.kubelet.start()
         except BaseException:
             self.stop()
@@ -633,7 +696,7 @@ class Node:
         services = [ForwardedService(cluster_ip, port, upstream), *self.forwards]
         for address in dict.fromkeys(service.cluster_ip for service in services):
             self.network.add_address(address)
-        self.forwarder = ServiceForwarder(services, self.workdir / "service-forwarder.log")
+        self.forwarder = ServiceForwarder(services, self.workdir / "service-forwarder.log", self.network.bridge)
         self.forwarder.start()
 
     def import_images(self, archives: Iterable[Path]) -> dict[str, float]:
@@ -710,22 +773,21 @@ class Node:
                 self.containerd.stop()
             if self.forwarder:
                 self.forwarder.stop()
-            _unmount_under(self.workdir)
+            _kill_cgroup(self.cgroup_root)  # the pods' processes (in mount namespaces of their own)
+            if self.namespace:
+                self.namespace.stop()  # every process left in the node's namespace; its mounts go with it
+            _unmount_under(self.workdir)  # a node of an earlier version mounted in the machine's namespace
             _remove_cgroup(self.cgroup_root)
-            if self._lock is not None:  # the socket is ours while we hold the lock
-                DEVICE_PLUGIN_SOCKET.unlink(missing_ok=True)
-                for directory in self._created_dirs:
-                    with contextlib.suppress(OSError):
-                        directory.rmdir()
             if self.network:
                 self.network.delete()
             if self._own_workdir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
         finally:
-            self.kubelet = self.containerd = self.forwarder = self.network = None
-            if self._lock is not None:
-                os.close(self._lock)
-                self._lock = None
+            self.kubelet = self.containerd = self.forwarder = self.network = self.namespace = None
+            if self._image_root_lock is not None:
+                os.close(self._image_root_lock)
+                self._image_root_lock = None
+            self.share.leave()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -772,16 +834,20 @@ def main(argv: list[str] | None = None) -> int:
         taints = [_taint(text) for text in args.taint]
         forwards = [ForwardedService.parse(text) for text in args.forward]
         labels = dict(label.split("=", 1) for label in args.label)
-        network = NodeNetwork.choose()
-        credentials = NodeCredentials.issue(args.ca_cert, args.ca_key, args.server, args.name, credentials_dir,
-                                            [network.node_ip])
-        workdir = args.workdir
-        if workdir is not None:
-            _unmount_under(workdir)  # a node killed before it could clean up
-            shutil.rmtree(workdir, ignore_errors=True)
-            workdir.mkdir(parents=True)
-        node = Node(credentials, network=network, labels=labels, taints=taints, workdir=workdir,
-                    image_root=args.image_root, forwards=forwards)
+        network = NodeNetwork.choose()  # its bridge is made now: the node's stop() or this removes it
+        try:
+            credentials = NodeCredentials.issue(args.ca_cert, args.ca_key, args.server, args.name, credentials_dir,
+                                                [network.node_ip])
+            workdir = args.workdir
+            if workdir is not None:
+                _unmount_under(workdir)  # a node of an earlier version killed before it could clean up
+                shutil.rmtree(workdir, ignore_errors=True)
+                workdir.mkdir(parents=True)
+            node = Node(credentials, network=network, labels=labels, taints=taints, workdir=workdir,
+                        image_root=args.image_root, forwards=forwards)
+        except BaseException:
+            network.delete()
+            raise
         print(f"starting node {args.name} ({network.bridge}, {network.subnet})...", file=sys.stderr, flush=True)
         node.start()
         try:
@@ -808,7 +874,7 @@ def main(argv: list[str] | None = None) -> int:
             node.stop()
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
-    except (NodeError, ToolMissing, OSError) as error:
+    except (NodeError, NamespaceError, ToolMissing, OSError) as error:
         print(f"gpuaas node: {error}", file=sys.stderr)
         return 1
     finally:

@@ -361,6 +361,8 @@ class Cluster:
             "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_CIDR}",
             f"--cluster-signing-cert-file={self.ca.cert}", f"--cluster-signing-key-file={self.ca.key}",
             "--controllers=*", "--profiling=false",
+            # its FlexVolume prober creates this folder (default /usr/libexec/kubernetes/kubelet-plugins/volume/exec/)
+            f"--flex-volume-plugin-dir={self.state_dir / 'kube-controller-manager' / 'flexvolume'}",
         ], endpoint=f"https://127.0.0.1:{kcm_port}")
         scheduler_config = str(self.kubeconfigs["scheduler"])
         scheduler = self._start("kube-scheduler", [
@@ -670,8 +672,9 @@ class Cluster:
         gpuaas.cluster.services), and imports the images; ready once its Node is Ready. Labelled
         and tainted `gpuaas.io/pod-runtime=kubelet`: only pods that ask for it (Argo's, through the
         controller's workflowDefaults; Argo Events') land on it, never a tenant's pod meant for KWOK.
-        containerd's image store is kept in the cache (`<cache>/node/containerd`), so a second start
-        imports nothing; one node per machine at a time (gpuaas.cluster.node.NODE_LOCK).
+        containerd's image store is kept in the cache (`<cache>/node/containerd`, or `containerd-2`... while
+        another cluster's node holds it), so a second start imports nothing. Nodes of several clusters
+        run side by side (gpuaas.cluster.mount_namespace).
         """
         from gpuaas.cluster import images
 

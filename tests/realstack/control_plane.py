@@ -139,6 +139,8 @@ class ControlPlane:
             "--use-service-account-credentials=false", "--leader-elect=false",
             # nodelifecycle stays: it lifts the not-ready taint the kubelet registers with.
             "--controllers", "*,-nodeipam,-service-lb-controller,-route",
+            # its FlexVolume prober would create /usr/libexec/kubernetes/kubelet-plugins/volume/exec/ on the machine
+            "--flex-volume-plugin-dir", str(self.workdir / "flexvolume"),
         ])
         # Argo's pods name no node: the scheduler places them.
         self._spawn("kube-scheduler", [str(program("kubernetes", "kube-scheduler")), "--kubeconfig", str(self.admin_kubeconfig),

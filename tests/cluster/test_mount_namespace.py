@@ -1,0 +1,142 @@
+"""gpuaas.cluster.mount_namespace.MachineShare: what real nodes share on one machine, and who cleans it up.
+
+The mount points of the kubelet's and containerd's compiled-in paths are created by the first node
+and removed by the last one only: removing a directory detaches the mounts on it in every mount
+namespace, so a node that removed it while another ran would take the other's bind mounts away. The
+kubelet's kernel tunables are put back by the last node. Run on temporary paths (no root needed):
+the locks and /proc/sys are redirected into tmp_path.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cluster import mount_namespace
+from gpuaas.cluster.mount_namespace import KUBELET_TUNABLES, MachineShare
+
+
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(mount_namespace, "USERS_LOCK", tmp_path / "lock" / "nodes.lock")
+    monkeypatch.setattr(mount_namespace, "JOIN_LOCK", tmp_path / "lock" / "nodes.join.lock")
+    monkeypatch.setattr(mount_namespace, "LEGACY_LOCK", tmp_path / "lock" / "kubelet.lock")
+    sysctl = tmp_path / "proc-sys"
+    for name in KUBELET_TUNABLES:
+        (sysctl / name).parent.mkdir(parents=True, exist_ok=True)
+        (sysctl / name).write_text("7\n")  # the machine's own value, unlike every value the kubelet sets
+    monkeypatch.setattr(mount_namespace, "SYSCTL_ROOT", sysctl)
+    (tmp_path / "root" / "var").mkdir(parents=True)
+    return tmp_path
+
+
+def _paths(machine: Path) -> tuple[Path, ...]:
+    return (machine / "root/var/lib/kubelet/device-plugins", machine / "root/var/log/containers")
+
+
+def _kubelet_starts(machine: Path) -> None:
+    for name, value in KUBELET_TUNABLES.items():
+        (machine / "proc-sys" / name).write_text(value + "\n")
+
+
+def test_the_first_node_creates_the_mount_points_and_the_last_one_removes_them(machine: Path) -> None:
+    first, second = MachineShare(_paths(machine)), MachineShare(_paths(machine))
+    first.join()
+    assert all(path.is_dir() for path in _paths(machine))
+    second.join()
+    first.leave()  # the second node's bind mounts stand on them: kept
+    assert all(path.is_dir() for path in _paths(machine))
+    second.leave()
+    assert not (machine / "root/var/lib").exists() and not (machine / "root/var/log").exists()
+    assert (machine / "root/var").is_dir()  # there before: not ours to remove
+
+
+def test_a_node_that_leaves_first_never_removes_what_another_node_uses(machine: Path) -> None:
+    """The other order: the node that created the folders leaves while a later one still runs."""
+    first, second = MachineShare(_paths(machine)), MachineShare(_paths(machine))
+    first.join()
+    second.join()
+    second.leave()
+    assert all(path.is_dir() for path in _paths(machine))
+    first.leave()
+    assert not any(path.exists() for path in _paths(machine))
+
+
+def test_folders_that_existed_before_any_node_stay(machine: Path) -> None:
+    existing = machine / "root/var/log/containers"
+    existing.mkdir(parents=True)
+    share = MachineShare(_paths(machine))
+    share.join()
+    share.leave()
+    assert existing.is_dir()
+    assert not (machine / "root/var/lib/kubelet").exists()
+
+
+def test_the_last_node_puts_back_the_kernel_tunables_the_kubelet_changed(machine: Path) -> None:
+    first, second = MachineShare(_paths(machine)), MachineShare(_paths(machine))
+    first.join()
+    _kubelet_starts(machine)
+    second.join()  # not first: must not record the kubelet's values as the machine's
+    first.leave()
+    assert (machine / "proc-sys/kernel/panic").read_text().strip() == KUBELET_TUNABLES["kernel/panic"]
+    second.leave()
+    assert {(machine / "proc-sys" / name).read_text().strip() for name in KUBELET_TUNABLES} == {"7"}
+
+
+def test_a_tunable_someone_else_changed_since_is_left_as_it_is(machine: Path) -> None:
+    share = MachineShare(_paths(machine))
+    share.join()
+    _kubelet_starts(machine)
+    (machine / "proc-sys/kernel/panic").write_text("30\n")  # an admin's own choice, after the kubelet's
+    share.leave()
+    assert (machine / "proc-sys/kernel/panic").read_text().strip() == "30"
+    assert (machine / "proc-sys/vm/overcommit_memory").read_text().strip() == "7"
+
+
+def test_a_node_killed_without_leaving_is_cleaned_up_after_by_the_next_last_one(machine: Path) -> None:
+    """A killed node's shared lock goes with its process (here: its descriptor); the record stays."""
+    killed = MachineShare(_paths(machine))
+    killed.join()
+    _kubelet_starts(machine)
+    assert killed._users is not None
+    os.close(killed._users)  # what the kernel does when the process dies
+    killed._users = None
+    later = MachineShare(_paths(machine))
+    later.join()  # first again: keeps the machine's values the killed node recorded
+    later.leave()
+    assert not any(path.exists() for path in _paths(machine))
+    assert {(machine / "proc-sys" / name).read_text().strip() for name in KUBELET_TUNABLES} == {"7"}
+
+
+def test_leave_without_join_and_twice_does_nothing(machine: Path) -> None:
+    share = MachineShare(_paths(machine))
+    share.leave()
+    share.join()
+    share.leave()
+    share.leave()
+    assert not any(path.exists() for path in _paths(machine))
+
+
+def test_nodes_of_this_version_share_the_legacy_lock_and_an_earlier_version_s_node_waits(machine: Path) -> None:
+    """An earlier version's node takes the old one-node lock exclusively for its whole life: never beside ours."""
+    first, second = MachineShare(_paths(machine)), MachineShare(_paths(machine))
+    first.join()
+    second.join()  # both hold it shared
+    legacy = os.open(machine / "lock" / "kubelet.lock", os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(legacy, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        first.leave()
+        second.leave()
+        fcntl.flock(legacy, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once ours left
+        os.pwrite(legacy, b"pid 1 node gpuaas-node\n", 0)
+        waiting = MachineShare(_paths(machine), legacy_timeout=0.5)
+        with pytest.raises(mount_namespace.NamespaceError) as refused:
+            waiting.join()
+        assert "pid 1 node gpuaas-node" in str(refused.value)
+        assert not any(path.exists() for path in _paths(machine))  # refused before it changed anything
+    finally:
+        os.close(legacy)
