@@ -7,16 +7,21 @@
   `gpuaas cluster build` (`make test` runs it first); a failure to build or start fails the tests.
 - `argo_cluster`: `gpuaas cluster up --with events` (the control plane, the real node, Argo Workflows
   with its PostgreSQL archive and Argo Server, NATS and the Argo Events controller) in its own state
-  dir under /var/tmp (PostgreSQL's `postgres` user must traverse it), once per session: the modules
-  that use it run first, and it is stopped before the first test that needs `real_node` (the machine
-  has one node lock); `GPUAAS_REAL_ARGO_CLUSTER=<state dir>` reuses one started with `--with events`.
+  dir under /var/tmp (PostgreSQL's `postgres` user must traverse it), once per session;
+  `GPUAAS_REAL_ARGO_CLUSTER=<state dir>` reuses one started with `--with events`.
 - `control_plane`, `step_image`, `real_node`: a minimal control plane and a real node (kubelet +
   containerd) that runs the step image's pods (docs/real-stack-pods.md). The images build once
   (cached under .stack-cache/images across runs).
+
+Real nodes do not exclude each other (each runs in a mount namespace of its own, gpuaas.cluster.node),
+so `make test-real` runs the tier as shards side by side, one pytest process per stack
+(tests/support/real_shards.py); this conftest marks each test with its shard and, in a shard's
+process, deselects the others'.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -33,6 +38,7 @@ from gpuaas.cluster.images import BuiltImage, build_argoexec_image, build_pause_
 from gpuaas.cluster.node import Node, NodeCredentials, NodeNetwork
 from gpuaas.cluster.stack import Cluster, ClusterError
 from tests.realstack.control_plane import ControlPlane
+from tests.support import real_shards
 from tests.support.real_cluster import RealCluster
 
 REUSE_ENV = "GPUAAS_REAL_CLUSTER"
@@ -40,24 +46,46 @@ ARGO_REUSE_ENV = "GPUAAS_REAL_ARGO_CLUSTER"
 HERE = Path(__file__).resolve().parent
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tier, and run the tests on the Argo cluster before all other real-stack tests.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tier; in a shard's process keep only that shard's tests; run the demo first.
 
-    Why the order: starting the Argo cluster costs minutes, so it starts once for every module that uses
-    it; its real node and a `real_node` cannot both run (one node lock per machine), so every Argo test
-    must be done before the first `real_node` test takes the lock (see `release_argo_cluster`). The demo's
-    module runs first of the Argo tests: its story needs 11 of the 12 KWOK GPUs free."""
-    slots = []
-    for index, item in enumerate(items):
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.realstack)
-            slots.append(index)
+    Why the demo first: its story needs 11 of the 12 KWOK GPUs at once, so it runs before any other
+    test on its cluster has taken some (tests/realstack/test_demo_real.py)."""
+    slots = [index for index, item in enumerate(items) if HERE in Path(str(item.fspath)).resolve().parents]
     tier = [items[index] for index in slots]
-    # the demo first among them: it needs 11 of the 12 KWOK GPUs at once (tests/realstack/test_demo_real.py)
+    shards = _SHARDS
+    for item in tier:
+        item.add_marker(pytest.mark.realstack)
+        marker = item.get_closest_marker(real_shards.MARKER)
+        fixtures = getattr(item, "fixturenames", ())
+        try:
+            shards[item.nodeid] = real_shards.shard_of(marker.args if marker else None, fixtures)
+        except ValueError as error:
+            raise pytest.UsageError(f"{item.nodeid}: {error}") from None
     ordered = sorted(tier, key=lambda item: ("argo_cluster" not in getattr(item, "fixturenames", ()),
                                              Path(str(item.fspath)).name != "test_demo_real.py"))
     for index, item in zip(slots, ordered, strict=True):
         items[index] = item
+    if selected := os.environ.get(real_shards.SHARD_ENV):
+        names = set(selected.split("+"))  # a merged shard (a reused cluster) is "a+b"
+        others = [item for item in items if item.nodeid in shards and shards[item.nodeid] not in names]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            dropped = {id(item) for item in others}
+            items[:] = [item for item in items if id(item) not in dropped]
+
+
+_SHARDS: dict[str, str] = {}
+"""nodeid -> shard, for the tier's tests of this session."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """For the shard runner's collection pass: each selected test's shard and stacks, after -m/-k."""
+    if plan := os.environ.get(real_shards.PLAN_ENV):
+        Path(plan).write_text(json.dumps({
+            item.nodeid: {"shard": _SHARDS[item.nodeid],
+                          "stacks": real_shards.stacks_used(getattr(item, "fixturenames", ()))}
+            for item in session.items if item.nodeid in _SHARDS}))
 
 
 @pytest.fixture(scope="session")
@@ -83,21 +111,9 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         cluster.down(quiet=True)
 
 
-_ARGO_CLUSTERS: list[Cluster] = []
-"""The Argo cluster this session started, while it runs (at most one)."""
-
-
-def release_argo_cluster() -> None:
-    """Stop the session's Argo cluster now: its real node holds the machine's one node lock
-    (gpuaas.cluster.node.NODE_LOCK), which `real_node` needs. The Argo tests have all run by then
-    (`pytest_collection_modifyitems`)."""
-    while _ARGO_CLUSTERS:
-        _ARGO_CLUSTERS.pop().down(quiet=True)
-
-
 @pytest.fixture(scope="session")
 def argo_cluster() -> Iterator[RealCluster]:
-    """Session scope, started by the first test that asks; stopped by `release_argo_cluster` or at the end."""
+    """Session scope, started by the first test that asks; stopped at the end of the session."""
     reused = os.environ.get(ARGO_REUSE_ENV)
     if reused:
         cluster = Cluster(Path(reused))
@@ -116,11 +132,10 @@ def argo_cluster() -> Iterator[RealCluster]:
     except ClusterError as error:
         shutil.rmtree(state_dir, ignore_errors=True)
         pytest.fail(f"the real stack with Argo did not start: {error}")
-    _ARGO_CLUSTERS.append(cluster)
     try:
         yield RealCluster(cluster, Path(state.kubeconfig))
     finally:
-        release_argo_cluster()
+        cluster.down(quiet=True)
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
@@ -152,12 +167,15 @@ class RunningNode:
 
 @pytest.fixture(scope="session")
 def real_node(control_plane: ControlPlane, step_image: BuiltImage) -> Iterator[RunningNode]:
-    release_argo_cluster()
     pause, argoexec = build_pause_image(), build_argoexec_image()
-    network = NodeNetwork.choose()
-    credentials = NodeCredentials.issue(control_plane.pki / "ca.crt", control_plane.pki / "ca.key",
-                                        control_plane.server, NODE_NAME, control_plane.workdir / "node-pki",
-                                        node_ips=[network.node_ip])
+    network = NodeNetwork.choose()  # the bridge is made now; node.stop() removes it
+    try:
+        credentials = NodeCredentials.issue(control_plane.pki / "ca.crt", control_plane.pki / "ca.key",
+                                            control_plane.server, NODE_NAME, control_plane.workdir / "node-pki",
+                                            node_ips=[network.node_ip])
+    except BaseException:
+        network.delete()
+        raise
     node = Node(credentials, network=network)
     try:
         node.start()

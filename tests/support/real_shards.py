@@ -1,0 +1,206 @@
+"""The real-stack tier as several pytest processes side by side, one per shard (`make test-real`).
+
+Why: the tier's time is mostly waiting (controllers, KEDA cooldowns, reactions through real Argo),
+and its tests need stacks that take minutes to start: the Argo cluster (`argo_cluster`: control
+plane, real node, Argo, Argo Events), the plain control plane (`real_cluster`) and a minimal
+control plane with a real node (`real_node`, `control_plane`). One after the other, the tier took
+42 minutes. Each shard is one pytest process with its own stack, in its own state dir, so the
+tier's wall time is its longest shard's (plus the CPU they share).
+
+A test's shard is decided from what it uses, so a new test lands in one without editing a list:
+
+- the marker `real_shard("NAME")` when it has one: a module that would make its stack's shard the
+  longest takes a stack of its own (`pytestmark = pytest.mark.real_shard("argo-demo")`);
+- else the stack it asks for, directly or through other fixtures (pytest's fixture closure):
+  `argo` (argo_cluster), `cluster` (real_cluster), `node` (real_node or control_plane), `nostack`.
+
+Why processes rather than pytest-xdist: a shard is exactly the tests that share one session-scoped
+stack, and a stack costs 3-5 GiB. xdist's `loadgroup` keeps a group on one worker, but a worker
+that is given two groups starts both stacks and keeps them to its end, and its output is not one
+line per test with the shard's name. A process per shard starts exactly one stack of each kind it
+needs, and its lines are prefixed with the shard.
+
+    python -m tests.support.real_shards [PYTEST_ARGS...]      # what `make test-real` runs
+    python -m tests.support.real_shards --list                # the plan: shard -> tests
+
+Each line a shard prints is printed whole, prefixed `[real:SHARD]`; the runner ends with one line
+per shard (exit status, its pytest summary, wall seconds) and exits non-zero when any shard failed.
+`GPUAAS_REAL_CLUSTER` / `GPUAAS_REAL_ARGO_CLUSTER` (a running cluster to reuse) put every shard that
+would start that kind of stack into one process: they would otherwise share one cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SHARD_ENV = "GPUAAS_REAL_SHARD"
+"""Set by the runner in each shard's process: tests/realstack/conftest.py deselects the other shards' tests."""
+PLAN_ENV = "GPUAAS_REAL_SHARD_PLAN"
+"""Set by the runner for its collection pass: the conftest writes {nodeid: shard} there."""
+MARKER = "real_shard"
+STACKS = (("argo", ("argo_cluster",)), ("cluster", ("real_cluster",)), ("node", ("real_node", "control_plane")))
+"""Shard by stack, in order of precedence: the first whose fixtures a test uses."""
+NO_STACK = "nostack"
+REUSE = {"argo_cluster": "GPUAAS_REAL_ARGO_CLUSTER", "real_cluster": "GPUAAS_REAL_CLUSTER"}
+CHECKOUT = Path(__file__).resolve().parents[2]
+TIER = "tests/realstack"
+
+
+def shard_of(marker_args: Iterable[str] | None, fixtures: Iterable[str]) -> str:
+    """The shard of one test: its `real_shard` marker's name, else the first stack it uses."""
+    if marker_args:
+        name = next(iter(marker_args))
+        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+            raise ValueError(f"expected pytest.mark.{MARKER}(NAME) with a one-word name, found {name!r}")
+        return name
+    used = set(fixtures)
+    for shard, names in STACKS:
+        if used.intersection(names):
+            return shard
+    return NO_STACK
+
+
+def stacks_used(fixtures: Iterable[str]) -> list[str]:
+    """The session-scoped stack fixtures among a test's fixtures."""
+    used = set(fixtures)
+    return [name for _, names in STACKS for name in names if name in used]
+
+
+@dataclass
+class Shard:
+    name: str
+    tests: list[str] = field(default_factory=list)
+    stacks: set[str] = field(default_factory=set)
+    process: subprocess.Popen | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+    summary: str = ""
+
+
+def plan(pytest_args: list[str]) -> dict[str, Shard]:
+    """Collect the tier once (same arguments as the shards get) and group the selected tests by shard."""
+    with tempfile.TemporaryDirectory(prefix="gpuaas-real-shards-") as folder:
+        out = Path(folder) / "plan.json"
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               TIER, *pytest_args], cwd=CHECKOUT, env={**os.environ, PLAN_ENV: str(out)},
+                              capture_output=True, text=True, check=False)
+        if done.returncode not in (0, 5) or not out.exists():
+            raise SystemExit(f"expected `pytest --collect-only {TIER}` to list the real tier, it exited with "
+                             f"{done.returncode}:\n{(done.stdout + done.stderr).strip()[-3000:]}")
+        collected = json.loads(out.read_text())
+    shards: dict[str, Shard] = {}
+    for nodeid, entry in collected.items():
+        shard = shards.setdefault(entry["shard"], Shard(entry["shard"]))
+        shard.tests.append(nodeid)
+        shard.stacks.update(entry["stacks"])
+    return _merge_reused(shards)
+
+
+def _merge_reused(shards: dict[str, Shard]) -> dict[str, Shard]:
+    """With a running cluster to reuse, every shard that would start that stack runs in one process."""
+    for fixture, env in REUSE.items():
+        if not os.environ.get(env):
+            continue
+        users = [s for s in shards.values() if fixture in s.stacks]
+        if len(users) < 2:
+            continue
+        merged = Shard("+".join(s.name for s in users))
+        for shard in users:
+            merged.tests += shard.tests
+            merged.stacks |= shard.stacks
+            del shards[shard.name]
+        shards[merged.name] = merged
+    return shards
+
+
+_print_lock = threading.Lock()
+
+
+def _say(line: str) -> None:
+    with _print_lock:
+        sys.stdout.write(line if line.endswith("\n") else line + "\n")
+        sys.stdout.flush()
+
+
+def _relay(shard: Shard, prefix: str) -> None:
+    """Copy a shard's output line by line, each whole, prefixed; keep its last pytest summary line."""
+    assert shard.process is not None and shard.process.stdout is not None
+    for raw in shard.process.stdout:
+        line = raw.decode(errors="replace").rstrip("\n")
+        stripped = line.strip("= ")
+        if stripped and (" passed" in stripped or " failed" in stripped or " error" in stripped
+                         or "no tests ran" in stripped) and " in " in stripped and line.startswith("="):
+            shard.summary = stripped
+        _say(f"{prefix}{line}")
+
+
+def run(pytest_args: list[str]) -> int:
+    shards = plan(pytest_args)
+    if not shards:
+        _say("[real] no real-stack tests selected")
+        return 5
+    width = max(len(name) for name in shards)
+    _say("[real] " + ", ".join(f"{s.name}: {len(s.tests)} tests" for s in shards.values())
+         + f" ({len(shards)} shards side by side)")
+    relays = []
+    for shard in shards.values():
+        # the pytest summary of a shard names its shard (a log read later shows whose 30 slowest these are)
+        command = [sys.executable, "-m", "pytest", "-v", TIER, *pytest_args]
+        shard.started = time.monotonic()
+        shard.process = subprocess.Popen(command, cwd=CHECKOUT, env={**os.environ, SHARD_ENV: shard.name},
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        relay = threading.Thread(target=_relay, args=(shard, f"[real:{shard.name}]".ljust(width + 8)), daemon=True)
+        relay.start()
+        relays.append(relay)
+
+    def forward(number: int, _frame: object) -> None:  # SIGTERM to the runner alone stops every shard
+        for shard in shards.values():
+            if shard.process and shard.process.poll() is None:
+                shard.process.send_signal(number)
+    signal.signal(signal.SIGTERM, forward)
+
+    for shard in shards.values():
+        assert shard.process is not None
+        while True:
+            try:
+                shard.process.wait()
+                break
+            except KeyboardInterrupt:  # Ctrl-C reaches the shards too (one process group): wait for their teardown
+                continue
+        shard.seconds = time.monotonic() - shard.started
+    for relay in relays:
+        relay.join(timeout=10)
+    failed = [s for s in shards.values() if s.process is not None and s.process.returncode != 0]
+    for shard in sorted(shards.values(), key=lambda s: -s.seconds):
+        assert shard.process is not None
+        _say(f"[real] shard {shard.name}: exit {shard.process.returncode}, {shard.summary or 'no summary'}; "
+             f"{shard.seconds:.0f}s wall")
+    if failed:
+        _say(f"[real] {len(failed)} of {len(shards)} shards failed: {', '.join(s.name for s in failed)}")
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--list"]:
+        for shard in plan(args[1:]).values():
+            print(f"{shard.name} ({', '.join(sorted(shard.stacks)) or 'no stack'}): {len(shard.tests)} tests")
+            for test in shard.tests:
+                print(f"  {test}")
+        return 0
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
