@@ -7,9 +7,9 @@ STAMP  := $(VENV)/.installed
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test test-real test-local test-ui argo-ui-git render lint bench bench-real clean cluster-build cluster cluster-down
+.PHONY: setup go-toolchain upstream-modules system-packages node-packages ui-packages node-images demo test test-real test-local test-ui argo-ui render lint bench bench-real clean cluster-build cluster cluster-down
 
-setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages $(ORACLE)
+setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages ui-packages $(ORACLE)
 
 # Go builds the pinned stack and fetches the upstream CRDs and schemas: checked first, in one line. The
 # version is the newest `go` directive of stack/*/go.mod. Asked inside stack/crds, a Go 1.21+ that is older
@@ -46,6 +46,17 @@ node-packages:
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
 	fi
 
+# The Argo UI test (tests/realstack/test_argo_ui.py) drives the real UI in Debian's Chromium through Debian's
+# chromedriver (Selenium, the `ui` extra); no browser download.
+UI_PACKAGES := chromium chromium-driver
+ui-packages:
+	@missing=$$(for p in $(UI_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for the Argo UI test:" $$missing; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
+	fi
+
 # The node's images (pause, argoexec, the step image) into .stack-cache/images; builds kubelet/argoexec if absent.
 node-images: setup
 	$(BIN)/python -m gpuaas.cluster.images
@@ -58,7 +69,7 @@ upstream-modules: $(STAMP) | go-toolchain
 $(STAMP): pyproject.toml | go-toolchain
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[cli,test]'
+	$(BIN)/pip install -q -e '.[cli,test,ui]'
 	touch $(STAMP)
 
 # Argo Events' own code as a program (stack/argo-events-oracle), for the router's differential tests.
@@ -82,39 +93,35 @@ cluster: cluster-build
 cluster-down: setup
 	$(BIN)/gpuaas cluster down
 
-# Both tiers, side by side: tests/realstack (marker `realstack`: the real control plane, mostly waiting on
-# controllers and cooldowns) beside everything else (the local engine, Prometheus, unit and fuzz tests: mostly
-# CPU). Each line is printed whole, prefixed with its tier; either tier failing fails `make test`. The real
-# tier prints one line per test as it ends (-v): its tests take minutes each, a line of dots would take 30.
-test: setup cluster-build
+# Both tiers, side by side: tests/realstack (marker `realstack`: the real components, mostly waiting on controllers,
+# cooldowns and reactions through real Argo) beside everything else (the local engine, Prometheus, unit and fuzz
+# tests: mostly CPU). The real tier itself runs as shards side by side, one pytest process per stack it needs
+# (tests/support/real_shards.py: the Argo cluster, the plain control plane, the real node), so its wall time is
+# its longest shard's. Each line is printed whole, prefixed with its tier ([local]) or shard ([real:argo]...);
+# either tier failing fails `make test`. The real tier prints one line per test as it ends (-v).
+test: setup cluster-build argo-ui
 	$(MAKE) --no-print-directory -j2 test-real test-local
 	$(BIN)/gpuaas render --check
 
 test-real:
-	@set -o pipefail; $(BIN)/python -m pytest -v tests/realstack 2>&1 | sed -u 's/^/[real]  /'
+	@$(BIN)/python -m tests.support.real_shards
 
 test-local:
 	@set -o pipefail; $(BIN)/python -m pytest -q --ignore=tests/realstack 2>&1 | sed -u 's/^/[local] /'
 
-# The real Argo UI in headless Chromium (tests/realstack/test_argo_ui.py, marker argo_ui; not in `make test`).
-# The UI's yarn.lock pins argo-ui as a git dependency on github.com: GPUAAS_ARGO_UI_GIT must name a clone
-# of argoproj/argo-ui that has that commit (a path or URL; gpuaas.cluster.argo_ui). Without it this fails.
-# GPUAAS_REAL_ARGO_CLUSTER=<state dir> reuses a running `gpuaas cluster up --with events`.
-UI_PACKAGES := chromium chromium-driver
-argo-ui-git:
-	@if [ -z "$$GPUAAS_ARGO_UI_GIT" ]; then \
-		echo "make test-ui needs GPUAAS_ARGO_UI_GIT: a clone of https://github.com/argoproj/argo-ui.git (path or URL) with the commit ui/yarn.lock pins; the Argo UI cannot be built without it (docs/real-stack.md)" >&2; exit 2; fi
+# The Argo UI built from the pinned Argo Workflows module's ui/ and embedded in `argo server` (gpuaas.cluster.argo_ui;
+# cached per user, in ~/.cache/gpuaas/argo-ui, so a fresh clone finds it built). The UI's yarn.lock pins argo-ui as a
+# git dependency on github.com; where GitHub cannot be reached, GPUAAS_ARGO_UI_GIT names a copy of argoproj/argo-ui
+# with that commit: a clone (path or URL) or a git bundle (.ci/run points it at ../shared/mirrors/argo-ui.bundle when
+# that exists). A failed UI build does not stop `make test`: the `argo` binary keeps upstream's placeholder page and
+# tests/realstack/test_argo_ui.py fails, saying why and what to provide.
+argo-ui: setup
+	@$(BIN)/gpuaas cluster build --argo-ui argo-workflows || echo "the Argo UI was not built (above): tests/realstack/test_argo_ui.py will fail" >&2
 
-test-ui: argo-ui-git setup
-	@missing=$$(for p in $(UI_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages for the browser test:" $$missing; \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
-	fi
-	$(BIN)/pip install -q -e '.[cli,test,ui]'
-	$(BIN)/gpuaas cluster build --argo-ui
-	$(BIN)/python -m pytest -q -m argo_ui tests/realstack/test_argo_ui.py
+# The Argo UI test alone (tests/realstack/test_argo_ui.py, marker argo_ui; also in `make test`).
+# GPUAAS_REAL_ARGO_CLUSTER=<state dir> reuses a running `gpuaas cluster up --with events`.
+test-ui: setup cluster-build argo-ui
+	$(BIN)/python -m pytest -v -m argo_ui tests/realstack/test_argo_ui.py
 
 render: setup
 	$(BIN)/gpuaas render

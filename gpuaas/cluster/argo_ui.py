@@ -16,15 +16,24 @@ The output is cached by module version and lockfile digest (`<cache>/ui/<version
 a second build costs a file check.
 
 One dependency is not on the npm registry: yarn.lock pins `argo-ui` as a git dependency
-(`git+https://github.com/argoproj/argo-ui.git#<commit>`). Where GitHub cannot be reached, point
-`GPUAAS_ARGO_UI_GIT` at a clone of argoproj/argo-ui that has that commit: the build then runs yarn
-with git's `url.<clone>.insteadOf` for that one URL, so the lockfile stays as upstream wrote it. A
-local clone is checked for the pinned commit first (`check_mirror`). Measured here with a bare
-mirror of argo-ui: yarn install 120 s, webpack 340 s, at load 8-11 on 2 cores (docs/real-stack.md).
+(`git+https://github.com/argoproj/argo-ui.git#<commit>`). By default yarn fetches it from GitHub.
+Where GitHub cannot be reached, point `GPUAAS_ARGO_UI_GIT` at a copy of argoproj/argo-ui that has
+that commit: a clone (path or URL) or a git bundle file (cloned once, bare, into the UI cache). The
+build then runs yarn with git's `url.<copy>.insteadOf` for that one URL, so the lockfile stays as
+upstream wrote it. A local copy is checked for the pinned commit first (`check_mirror`). Measured
+here with a bare mirror of argo-ui: yarn install 120 s, webpack 340 s, at load 8-11 on 2 cores
+(docs/real-stack.md).
+
+The cache (the built `dist/app` per module version and lockfile, yarn's package cache, yarn itself,
+bundles' clones) is per user, like Go's build cache, not per checkout: `$GPUAAS_ARGO_UI_CACHE`, else
+`$XDG_CACHE_HOME/gpuaas/argo-ui` (`~/.cache/gpuaas/argo-ui`), so a fresh clone (CI's) finds the UI
+built by an earlier one. A lock in it lets two checkouts build at once: the second waits and finds it built.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -32,7 +41,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 YARN_VERSION = "1.22.22"
@@ -41,12 +50,35 @@ NODE_MAJOR = 20
 """ui/package.json `engines.node: >=20`."""
 ARGO_UI_REPOSITORY = "https://github.com/argoproj/argo-ui.git"
 MIRROR_ENV = "GPUAAS_ARGO_UI_GIT"
+CACHE_ENV = "GPUAAS_ARGO_UI_CACHE"
+WHAT_TO_PROVIDE = (f"the build needs argo-ui (a git dependency of ui/yarn.lock) from {ARGO_UI_REPOSITORY}; where "
+                   f"GitHub cannot be reached, set {MIRROR_ENV} to a copy of argoproj/argo-ui with the pinned commit: "
+                   "a clone (path or URL) or a git bundle (CI: ../shared/mirrors/argo-ui.bundle)")
 
 Progress = Callable[[str], None]
 
 
 class UiBuildFailed(RuntimeError):
     """The UI could not be built; the message says which step failed, its output, and what to do."""
+
+
+def ui_cache() -> Path:
+    """The per-user cache of UI builds (module docstring)."""
+    if configured := os.environ.get(CACHE_ENV):
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuaas" / "argo-ui"
+
+
+@contextlib.contextmanager
+def _locked(cache: Path) -> Iterator[None]:
+    """One UI build at a time per cache (another checkout's build of the same UI is then a cache hit)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(cache / "build.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _run(command: list[str], what: str, *, cwd: Path, env: dict[str, str], log: Path) -> None:
@@ -58,8 +90,7 @@ def _run(command: list[str], what: str, *, cwd: Path, env: dict[str, str], log: 
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         hint = ""
         if "github.com/argoproj/argo-ui" in tail and not os.environ.get(MIRROR_ENV):
-            hint = (f"\nyarn could not fetch argo-ui from {ARGO_UI_REPOSITORY}; where GitHub is unreachable, set "
-                    f"{MIRROR_ENV} to a clone of argoproj/argo-ui (a path or URL) and build again")
+            hint = f"\nyarn could not fetch argo-ui: {WHAT_TO_PROVIDE}, and build again"
         raise UiBuildFailed(f"expected `{' '.join(command[:3])}` ({what}) to succeed, it exited with "
                             f"{done.returncode}; last lines of {log}:\n{tail}{hint}")
 
@@ -105,15 +136,40 @@ def built_ui(cache: Path, module_root: Path, version: str) -> Path | None:
     return output / "app" if (output / "build.json").exists() else None
 
 
-def _git_redirect(env: dict[str, str]) -> dict[str, str]:
-    """yarn's git fetches of argo-ui through GPUAAS_ARGO_UI_GIT (git's url.insteadOf, this process only)."""
-    mirror = os.environ.get(MIRROR_ENV)
-    if not mirror:
+def mirror(cache: Path) -> str | None:
+    """GPUAAS_ARGO_UI_GIT as git can fetch from it: a clone's path or URL as given, a bundle cloned (bare) first."""
+    configured = os.environ.get(MIRROR_ENV)
+    if not configured or "://" in configured:
+        return configured or None
+    path = Path(configured).expanduser().resolve()
+    if not path.is_file():
+        return str(path)
+    heads = subprocess.run(["git", "bundle", "list-heads", str(path)], capture_output=True, text=True, check=False)
+    if heads.returncode != 0:
+        raise UiBuildFailed(f"expected {MIRROR_ENV}={configured} to be a clone of argoproj/argo-ui or a git bundle of "
+                            f"it, found a file git cannot read as a bundle: {heads.stderr.strip()}")
+    clone = cache / "mirrors" / f"{path.stem}-{hashlib.sha256(heads.stdout.encode()).hexdigest()[:12]}.git"
+    if not (clone / "HEAD").exists():
+        partial = clone.with_name(clone.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["git", "clone", "--bare", "-q", str(path), str(partial)], capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            raise UiBuildFailed(f"expected `git clone --bare {path}` to succeed, it exited with {done.returncode}: "
+                                f"{done.stderr.strip()[-600:]}")
+        partial.rename(clone)
+    return str(clone)
+
+
+def _git_redirect(env: dict[str, str], source: str | None) -> dict[str, str]:
+    """yarn's git fetches of argo-ui through `source` (git's url.insteadOf, this process only)."""
+    if not source:
         return env
-    if "://" not in mirror:
-        mirror = Path(mirror).expanduser().resolve().as_uri()
+    if "://" not in source:
+        source = Path(source).expanduser().resolve().as_uri()
     count = int(env.get("GIT_CONFIG_COUNT", "0"))
-    return {**env, "GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": f"url.{mirror}.insteadOf",
+    return {**env, "GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": f"url.{source}.insteadOf",
             f"GIT_CONFIG_VALUE_{count}": ARGO_UI_REPOSITORY}
 
 
@@ -123,30 +179,38 @@ def pinned_argo_ui_commit(module_root: Path) -> str | None:
     return found.group(1) if found else None
 
 
-def check_mirror(module_root: Path) -> None:
-    """With GPUAAS_ARGO_UI_GIT naming a local clone, fail now unless it has the pinned commit.
+def check_mirror(module_root: Path, source: str | None) -> None:
+    """With GPUAAS_ARGO_UI_GIT naming a local copy, fail now unless it has the pinned commit.
 
     Why before yarn: yarn reaches the git dependency only after copying the sources and resolving, and
-    its error then names neither the clone nor the commit. A URL is left to yarn (git cannot ask a
+    its error then names neither the copy nor the commit. A URL is left to yarn (git cannot ask a
     remote for one commit without fetching it)."""
     mirror, commit = os.environ.get(MIRROR_ENV), pinned_argo_ui_commit(module_root)
-    if not mirror or not commit or "://" in mirror:
+    if not mirror or not source or not commit or "://" in source:
         return
-    path = Path(mirror).expanduser()
+    path = Path(source).expanduser()
     done = subprocess.run(["git", "-C", str(path), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
-        raise UiBuildFailed(f"expected {MIRROR_ENV}={mirror} to be a clone of argoproj/argo-ui with commit {commit} "
+        raise UiBuildFailed(f"expected {MIRROR_ENV}={mirror} to be a copy of argoproj/argo-ui with commit {commit} "
                             f"(pinned by ui/yarn.lock), found {'no such commit' if path.is_dir() else 'no folder'}"
                             f"{': ' + done.stderr.strip() if done.stderr.strip() else ''}; fetch that commit "
-                            f"into it, or point {MIRROR_ENV} at a clone that has it")
+                            f"into it, or point {MIRROR_ENV} at a copy that has it")
 
 
 def build_ui(cache: Path, module_root: Path, version: str, progress: Progress = lambda line: None) -> Path:
     """`dist/app` of the Argo UI for the module at `module_root` (its `ui/` and `api/`), built once."""
     if found := built_ui(cache, module_root, version):
         return found
-    check_mirror(module_root)
+    with _locked(cache):
+        if found := built_ui(cache, module_root, version):  # built by another checkout while we waited
+            return found
+        return _build(cache, module_root, version, progress)
+
+
+def _build(cache: Path, module_root: Path, version: str, progress: Progress) -> Path:
+    source = mirror(cache)
+    check_mirror(module_root, source)
     node = node_version()
     yarn_binary = yarn(cache)
     output = cache / "ui" / f"argo-workflows-{version}-{_lock_digest(module_root)}"
@@ -160,7 +224,7 @@ def build_ui(cache: Path, module_root: Path, version: str, progress: Progress = 
     log = output.with_name(output.name + ".log")
     log.unlink(missing_ok=True)
     env = _git_redirect({**os.environ, "YARN_CACHE_FOLDER": str(cache / "yarn-cache"), "JOBS": "max",
-                         "YARN_ENABLE_TELEMETRY": "0", "DISABLE_OPENCOLLECTIVE": "1"})
+                         "YARN_ENABLE_TELEMETRY": "0", "DISABLE_OPENCOLLECTIVE": "1"}, source)
     started = time.monotonic()
     progress(f"  Argo UI: yarn install --frozen-lockfile (node {node}, yarn {YARN_VERSION}; log {log})")
     _run([str(yarn_binary), "install", "--frozen-lockfile", "--non-interactive", "--network-timeout", "1000000"],

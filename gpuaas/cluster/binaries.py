@@ -200,6 +200,16 @@ def _patched_copy(patch: SourcePatch, component: Component, go: str, progress: P
     return source
 
 
+UI_FAILURE = "argo-ui-build-failure.txt"
+"""In the cache: why the last `--argo-ui` build failed (the UI test quotes it), until a UI is built."""
+
+
+def ui_build_failure() -> str | None:
+    """Why the last `gpuaas cluster build --argo-ui` of this cache could not build the UI, if it could not."""
+    path = cache_dir() / UI_FAILURE
+    return path.read_text().strip() if path.is_file() else None
+
+
 PLACEHOLDER_UI = "Built without static files\n"
 """What upstream's Makefile writes to ui/dist/app/index.html when built with STATIC_FILES=false."""
 
@@ -214,12 +224,16 @@ def _embed_ui(source: Path, version: str, progress: Progress, build_ui: bool) ->
     page says "Built without static files".
     """
     target = source / "ui" / "dist" / "app"
-    app = argo_ui.built_ui(cache_dir(), source, version)
+    app = argo_ui.built_ui(argo_ui.ui_cache(), source, version)
+    failure = cache_dir() / UI_FAILURE
     if app is None and build_ui:
         try:
-            app = argo_ui.build_ui(cache_dir(), source, version, progress)
+            app = argo_ui.build_ui(argo_ui.ui_cache(), source, version, progress)
         except argo_ui.UiBuildFailed as error:
+            failure.write_text(f"{error}\n")
             raise BuildFailed(str(error)) from None
+    if app is not None:
+        failure.unlink(missing_ok=True)
     if app is None:
         if not (target / ".gpuaas-build.json").is_file() and (target / "index.html").is_file() \
                 and (target / "index.html").read_text() == PLACEHOLDER_UI:

@@ -17,8 +17,10 @@ Kubernetes client that judges the outcome beside the browser, and no npm package
    test's own Job and submitted; the run is Succeeded, records no-op (nothing was released) for that
    Workload, and reaches the archive.
 
-Marker `argo_ui`, excluded from `make test` (pyproject addopts): the UI needs argo-ui from GitHub,
-which a CI machine without GitHub cannot fetch (docs/real-stack.md). `make test-ui` runs it.
+Marker `argo_ui`; in `make test` (its real tier's Argo shard), and alone with `make test-ui`. The UI is
+built by `make test` before the tests (`gpuaas cluster build --argo-ui`); its yarn.lock fetches argo-ui
+from GitHub, or from GPUAAS_ARGO_UI_GIT (CI: a git bundle in ../shared/mirrors). Without either the
+UI build fails, `argo` keeps upstream's placeholder page, and this module fails saying what to provide.
 Screenshots go to $GPUAAS_ARGO_UI_SCREENSHOTS (docs/images refreshes the README's), else tmp_path.
 """
 
@@ -37,8 +39,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from gpuaas.cluster.argo_ui import WHAT_TO_PROVIDE
 from gpuaas.cluster.argo_workflows import CONFIGMAP, NAMESPACE
-from gpuaas.cluster.binaries import program
+from gpuaas.cluster.binaries import program, ui_build_failure
 from gpuaas.cluster.readiness import http_status
 from tests.realstack.argo_product import PRODUCT_NAMESPACE, install
 from tests.support.real_cluster import RealCluster, eventually
@@ -90,10 +93,11 @@ def ui_server(product: RealCluster, tmp_path_factory: pytest.TempPathFactory) ->
                 return False
         eventually(answers, timeout_s=120, what=f"argo server answering on {url}")
         code, page = http_status(f"{url}/workflows", timeout=30)
+        failure = ui_build_failure()
         assert code == 200 and "<title>Argo</title>" in page, (
             f"expected the Argo UI's index.html at {url}/workflows, found HTTP {code} {page[:120]!r}: the argo binary "
-            "was built without the UI. Build it with `GPUAAS_ARGO_UI_GIT=<clone of argoproj/argo-ui> "
-            "gpuaas cluster build --argo-ui argo-workflows` (`make test-ui` does)")
+            f"was built without the UI; {WHAT_TO_PROVIDE}, then `gpuaas cluster build --argo-ui argo-workflows` "
+            f"(`make test` does)" + (f". The last UI build failed: {failure}" if failure else ""))
         yield url
     finally:
         process.terminate()
@@ -111,7 +115,7 @@ def browser() -> Iterator[object]:
 
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     assert chromium and driver, ("expected Debian's chromium and chromedriver on PATH (apt-get install chromium "
-                                 f"chromium-driver; `make test-ui` installs them), found {chromium=} {driver=}")
+                                 f"chromium-driver; `make setup` installs them), found {chromium=} {driver=}")
     profile = tempfile.mkdtemp(prefix="gpuaas-argo-ui-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
