@@ -17,6 +17,8 @@ The cache folder is `$GPUAAS_STACK_CACHE`, else `<checkout>/.stack-cache` (git-i
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -24,7 +26,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +91,20 @@ def cache_dir() -> Path:
     """Where binaries (and cluster state, by default) live: `$GPUAAS_STACK_CACHE` or `.stack-cache`."""
     configured = os.environ.get(CACHE_ENV)
     return Path(configured).expanduser().resolve() if configured else STACK_DIR.parent / ".stack-cache"
+
+
+@contextlib.contextmanager
+def cache_lock(name: str) -> Iterator[None]:
+    """One builder at a time in this cache (`<cache>/<name>.lock`): the real tier's shards each build what
+    they need when they start, at the same moment; the first builds, the others then find it built."""
+    path = cache_dir() / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def bin_dir(component: str) -> Path:
@@ -273,6 +289,11 @@ def build(component: Component, go: str | None = None, progress: Progress = lamb
     if go is None:
         raise BuildFailed("expected the `go` command (Go 1.26+) on PATH to build the real components, found "
                           "none; install Go (https://go.dev/doc/install) and run `gpuaas cluster build` again")
+    with cache_lock("build"):
+        return _build(component, go, progress, build_ui)
+
+
+def _build(component: Component, go: str, progress: Progress, build_ui: bool) -> BuildResult:
     target = bin_dir(component.name)
     target.mkdir(parents=True, exist_ok=True)
     before = _digests(component)

@@ -25,6 +25,7 @@ and PyPI.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -35,12 +36,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuaas.cluster.binaries import cache_dir, program
+from gpuaas.cluster.binaries import cache_dir, cache_lock, program
 from gpuaas.cluster.debian import debian_tool
 from gpuaas.cluster.oci import Blob, ImageConfig, write_image_archive, write_layer
 from gpuaas.upstream import STACK_DIR, upstream_file
@@ -112,6 +113,15 @@ def _require_root(what: str) -> None:
                               f"found uid {os.geteuid()}: run as root")
 
 
+def _one_builder(build: Callable[..., BuiltImage]) -> Callable[..., BuiltImage]:
+    """Run an image build under the images lock: concurrent builds of one image would share its folders."""
+    @functools.wraps(build)
+    def locked(*args: object, **kwargs: object) -> BuiltImage:
+        with cache_lock("images"):
+            return build(*args, **kwargs)
+    return locked
+
+
 def _digest_of(*parts: bytes) -> str:
     digest = hashlib.sha256()
     for part in parts:
@@ -153,6 +163,7 @@ def _finish(archive: Path, reference: str, layers: list[Blob], config: ImageConf
 # --- pause -------------------------------------------------------------------------------------------
 
 
+@_one_builder
 def build_pause_image(*, reference: str = PAUSE_IMAGE) -> BuiltImage:
     """The pod sandbox image: Kubernetes' pause.c from the pinned module, compiled static with gcc."""
     started = time.monotonic()
@@ -182,6 +193,7 @@ _PASSWD = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/h
 _GROUP = "root:x:0:\nnonroot:x:65532:\nargo:x:8737:\n"
 
 
+@_one_builder
 def build_argoexec_image(*, reference: str = ARGOEXEC_IMAGE) -> BuiltImage:
     """Argo's executor image: the argoexec built from stack/argo-workflows, as upstream's Dockerfile lays it out.
 
@@ -218,6 +230,7 @@ def build_argoexec_image(*, reference: str = ARGOEXEC_IMAGE) -> BuiltImage:
 # --- argo-events ---------------------------------------------------------------------------------------
 
 
+@_one_builder
 def build_argo_events_image(*, reference: str = ARGO_EVENTS_IMAGE) -> BuiltImage:
     """Argo Events' image: /bin/argo-events and the `argo` CLI its Sensors exec, as upstream's Dockerfile.
 
@@ -506,6 +519,7 @@ def _context_digest(containerfile: Path, instructions: list[Instruction], contex
     return digest.digest()
 
 
+@_one_builder
 def build_step_image(*, reference: str = STEP_IMAGE, context: Path = REPOSITORY,
                      containerfile: Path | None = None) -> BuiltImage:
     """The step image from the project's Containerfile, on the Debian stand-in base; cached by input hash."""
