@@ -82,6 +82,9 @@ REQUIRES: dict[str, set[str]] = {"events": {"node", "argo"}}
 """Parts another part cannot run without: Argo Events' controller and its EventSources and Sensors are
 pods (the node), and the Sensors submit workflows (the workflow-controller runs them)."""
 NODE_NAME = "gpuaas-node"
+APPLY_ATTEMPTS = 3
+CLIENT_TIMEOUTS = ("Client.Timeout exceeded", "context deadline exceeded", "TLS handshake timeout")
+"""kubectl's own request timeouts (the API server busy, not the objects wrong): `apply` tries again."""
 
 CONTENT_HASH = "gpuaas.io/content-hash"
 """Annotation with a digest of what `gpuaas cluster up` applied, to skip unchanged CRDs on restart."""
@@ -387,11 +390,25 @@ class Cluster:
         return done
 
     def apply(self, items: list[dict[str, Any]], what: str) -> None:
+        """Server-side apply (idempotent), again after a client timeout of kubectl's own.
+
+        Why again: kubectl first fetches the API server's OpenAPI document with a fixed 32 s timeout, and
+        the first request after dozens of CRDs makes the API server build it (Argo's CRDs alone are
+        11 MB); seen with two clusters starting at once at load 15: `context deadline exceeded` on
+        /openapi/v2 in both. The document is cached once built, so the next attempt gets it."""
         if not items:
             return
         started = time.monotonic()
-        self.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-cluster", "-f", "-",
-                     input_text=objects.dump(items), timeout=self._remaining(600))
+        arguments = ("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-cluster", "-f", "-")
+        for attempt in range(1, APPLY_ATTEMPTS + 1):
+            done = self.kubectl(*arguments, input_text=objects.dump(items), timeout=self._remaining(600), check=False)
+            if done.returncode == 0:
+                break
+            error = (done.stderr or done.stdout).strip()
+            if attempt == APPLY_ATTEMPTS or not any(sign in error for sign in CLIENT_TIMEOUTS):
+                raise ClusterError(f"expected `kubectl {' '.join(arguments)}` to succeed, it failed: {error[-2000:]}")
+            self.progress(f"  kubectl timed out waiting for the API server ({attempt}/{APPLY_ATTEMPTS}); applying "
+                          f"the {what} again")
         self.progress(f"  applied {len(items)} {what} ({time.monotonic() - started:.1f}s)")
 
     def _install(self) -> None:

@@ -56,3 +56,48 @@ def test_up_without_build_names_the_missing_program_in_one_error(tmp_path: Path,
     assert last.startswith("gpuaas cluster up: expected etcd"), last
     assert "gpuaas cluster build" in last
     assert Cluster(tmp_path / "state").running() == []
+
+
+def _cluster_whose_kubectl_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   answers: list[tuple[int, str]]) -> tuple[Cluster, list[str], list[tuple]]:
+    """A Cluster whose `kubectl` returns these (exit code, stderr) in turn; the calls and progress lines kept."""
+    import subprocess
+
+    calls: list[tuple] = []
+    lines: list[str] = []
+    cluster = Cluster(tmp_path / "state", progress=lines.append)
+    monkeypatch.setattr(cluster, "_remaining", lambda cap: cap)
+
+    def kubectl(*args: str, **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(args)
+        code, stderr = answers.pop(0)
+        return subprocess.CompletedProcess(list(args), code, "", stderr)
+    monkeypatch.setattr(cluster, "kubectl", kubectl)
+    return cluster, lines, calls
+
+
+OPENAPI_TIMEOUT = ('error: error validating "STDIN": error validating data: Get "https://127.0.0.1:59153/openapi/v2?'
+                   'timeout=32s": context deadline exceeded (Client.Timeout exceeded while awaiting headers)')
+"""What kubectl said, seen with two clusters starting at once at load 15 (the API server building its OpenAPI)."""
+
+
+def test_apply_tries_again_when_kubectl_timed_out_waiting_for_the_api_server(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster, lines, calls = _cluster_whose_kubectl_answers(tmp_path, monkeypatch, [(1, OPENAPI_TIMEOUT), (0, "")])
+    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}], "namespaces")
+    assert len(calls) == 2 and calls[0] == calls[1]
+    assert any("timed out waiting for the API server (1/3)" in line for line in lines)
+    assert lines[-1].startswith("  applied 1 namespaces")
+
+
+def test_apply_fails_at_once_on_a_refusal_and_after_three_timeouts(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = 'Error from server (Invalid): error when creating "STDIN": Namespace "X" is invalid'
+    cluster, _, calls = _cluster_whose_kubectl_answers(tmp_path, monkeypatch, [(1, refused)])
+    with pytest.raises(ClusterError, match="is invalid"):
+        cluster.apply([{"kind": "Namespace"}], "namespaces")
+    assert len(calls) == 1
+    cluster, _, calls = _cluster_whose_kubectl_answers(tmp_path, monkeypatch, [(1, OPENAPI_TIMEOUT)] * 3)
+    with pytest.raises(ClusterError, match="context deadline exceeded"):
+        cluster.apply([{"kind": "Namespace"}], "namespaces")
+    assert len(calls) == 3
