@@ -59,10 +59,14 @@ JOIN_LOCK = Path("/run/lock/gpuaas-nodes.join.lock")
 """Held exclusively while a node joins or leaves; its content records what the first node changed."""
 LEGACY_LOCK = Path("/run/lock/gpuaas-kubelet.lock")
 """The one-node-per-machine lock of earlier versions, which take it exclusively for a node's whole life.
-Nodes of this version hold it shared, so they run beside each other but never beside an earlier
-version's node: that one would bind the Services' ClusterIPs on every device (a bound listener of
-this version would then refuse it, or it this one) and remove /var/lib/kubelet/device-plugins under
-this version's bind mounts. Needed only while checkouts of an earlier version run on the machine."""
+A node of this version that listens on an address such a node also listens on (the fixed ClusterIPs
+every `gpuaas cluster up` gives its Services: LEGACY_ADDRESSES) holds it shared: it runs beside the
+nodes of this version but never beside an earlier version's node, which binds those addresses on
+every device (so that one's listener and this one's would refuse each other). Needed only while
+checkouts of an earlier version run on the machine."""
+LEGACY_ADDRESSES = frozenset({("10.96.0.1", 443), ("10.96.0.42", 4222), ("10.96.0.90", 9090)})
+"""(ClusterIP, port) an earlier version's node binds on every device: the `kubernetes` Service of `gpuaas
+cluster up` and gpuaas.cluster.services' NATS and Prometheus."""
 
 
 class NamespaceError(RuntimeError):
@@ -144,10 +148,12 @@ class MachineShare:
                 time.sleep(1)
         self._legacy = descriptor
 
-    def join(self) -> None:
+    def join(self, *, exclude_legacy: bool = True) -> None:
+        """Take this node's share; with `exclude_legacy`, first wait until no earlier version's node runs."""
         if self._users is not None:
             return
-        self._hold_legacy_lock()
+        if exclude_legacy:
+            self._hold_legacy_lock()
         with _exclusive(JOIN_LOCK) as join:
             users = os.open(USERS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
             try:

@@ -49,7 +49,7 @@ import yaml
 
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.debian import ToolMissing, cni_plugin_dir, debian_tool
-from gpuaas.cluster.mount_namespace import MachineShare, MountNamespace, NamespaceError
+from gpuaas.cluster.mount_namespace import LEGACY_ADDRESSES, MachineShare, MountNamespace, NamespaceError
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 NETWORK_LOCK = Path("/run/lock/gpuaas-nodes.network.lock")
@@ -660,7 +660,9 @@ class Node:
         """Bridge, mount namespace, containerd, kubelet, API service forwarder; returns once containerd answers."""
         self.started_at = time.monotonic()
         try:
-            self.share.join()
+            services = self._forwarded_services()
+            self.share.join(exclude_legacy=any((service.cluster_ip, service.port) in LEGACY_ADDRESSES
+                                               for service in services))
             self.network = self.network or NodeNetwork.choose()
             if not self.network.exists():
                 self.network.create()
@@ -672,7 +674,7 @@ class Node:
                                          image_root=self.image_root, namespace=self.namespace)
             self.containerd.start()
             self.containerd.wait_ready()
-            self._start_forwarder()
+            self._start_forwarder(services)
             self.kubelet = Kubelet(self.workdir / "kubelet", self.credentials, self.network,
                                    self.containerd.socket, f"/{self.cgroup_root}", self.labels, self.taints,
                                    namespace=self.namespace)
@@ -689,11 +691,14 @@ class Node:
         service = api.read_namespaced_service("kubernetes", "default")
         return service.spec.cluster_ip, service.spec.ports[0].port
 
-    def _start_forwarder(self) -> None:
-        assert self.network is not None
+    def _forwarded_services(self) -> list[ForwardedService]:
+        """`kubernetes` (its ClusterIP read from the API server) and the Services given to forward."""
         cluster_ip, port = self._kubernetes_service()
         upstream = self.credentials.server.removeprefix("https://").rstrip("/")
-        services = [ForwardedService(cluster_ip, port, upstream), *self.forwards]
+        return [ForwardedService(cluster_ip, port, upstream), *self.forwards]
+
+    def _start_forwarder(self, services: list[ForwardedService]) -> None:
+        assert self.network is not None
         for address in dict.fromkeys(service.cluster_ip for service in services):
             self.network.add_address(address)
         self.forwarder = ServiceForwarder(services, self.workdir / "service-forwarder.log", self.network.bridge)

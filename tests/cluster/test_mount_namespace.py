@@ -140,3 +140,17 @@ def test_nodes_of_this_version_share_the_legacy_lock_and_an_earlier_version_s_no
         assert not any(path.exists() for path in _paths(machine))  # refused before it changed anything
     finally:
         os.close(legacy)
+
+
+def test_a_node_that_listens_on_no_address_an_earlier_version_binds_runs_beside_it(machine: Path) -> None:
+    """Nodes of the real tier's own control plane use a Service range of their own: nothing to refuse."""
+    (machine / "lock").mkdir(exist_ok=True)
+    legacy = os.open(machine / "lock" / "kubelet.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(legacy, fcntl.LOCK_EX | fcntl.LOCK_NB)  # an earlier version's node runs
+        share = MachineShare(_paths(machine), legacy_timeout=0.5)
+        share.join(exclude_legacy=False)
+        assert all(path.is_dir() for path in _paths(machine))
+        share.leave()
+    finally:
+        os.close(legacy)
