@@ -23,6 +23,7 @@ from kubernetes import client
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.images import ARGOEXEC_IMAGE
 from gpuaas.upstream import upstream_file
+from tests.realstack.control_plane import free_port
 
 ARGO_MODULE = "github.com/argoproj/argo-workflows/v4"
 CRDS = ("workflows", "workflowtemplates", "workflowtaskresults", "workflowtasksets", "workflowartifactgctasks",
@@ -75,12 +76,17 @@ class WorkflowController:
     def start(self, api_client: client.ApiClient) -> None:
         """Create the controller's ConfigMap (it exits without one), then start it."""
         core = client.CoreV1Api(api_client)
+        # Metrics on a free loopback port: upstream's default is every address's :9090, which any other
+        # listener on a 9090 of this machine refuses (seen: a cluster's node forwarding Prometheus's
+        # ClusterIP 10.96.0.90:9090, in a real-tier shard beside this one: "bind: address already in use").
+        metrics = yaml.safe_dump({"enabled": True, "path": "/metrics", "port": free_port(), "secure": False})
+        body = {"metadata": {"name": "workflow-controller-configmap"}, "data": {"metricsConfig": metrics}}
         try:
-            core.create_namespaced_config_map(self.namespace, {
-                "metadata": {"name": "workflow-controller-configmap"}, "data": {}})
+            core.create_namespaced_config_map(self.namespace, body)
         except client.ApiException as error:
             if error.status != 409:
                 raise
+            core.replace_namespaced_config_map("workflow-controller-configmap", self.namespace, body)
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), LEADER_ELECTION_DISABLE="true")
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
