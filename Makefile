@@ -7,9 +7,9 @@ STAMP  := $(VENV)/.installed
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup go-toolchain upstream-modules system-packages node-packages ui-packages node-images demo test test-real test-local test-ui argo-ui render lint bench bench-real clean cluster-build cluster cluster-down
+.PHONY: setup go-toolchain upstream-modules system-packages node-packages ui-packages inotify-limit node-images demo test test-real test-local test-ui argo-ui render lint bench bench-real clean cluster-build cluster cluster-down
 
-setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages ui-packages $(ORACLE)
+setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages ui-packages inotify-limit $(ORACLE)
 
 # Go builds the pinned stack and fetches the upstream CRDs and schemas: checked first, in one line. The
 # version is the newest `go` directive of stack/*/go.mod. Asked inside stack/crds, a Go 1.21+ that is older
@@ -44,6 +44,17 @@ node-packages:
 		echo "installing Debian packages for the real node:" $$missing; \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
+	fi
+
+# Each real cluster holds about 21 inotify instances (kube-apiserver and controller-manager 6 each), a real node a
+# few more, and `make test` runs several side by side (tests/support/real_shards.py); Linux's default of 128 per
+# user is then too few, and the next process fails at start ("too many open files"). Raised, never lowered.
+INOTIFY_INSTANCES := 512
+inotify-limit:
+	@if [ "$$(cat /proc/sys/fs/inotify/max_user_instances)" -lt $(INOTIFY_INSTANCES) ]; then \
+		echo "raising fs.inotify.max_user_instances to $(INOTIFY_INSTANCES) for the real tier's clusters side by side"; \
+		if [ "$$(id -u)" = 0 ]; then sysctl -q -w fs.inotify.max_user_instances=$(INOTIFY_INSTANCES); \
+		else sudo sysctl -q -w fs.inotify.max_user_instances=$(INOTIFY_INSTANCES); fi; \
 	fi
 
 # The Argo UI test (tests/realstack/test_argo_ui.py) drives the real UI in Debian's Chromium through Debian's
