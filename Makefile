@@ -34,17 +34,23 @@ system-packages:
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager postgresql >/dev/null; fi; \
 	fi
 
+# $(call apt-install,PACKAGES,WHAT FOR): install those of the Debian PACKAGES that are missing, saying which and
+# what for (with sudo when not root); silent when all are there.
+define apt-install
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for $(2):" $$missing; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
+	fi
+endef
+
 # The real node of the real-stack tier (tests/realstack, docs/real-stack-pods.md): containerd, runc and
 # the CNI plugins run pods; debootstrap builds the step image's base; gcc compiles the pause container;
 # socat forwards the `kubernetes` Service to the API server.
 NODE_PACKAGES := containerd runc containernetworking-plugins debootstrap socat iproute2 openssl gcc libc6-dev
 node-packages:
-	@missing=$$(for p in $(NODE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages for the real node:" $$missing; \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
-	fi
+	$(call apt-install,$(NODE_PACKAGES),the real node)
 
 # Each real cluster holds about 21 inotify instances (kube-apiserver and controller-manager 6 each), a real node a
 # few more, and `make test` runs several side by side (tests/support/real_shards.py); Linux's default of 128 per
@@ -61,12 +67,7 @@ inotify-limit:
 # chromedriver (Selenium, the `ui` extra); no browser download.
 UI_PACKAGES := chromium chromium-driver
 ui-packages:
-	@missing=$$(for p in $(UI_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages for the Argo UI test:" $$missing; \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
-	fi
+	$(call apt-install,$(UI_PACKAGES),the Argo UI test)
 
 # The node's images (pause, argoexec, the step image) into .stack-cache/images; builds kubelet/argoexec if absent.
 node-images: setup
