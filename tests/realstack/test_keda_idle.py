@@ -46,6 +46,10 @@ from gpuaas.manifests import platform, rbac
 from steps.reactions.on_admitted import activity_query
 from tests.support.real_cluster import RealCluster, eventually
 
+pytestmark = pytest.mark.real_shard("keda-idle")
+"""A plain cluster of its own, beside the `cluster` shard's (tests/support/real_shards.py): about 9 minutes of
+KEDA cooldowns and idle windows, mostly waiting, that would otherwise lengthen the longest shard."""
+
 ROOT = Path(__file__).resolve().parents[2]
 TENANTS = ROOT / "manifests" / "examples" / "tenants"
 NAMESPACE = "team-a"
