@@ -37,6 +37,39 @@ from typing import Any
 
 from steps.plan import RejectedInput
 
+KINDS = ("notebook", "ray", "training", "serving", "batch")
+"""The policy's kinds of workload, each with its own idle settings and its own evidence that the work
+is done. A Workload's kind follows its owner chain as the release strategies classify it
+(steps.strategies, docs/reactions.md "What a release does, per kind")."""
+
+KIND_OF_OWNER: dict[str, str] = {
+    "Notebook": "notebook",
+    "RayCluster": "ray", "RayJob": "ray", "RayService": "serving",
+    "PyTorchJob": "training", "TFJob": "training", "MPIJob": "training", "XGBoostJob": "training",
+    "PaddleJob": "training", "JAXJob": "training", "TrainJob": "training", "JobSet": "training",
+    "InferenceService": "serving", "Deployment": "serving", "StatefulSet": "serving", "LeaderWorkerSet": "serving",
+    "Job": "batch", "AppWrapper": "batch", "Pod": "batch",
+}
+"""Owner kind -> policy kind. The top of the owner chain decides (a Notebook's StatefulSet is a
+notebook; a RayJob's RayCluster is Ray); unknown owners and Workloads without one are batch."""
+KIND_PRECEDENCE = ("Notebook", "InferenceService", "RayService", "RayJob", "RayCluster", "TrainJob", "JobSet",
+                   "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "LeaderWorkerSet",
+                   "StatefulSet", "Deployment", "AppWrapper", "Job", "Pod")
+
+
+def kind_of(owner_kinds: object) -> str:
+    """The policy kind of a workload from the kinds in its owner chain (a string for one kind).
+
+    The most specific owner wins, in the order the release strategies look for them: a Notebook
+    before its StatefulSet, an InferenceService before its Deployment, a RayJob before its
+    RayCluster, a JobSet before its Jobs."""
+    kinds = [owner_kinds] if isinstance(owner_kinds, str) else [str(k) for k in (owner_kinds or ())]
+    for kind in KIND_PRECEDENCE:
+        if kind in kinds:
+            return KIND_OF_OWNER[kind]
+    return "batch"
+
+
 CONFIG_MAP = "gpuaas-policy"
 KEY = "policy.yaml"
 EXEMPT_KEY = "gpuaas.io/idle-policy"
@@ -111,7 +144,7 @@ class Policy:
     tenants: Mapping[str, IdleSettings] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict)
 
-    def idle_for(self, tenant: str | None) -> IdleSettings:
+    def idle_for(self, tenant: str | None, kind: str | None = None) -> IdleSettings:
         return self.tenants.get(tenant or "", self.idle)
 
     def tenant_section(self, tenant: str) -> Mapping[str, Any]:

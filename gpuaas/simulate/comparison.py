@@ -17,7 +17,8 @@ from gpuaas.simulate.definitions import IdleSamples
 from gpuaas.simulate.history import History
 from gpuaas.simulate.product import ProductTimings, format_duration
 from gpuaas.simulate.replay import Replay
-from gpuaas.simulate.scorecard import Releases, by_tenant, judge_releases, summary
+from gpuaas.simulate.costs import kinds_of
+from gpuaas.simulate.scorecard import Bound, Releases, by_tenant, judge_releases, summary
 from gpuaas.simulate.step_window import StepWindow
 from steps.policy import Policy
 
@@ -41,6 +42,7 @@ class PolicyRun:
     deliveries: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    bound: Bound | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "description": self.description, "settings": self.settings,
@@ -83,11 +85,29 @@ class Simulator:
             self._alerts[rule] = (alerts, alerts.episodes())
         return self._alerts[rule]
 
+    def policy_waits(self, policy: Policy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(wait, earliest, scope) per workload for `policy`'s bound: its idle window for the workload's
+        tenant and kind, admission + minimum runtime, and every workload not exempt."""
+        workloads = self.history.workloads
+        kinds = kinds_of(self.samples)
+        cache: dict[tuple[str, str], tuple[float, float]] = {}
+        wait = np.empty(len(workloads))
+        minimum = np.empty(len(workloads))
+        for w, (tenant, kind) in enumerate(zip(workloads.tenant.tolist(), kinds.tolist(), strict=True)):
+            key = (str(tenant), str(kind))
+            if key not in cache:
+                settings = policy.idle_for(*key)
+                cache[key] = (settings.window_seconds, settings.min_runtime_seconds)
+            wait[w], minimum[w] = cache[key]
+        return wait, workloads.admitted_at + minimum, ~workloads.exempt
+
     def _scored(self, name: str, kind: str, description: str, workload: np.ndarray, when: np.ndarray,
-                started: float, **extra: Any) -> PolicyRun:
+                started: float, *, bound: tuple[np.ndarray, np.ndarray, np.ndarray], **extra: Any) -> PolicyRun:
         releases = judge_releases(self.samples, workload, when)
+        reach = Bound.of(self.samples, *bound)
         run = PolicyRun(name=name, kind=kind, description=description, releases=releases,
-                        total=summary(self.samples, releases), tenants=by_tenant(self.samples, releases), **extra)
+                        total=summary(self.samples, releases, reach), tenants=by_tenant(self.samples, releases, reach),
+                        bound=reach, **extra)
         run.seconds = time.perf_counter() - started
         return run
 
@@ -111,30 +131,41 @@ class Simulator:
         description = (f"idle.window {format_duration(policy.idle.window_seconds)}, rule window "
                        f"{format_duration(rule.window_seconds)} + for {format_duration(rule.for_seconds)}")
         return self._scored(name, kind, description, result.release_workload, result.release_time, started,
-                            dry_run_plans=len(result.dry_run_workload), outcomes=result.outcomes,
-                            deliveries=result.deliveries, settings=settings)
+                            bound=self.policy_waits(policy), dry_run_plans=len(result.dry_run_workload),
+                            outcomes=result.outcomes, deliveries=result.deliveries, settings=settings)
 
     def run_baselines(self) -> list[PolicyRun]:
         runs = []
+        workloads = self.history.workloads
+        everyone = np.ones(len(workloads), dtype=bool)
         started = time.perf_counter()
         runs.append(self._scored("no automation", "baseline", "nothing is released", np.zeros(0, np.int64),
-                                 np.zeros(0), started))
-        started = time.perf_counter()
-        keda = baselines.KedaTimings()
-        workload, when = baselines.keda_only(self.samples, keda)
-        runs.append(self._scored(
-            "KEDA only", "baseline", f"scale to 0 after {keda.cooldown_period:g}s at or below the threshold (polling "
-            f"{keda.polling_interval:g}s, initialCooldownPeriod {keda.initial_cooldown_period:g}s); no minimum "
-            "runtime, no coverage check", workload, when, started,
-            settings={"pollingInterval": keda.polling_interval, "cooldownPeriod": keda.cooldown_period,
-                      "initialCooldownPeriod": keda.initial_cooldown_period}))
-        started = time.perf_counter()
-        culler = baselines.CullerTimings()
-        workload, when = baselines.notebook_culler(self.samples, culler)
-        runs.append(self._scored(
-            "Kubeflow culler", "baseline", f"Notebooks stopped {culler.cull_idle_seconds / 3600:g}h after their last "
-            "activity (notebook-controller default timings; culling itself needs ENABLE_CULLING=true)", workload, when, started,
-            settings={"cullIdleTime": culler.cull_idle_seconds, "idlenessCheckPeriod": culler.check_period}))
+                                 np.zeros(0), started, bound=self.policy_waits(self.policy)))
+        for keda in (baselines.KedaTimings(), baselines.KedaTimings(cooldown_period=1800.0)):
+            started = time.perf_counter()
+            workload, when = baselines.keda_only(self.samples, keda)
+            name = "KEDA only" if keda == baselines.KedaTimings() else \
+                f"KEDA only, cooldown {format_duration(keda.cooldown_period)}"
+            runs.append(self._scored(
+                name, "baseline", f"scale to 0 after {keda.cooldown_period:g}s at or below the threshold (polling "
+                f"{keda.polling_interval:g}s, initialCooldownPeriod {keda.initial_cooldown_period:g}s); no minimum "
+                "runtime, no coverage check", workload, when, started,
+                bound=(np.full(len(workloads), keda.cooldown_period), workloads.start.copy(), everyone),
+                settings={"pollingInterval": keda.polling_interval, "cooldownPeriod": keda.cooldown_period,
+                          "initialCooldownPeriod": keda.initial_cooldown_period}))
+        notebooks = kinds_of(self.samples) == "notebook"
+        for culler in (baselines.CullerTimings(), baselines.CullerTimings(cull_idle_seconds=3600.0)):
+            started = time.perf_counter()
+            workload, when = baselines.notebook_culler(self.samples, culler)
+            default = culler == baselines.CullerTimings()
+            name = "Kubeflow culler" if default else f"Kubeflow culler {format_duration(culler.cull_idle_seconds)}"
+            runs.append(self._scored(
+                name, "baseline", f"Notebooks stopped {culler.cull_idle_seconds / 3600:g}h after their last "
+                "activity (" + ("notebook-controller default timings" if default else "CULL_IDLE_TIME "
+                                f"{culler.cull_idle_seconds / 60:g}") + "; culling itself needs ENABLE_CULLING=true)",
+                workload, when, started,
+                bound=(np.full(len(workloads), culler.cull_idle_seconds), workloads.start.copy(), notebooks),
+                settings={"cullIdleTime": culler.cull_idle_seconds, "idlenessCheckPeriod": culler.check_period}))
         return runs
 
     def compare(self, *, sweep: Sequence[float] = DEFAULT_SWEEP, mode: str | None = None,

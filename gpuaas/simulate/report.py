@@ -135,15 +135,21 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
         *(f"  warning: {warning}" for warning in h["warnings"]),
         "",
     ]
-    header = ("policy", "reclaimed GPU-h", "share", "releases", "wrong", "wrong share", "latency p50", "p90",
-              "dry-run plans", "on-idle runs")
+    header = ("policy", "reclaimed GPU-h", "share", "right GPU-h", "bound", "reached", "releases", "wrong",
+              "wrong GPUs", "busy ahead GPU-h", "cost GPU-h", "net GPU-h", "latency p50", "p90", "dry-run plans",
+              "on-idle runs")
     rows = []
     for run in runs:
         total = run.total
         runs_count = sum(run.outcomes.values())
+        released = total["releases"]
         rows.append((run.name, _hours(total["reclaimedGpuHours"]), _pct(total["reclaimedShare"]),
-                     f"{total['releases']:,}", f"{total['wrongReleases']:,}",
-                     _pct(total["wrongReleaseShare"]) if total["releases"] else "-",
+                     _hours(total["rightReclaimedGpuHours"]), _pct(total["boundShare"]),
+                     _pct(total["reachedShareOfBound"]) if total["boundGpuHours"] else "-",
+                     f"{released:,}", f"{total['wrongReleases']:,} ({_pct(total['wrongReleaseShare'])})" if released
+                     else "-", _pct(total["wrongGpuShare"]) if released else "-",
+                     _hours(total["busyGpuHoursAhead"]), _hours(total["costGpuHours"]["total"]),
+                     _hours(total["netGpuHours"]),
                      _minutes(total["latencySeconds"]["median"]), _minutes(total["latencySeconds"]["p90"]),
                      f"{run.dry_run_plans:,}" if run.kind != "baseline" else "-",
                      f"{runs_count:,}" if run.kind != "baseline" else "-"))
@@ -152,7 +158,10 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
     if first:
         lines += ["", (f"Idle: {_hours(first['idleGpuHours'])} GPU-hours in {first['idleStretches']:,} stretches "
                       f"({_hours(first['idleGpuHoursEndingAtFinish'])} in stretches ending at finish, which no release "
-                      "can interrupt).")]
+                      "can interrupt). bound: what one never-wrong release per workload at the policy's wait could "
+                      "reclaim, as a share of the idle GPU-hours; reached: right releases' reclaim / the bound; "
+                      "wrong GPUs: GPUs of wrong releases / GPUs released; cost: lost progress, restart and the wait "
+                      "to be admitted again of wrong releases; net: reclaimed - cost.")]
     given = next((r for r in runs if r.kind == "given"), None)
     if given is not None:
         lines += ["", f"{given.name} per tenant:"]
