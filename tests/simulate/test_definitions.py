@@ -104,7 +104,7 @@ def judged(directory: Path, jobs: list[Job], releases_at: list[tuple[int, float]
 @pytest.mark.parametrize(("back", "wrong"), [(4, False), (5, True)])
 def test_a_release_is_wrong_only_after_five_minutes_of_material_activity(trace_dir: Path, back: int, wrong: bool) -> None:
     # idle from minute 30; released at 60; 4 (or 5) busy minutes at 80 % come back at 90, then idle to 120
-    s, r = judged(trace_dir, [Job("a", 120, [run((30, 0.8), (60, 0.0), (back, 0.8), (30 - back, 0.0))])], [(0, 60)])
+    _, r = judged(trace_dir, [Job("a", 120, [run((30, 0.8), (60, 0.0), (back, 0.8), (30 - back, 0.0))])], [(0, 60)])
     assert bool(r.wrong[0]) is wrong and bool(r.wrong_any[0]) is True
     # wrong: reclaimed until the activity came back (30 min); right: the idle minutes to the end (60 - back)
     assert r.reclaimed_gpu_hours[0] == pytest.approx(30 / 60 if wrong else (60 - back) / 60)
