@@ -54,7 +54,7 @@ def test_synthesize_writes_a_trace_that_replays_the_same(tmp_path: Path, capsys:
     replayed = json.loads(capsys.readouterr().out)
     assert [p["total"] for p in synthetic["policies"]] == [p["total"] for p in replayed["policies"]]
     calibration = synthetic["history"]["calibration"]
-    assert 0 < calibration["notebook_idle_share"] <= 1 and calibration["published"]["philly_training_idle_share_under_6h"]
+    assert 0 < calibration["notebook_idle_share"] <= 1 and calibration["published"]["training_idle_share_under_6h"]
     assert "calibration" not in replayed["history"] and replayed["peakMemoryMB"] > 0
 
 
