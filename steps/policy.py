@@ -75,6 +75,9 @@ KEY = "policy.yaml"
 EXEMPT_KEY = "gpuaas.io/idle-policy"
 EXEMPT_VALUE = "exempt"
 MODES = ("enforce", "dry-run")
+RELEASE_ON = ("idle", "demand")
+SIGNALS = ("auto", "none")
+WITHOUT_SIGNAL = ("gpu", "keep")
 
 EXAMPLE_POLICY_YAML = """\
 # gpuaas policy: defaults for every tenant, then per-tenant overrides (tenant = ClusterQueue name).
@@ -86,6 +89,7 @@ idle:
   minRuntime: 1h           # never release a workload admitted less than an hour ago
   mode: enforce            # enforce | dry-run
   maxReleasesPerHour: 10   # per tenant; 0 = never release
+  releaseOn: idle          # idle: release what is idle; demand: only when queued work would use the GPUs
 quota:
   cohort: gpuaas           # the shared cohort of every tenant's ClusterQueue
   queueingStrategy: BestEffortFIFO
@@ -117,7 +121,10 @@ class PolicyError(RejectedInput):
 
 @dataclass(frozen=True)
 class IdleSettings:
-    """The idle part of one tenant's policy (field names match on_idle.IdlePolicy)."""
+    """The idle part of one tenant's policy for one kind (field names match on_idle.IdlePolicy).
+
+    Every field is set by one key of IDLE_FIELDS; a later key (a warning's grace period, how a released
+    workload wakes) is one more field and one more row there, at every level of the policy."""
 
     window_seconds: float = 1800.0
     threshold: float = 0.05
@@ -125,30 +132,148 @@ class IdleSettings:
     min_runtime_seconds: float = 3600.0
     mode: str = "enforce"
     max_releases_per_hour: int = 10
+    release_on: str = "idle"
+    node_pool_autoscaled: bool = False
+    signal: str = "auto"
+    without_signal: str = "gpu"
+    progress_metric: str = ""
+    request_metric: str = ""
+    signal_url: str = ""
+    kind: str | None = None
+    """The kind these settings were resolved for (None: the tenant's general settings)."""
 
     @property
     def dry_run(self) -> bool:
         return self.mode == "dry-run"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"windowSeconds": self.window_seconds, "threshold": self.threshold,
-                "minCoverage": self.min_coverage, "minRuntimeSeconds": self.min_runtime_seconds,
-                "mode": self.mode, "maxReleasesPerHour": self.max_releases_per_hour}
+        out = {"windowSeconds": self.window_seconds, "threshold": self.threshold,
+               "minCoverage": self.min_coverage, "minRuntimeSeconds": self.min_runtime_seconds,
+               "mode": self.mode, "maxReleasesPerHour": self.max_releases_per_hour, "releaseOn": self.release_on}
+        if self.node_pool_autoscaled:
+            out["nodePoolAutoscaled"] = True
+        if self.kind is not None:
+            out.update(kind=self.kind, signal=self.signal, withoutSignal=self.without_signal)
+            for key, value in (("progressMetric", self.progress_metric), ("requestMetric", self.request_metric),
+                               ("signalUrl", self.signal_url)):
+                if value:
+                    out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of an idle section: how it is written, read, checked, documented (and JSON-schema'd)."""
+
+    key: str
+    attr: str
+    type: str
+    """duration | ratio | count | enum | bool | metric | url"""
+    help: str
+    choices: tuple[str, ...] = ()
+    kinds: bool = True
+    """Allowed inside idle.kinds.<kind> (False: a tenant-wide setting)."""
+
+
+IDLE_FIELDS: tuple[Field, ...] = (
+    Field("window", "window_seconds", "duration", "how long the work must be idle (GPUs, and the kind's own "
+          "evidence) before a release (30s, 10m, 1h, 1h30m or seconds)"),
+    Field("threshold", "threshold", "ratio", "highest GPU activity (0-1) that still counts as idle"),
+    Field("minCoverage", "min_coverage", "ratio", "share of the window the GPU samples must cover (no data is never "
+          "idle)"),
+    Field("minRuntime", "min_runtime_seconds", "duration", "never release a workload admitted less than this ago"),
+    Field("mode", "mode", "enum", "enforce, or dry-run (plan and record only)", MODES),
+    Field("maxReleasesPerHour", "max_releases_per_hour", "count", "releases per tenant and hour; 0 = never release",
+          kinds=False),
+    Field("releaseOn", "release_on", "enum", "idle: release what is idle; demand: only when queued work in the "
+          "cohort would be admitted into the GPUs freed (or, with nodePoolAutoscaled, a node would be emptied)",
+          RELEASE_ON),
+    Field("nodePoolAutoscaled", "node_pool_autoscaled", "bool", "the GPU node pool scales down: with releaseOn "
+          "demand, a release that empties a GPU node helps too"),
+    Field("signal", "signal", "enum", "auto: the kind's own evidence that the work is done (notebook: Jupyter "
+          "kernels and clients; ray: Ray jobs; serving: request metrics; training: progressMetric), with GPU "
+          "activity as a guard; none: GPU activity alone", SIGNALS),
+    Field("withoutSignal", "without_signal", "enum", "when the kind's evidence cannot be read (not exported, "
+          "unreachable): gpu: decide on GPU activity alone; keep: never release", WITHOUT_SIGNAL),
+    Field("progressMetric", "progress_metric", "metric", "training: a counter the job's pods export that advances "
+          "with its progress (e.g. training steps); stalled when it did not advance in the window"),
+    Field("requestMetric", "request_metric", "metric", "serving: a request counter the server's pods export, "
+          "besides the known ones (vLLM, Triton, TGI)"),
+    Field("signalUrl", "signal_url", "url", "notebook: the Jupyter server's base URL; ray: the Ray dashboard's; "
+          "{name} and {namespace} are the owner's (defaults: Kubeflow's and KubeRay's services)"),
+)
+FIELDS_BY_KEY = {f.key: f for f in IDLE_FIELDS}
+_ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+KIND_DEFAULTS: dict[str, dict[str, Any]] = {
+    "notebook": {},
+    "ray": {},
+    "training": {},
+    "serving": {},
+    "batch": {},
+}
+"""Built-in settings per kind, under a policy's own idle.kinds (docs/reactions.md: the defaults and why)."""
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Defaults plus per-tenant overrides; `raw` is the parsed document for other sections."""
+    """Defaults plus per-tenant overrides; `raw` is the parsed document for other sections.
+
+    Layers, from the weakest: the built-in defaults; the policy's `idle`; per kind, KIND_DEFAULTS and
+    the policy's `idle.kinds.<kind>`; the tenant's `idle`; the tenant's `idle.kinds.<kind>`. A more
+    specific scope wins: a tenant's setting beats the cluster-wide one, even a cluster-wide kind's."""
 
     idle: IdleSettings = IdleSettings()
     tenants: Mapping[str, IdleSettings] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict)
+    kinds: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Changes per kind at the cluster-wide level (IdleSettings attribute -> value)."""
+    tenant_changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each tenant's own idle changes (when parsed; a hand-built Policy derives them from `tenants`)."""
+    tenant_kinds: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
 
     def idle_for(self, tenant: str | None, kind: str | None = None) -> IdleSettings:
-        return self.tenants.get(tenant or "", self.idle)
+        """The settings for `tenant`'s workloads of `kind` (None: its general settings)."""
+        tenant = tenant or ""
+        if kind is None:
+            return self.tenants.get(tenant, self.idle)
+        settings = replace(self.idle, **{**KIND_DEFAULTS.get(kind, {}), **dict(self.kinds.get(kind, {}))})
+        settings = replace(settings, **self._tenant_changes(tenant))
+        settings = replace(settings, **dict((self.tenant_kinds.get(tenant) or {}).get(kind, {})))
+        return replace(settings, kind=kind)
+
+    def _tenant_changes(self, tenant: str) -> Mapping[str, Any]:
+        if tenant in self.tenant_changes:
+            return self.tenant_changes[tenant]
+        own = self.tenants.get(tenant)
+        if own is None:
+            return {}
+        return {f.attr: getattr(own, f.attr) for f in IDLE_FIELDS if getattr(own, f.attr) != getattr(self.idle, f.attr)}
 
     def tenant_section(self, tenant: str) -> Mapping[str, Any]:
         return ((self.raw.get("tenants") or {}).get(tenant) or {})
+
+    def every_settings(self) -> list[IdleSettings]:
+        """The settings of every tenant the policy names and the default tenant, for every kind."""
+        return [self.idle_for(tenant, kind) for tenant in ("", *self.tenants) for kind in KINDS]
+
+    def windows(self) -> list[float]:
+        """Every idle window in effect (the alert's window is the shortest: gpuaas render)."""
+        return sorted({s.window_seconds for s in self.every_settings()})
+
+    def with_window(self, seconds: float) -> Policy:
+        """The same policy with one idle window for every tenant and kind (the simulator's sweep)."""
+        def without(changes: Mapping[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in changes.items() if k != "window_seconds"}
+
+        return replace(self, idle=replace(self.idle, window_seconds=seconds),
+                       tenants={t: replace(v, window_seconds=seconds) for t, v in self.tenants.items()},
+                       kinds={k: {**without(v), "window_seconds": seconds} for k, v in
+                              {**{k: {} for k in KINDS}, **self.kinds}.items()},
+                       tenant_changes={t: without(self._tenant_changes(t)) for t in self.tenants},
+                       tenant_kinds={t: {k: without(v) for k, v in kinds.items()}
+                                     for t, kinds in self.tenant_kinds.items()})
 
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -184,42 +309,116 @@ def _number(where: str, value: object, low: float, high: float | None = None) ->
     return float(value)
 
 
-_IDLE_KEYS = {"window", "threshold", "minCoverage", "minRuntime", "mode", "maxReleasesPerHour",
-              "windowSeconds", "minRuntimeSeconds"}
+def _value(where: str, spec: Field, value: object) -> object:
+    """One key's value, checked by its type."""
+    if spec.type == "duration":
+        seconds = parse_duration(where, value)
+        if spec.key == "window" and seconds <= 0:
+            raise PolicyError(where, "a duration > 0", repr(value))
+        return seconds
+    if spec.type == "ratio":
+        return _number(where, value, 0, 1)
+    if spec.type == "count":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PolicyError(where, "a whole number >= 0", repr(value))
+        return value
+    if spec.type == "enum":
+        if value not in spec.choices:
+            raise PolicyError(where, " or ".join(spec.choices), repr(value))
+        return value
+    if spec.type == "bool":
+        if not isinstance(value, bool):
+            raise PolicyError(where, "true or false", repr(value))
+        return value
+    if spec.type == "metric":
+        if not isinstance(value, str) or not _METRIC.match(value):
+            raise PolicyError(where, "a Prometheus metric name (letters, digits, _ and :)", repr(value))
+        return value
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")) or len(value) > 500:
+        raise PolicyError(where, "an http(s) URL (with {name} and {namespace} where the owner's go)", repr(value))
+    return value
+
+
+def _changes(where: str, section: object, *, in_kind: bool) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(IdleSettings attribute -> value, kind -> its changes) of one idle section, validated."""
+    if section is None:
+        return {}, {}
+    if not isinstance(section, Mapping):
+        raise PolicyError(where, "a mapping of idle settings", type(section).__name__)
+    allowed = {f.key for f in IDLE_FIELDS if f.kinds or not in_kind} | set(_ALIASES)
+    if not in_kind:
+        allowed.add("kinds")
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        expected = ", ".join(sorted(allowed - set(_ALIASES)))
+        raise PolicyError(f"{where}.{unknown[0]}", f"one of {expected}", repr(unknown[0]))
+    changes: dict[str, Any] = {}
+    for key, value in section.items():
+        if key == "kinds":
+            continue
+        name = _ALIASES.get(key, key)
+        spec = FIELDS_BY_KEY[name]
+        changes[spec.attr] = _value(f"{where}.{key}", spec, value)
+    kinds: dict[str, dict[str, Any]] = {}
+    raw_kinds = section.get("kinds") if not in_kind else None
+    if raw_kinds is not None:
+        if not isinstance(raw_kinds, Mapping):
+            raise PolicyError(f"{where}.kinds", f"a mapping of kind ({', '.join(KINDS)}) -> idle settings",
+                              type(raw_kinds).__name__)
+        for kind, kind_section in raw_kinds.items():
+            if kind not in KINDS:
+                raise PolicyError(f"{where}.kinds.{kind}", f"one of {', '.join(KINDS)}", repr(kind))
+            kinds[kind], _ = _changes(f"{where}.kinds.{kind}", kind_section, in_kind=True)
+    return changes, kinds
 
 
 def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
-    if section is None:
-        return base
-    if not isinstance(section, Mapping):
-        raise PolicyError(where, "a mapping of idle settings", type(section).__name__)
-    unknown = sorted(set(section) - _IDLE_KEYS)
-    if unknown:
-        raise PolicyError(f"{where}.{unknown[0]}", f"one of {', '.join(sorted(_IDLE_KEYS))}", repr(unknown[0]))
-    aliases = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
-    section = {aliases.get(k, k): v for k, v in section.items()}
-    out = base
-    if "window" in section:
-        window = parse_duration(f"{where}.window", section["window"])
-        if window <= 0:
-            raise PolicyError(f"{where}.window", "a duration > 0", repr(section["window"]))
-        out = replace(out, window_seconds=window)
-    if "threshold" in section:
-        out = replace(out, threshold=_number(f"{where}.threshold", section["threshold"], 0, 1))
-    if "minCoverage" in section:
-        out = replace(out, min_coverage=_number(f"{where}.minCoverage", section["minCoverage"], 0, 1))
-    if "minRuntime" in section:
-        out = replace(out, min_runtime_seconds=parse_duration(f"{where}.minRuntime", section["minRuntime"]))
-    if "mode" in section:
-        if section["mode"] not in MODES:
-            raise PolicyError(f"{where}.mode", "enforce or dry-run", repr(section["mode"]))
-        out = replace(out, mode=section["mode"])
-    if "maxReleasesPerHour" in section:
-        value = section["maxReleasesPerHour"]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise PolicyError(f"{where}.maxReleasesPerHour", "a whole number >= 0", repr(value))
-        out = replace(out, max_releases_per_hour=value)
-    return out
+    """`base` with one idle section's general changes (its kinds are read by `_changes`)."""
+    changes, _ = _changes(where, section, in_kind=False)
+    return replace(base, **changes)
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 07) of policy.yaml, from IDLE_FIELDS: what the Helm chart's
+    values.schema.json embeds for the policy, so the chart and the step accept the same documents
+    (the step's own checks also cover what JSON Schema cannot say, e.g. a duration's value)."""
+    def schema(spec: Field) -> dict[str, Any]:
+        text = {"description": spec.help}
+        if spec.type == "duration":
+            return {**text, "anyOf": [{"type": "number", "minimum": 0},
+                                      {"type": "string", "pattern": r"^(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s)?$"}]}
+        if spec.type == "ratio":
+            return {**text, "type": "number", "minimum": 0, "maximum": 1}
+        if spec.type == "count":
+            return {**text, "type": "integer", "minimum": 0}
+        if spec.type == "enum":
+            return {**text, "enum": list(spec.choices)}
+        if spec.type == "bool":
+            return {**text, "type": "boolean"}
+        if spec.type == "metric":
+            return {**text, "type": "string", "pattern": _METRIC.pattern}
+        return {**text, "type": "string", "pattern": "^https?://"}
+
+    def section(in_kind: bool) -> dict[str, Any]:
+        properties = {f.key: schema(f) for f in IDLE_FIELDS if f.kinds or not in_kind}
+        properties.update({alias: schema(FIELDS_BY_KEY[name]) for alias, name in _ALIASES.items()})
+        if not in_kind:
+            properties["kinds"] = {"type": "object", "additionalProperties": False,
+                                   "description": "per kind of workload (the owner's kind, as the release "
+                                                  "strategies classify it)",
+                                   "properties": {k: {"$ref": "#/definitions/kindIdle"} for k in KINDS}}
+        return {"type": ["object", "null"], "additionalProperties": False, "properties": properties}
+
+    return {"$schema": "http://json-schema.org/draft-07/schema#", "title": "gpuaas policy.yaml",
+            "type": ["object", "null"], "additionalProperties": False,
+            "definitions": {"idle": section(False), "kindIdle": section(True)},
+            "properties": {
+                "idle": {"$ref": "#/definitions/idle"},
+                "quota": {"type": ["object", "null"], "description": "read by provision-quota (docs/quota.md)"},
+                "tenants": {"type": ["object", "null"], "description": "per tenant (ClusterQueue name)",
+                            "additionalProperties": {"type": ["object", "null"], "additionalProperties": False,
+                                                     "properties": {"idle": {"$ref": "#/definitions/idle"},
+                                                                    "quota": {"type": ["object", "null"]}}}}}}
 
 
 def _ordinary_numbers(document: object) -> None:
@@ -256,11 +455,14 @@ def policy_from_mapping(document: object) -> Policy:
     unknown = sorted(set(document) - {"idle", "quota", "tenants"})
     if unknown:
         raise PolicyError(unknown[0], "one of idle, quota, tenants", repr(unknown[0]))
-    defaults = _idle("idle", document.get("idle"), IdleSettings())
+    changes, kinds = _changes("idle", document.get("idle"), in_kind=False)
+    defaults = replace(IdleSettings(), **changes)
     tenants_section = document.get("tenants") or {}
     if not isinstance(tenants_section, Mapping):
         raise PolicyError("tenants", "a mapping of ClusterQueue name -> overrides", type(tenants_section).__name__)
     tenants: dict[str, IdleSettings] = {}
+    tenant_changes: dict[str, dict[str, Any]] = {}
+    tenant_kinds: dict[str, dict[str, dict[str, Any]]] = {}
     for name, section in tenants_section.items():
         if section is None:
             section = {}
@@ -269,10 +471,15 @@ def policy_from_mapping(document: object) -> Policy:
         extra = sorted(set(section) - {"idle", "quota"})
         if extra:
             raise PolicyError(f"tenants.{name}.{extra[0]}", "idle or quota", repr(extra[0]))
-        tenants[str(name)] = _idle(f"tenants.{name}.idle", section.get("idle"), defaults)
+        own, own_kinds = _changes(f"tenants.{name}.idle", section.get("idle"), in_kind=False)
+        tenants[str(name)] = replace(defaults, **own)
+        tenant_changes[str(name)] = own
+        if own_kinds:
+            tenant_kinds[str(name)] = own_kinds
     if document.get("quota") is not None and not isinstance(document.get("quota"), Mapping):
         raise PolicyError("quota", "a mapping of quota settings", type(document.get("quota")).__name__)
-    return Policy(idle=defaults, tenants=tenants, raw=dict(document))
+    return Policy(idle=defaults, tenants=tenants, raw=dict(document), kinds=kinds, tenant_changes=tenant_changes,
+                  tenant_kinds=tenant_kinds)
 
 
 def parse_policy(text: str) -> Policy:

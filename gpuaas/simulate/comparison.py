@@ -52,14 +52,13 @@ class PolicyRun:
 
 
 def with_window(policy: Policy, seconds: float) -> Policy:
-    """The same policy with every tenant's idle window set to `seconds`."""
-    return replace(policy, idle=replace(policy.idle, window_seconds=seconds),
-                   tenants={name: replace(s, window_seconds=seconds) for name, s in policy.tenants.items()})
+    """The same policy with every tenant's and kind's idle window set to `seconds`."""
+    return policy.with_window(seconds)
 
 
 def shortest_window(policy: Policy) -> float:
-    """The rule window `gpuaas render` derives from a policy: its shortest idle window."""
-    return min([policy.idle.window_seconds, *(s.window_seconds for s in policy.tenants.values())])
+    """The rule window `gpuaas render` derives from a policy: its shortest idle window (tenants and kinds)."""
+    return min(policy.windows())
 
 
 class Simulator:
