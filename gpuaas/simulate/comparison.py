@@ -13,12 +13,15 @@ import numpy as np
 
 from gpuaas.simulate import baselines
 from gpuaas.simulate.alert_rule import Episodes, PodAlerts, RuleTimings
-from gpuaas.simulate.costs import kinds_of
+from gpuaas.simulate.costs import COSTS, kinds_of
+from gpuaas.simulate.definitions import MATERIAL_SECONDS
+from gpuaas.simulate.demand import QueueModel
+from gpuaas.simulate.signal_window import SignalWindow
 from gpuaas.simulate.definitions import IdleSamples
 from gpuaas.simulate.history import History
 from gpuaas.simulate.product import ProductTimings, format_duration
 from gpuaas.simulate.replay import Replay
-from gpuaas.simulate.scorecard import Bound, Releases, by_tenant, judge_releases, summary
+from gpuaas.simulate.scorecard import Bound, Releases, by_kind, by_tenant, judge_releases, summary
 from gpuaas.simulate.step_window import StepWindow
 from steps.policy import Policy
 
@@ -43,10 +46,11 @@ class PolicyRun:
     settings: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     bound: Bound | None = None
+    kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "description": self.description, "settings": self.settings,
-                "total": self.total, "tenants": self.tenants, "dryRunPlans": self.dry_run_plans,
+                "total": self.total, "tenants": self.tenants, "kinds": self.kinds, "dryRunPlans": self.dry_run_plans,
                 "onIdleRuns": dict(sorted(self.outcomes.items())), "webhookDeliveries": self.deliveries,
                 "seconds": round(self.seconds, 3)}
 
@@ -76,6 +80,8 @@ class Simulator:
         thresholds = np.asarray([by_tenant_threshold[t] for t in tenants.tolist()], dtype=np.float64)
         self.samples = IdleSamples.of(history, thresholds)
         self.window = StepWindow(history)
+        self.signal_window = SignalWindow(history)
+        self.kinds = kinds_of(self.samples)
         self._alerts: dict[RuleTimings, tuple[PodAlerts, Episodes]] = {}
 
     def _alert_episodes(self, rule: RuleTimings) -> tuple[PodAlerts, Episodes]:
@@ -100,13 +106,57 @@ class Simulator:
             wait[w], minimum[w] = cache[key]
         return wait, workloads.admitted_at + minimum, ~workloads.exempt
 
+    def lease_ends(self, workload: np.ndarray, when: np.ndarray) -> np.ndarray:
+        """When each release's GPUs are wanted back: for a wrong release, when material activity comes back
+        plus the time until someone resumes it (costs.KindCost.resume_seconds); else the workload's end."""
+        samples = self.samples
+        workload = np.asarray(workload, dtype=np.int64)
+        when = np.asarray(when, dtype=np.float64)
+        if len(workload) == 0:
+            return np.zeros(0)
+        row = samples.row_at(workload, when)
+        wrong = samples.material_after(row, workload) >= MATERIAL_SECONDS
+        back = samples.row_begin[np.minimum(samples.next_material[row], len(samples.row_begin) - 1)]
+        resume = np.asarray([COSTS[k].resume_seconds for k in self.kinds[workload].tolist()])
+        return np.where(wrong, back + resume, self.history.workloads.end[workload])
+
+    def _lease_end(self, workload: int, when: float) -> float:
+        return float(self.lease_ends(np.array([workload]), np.array([when]))[0])
+
+    def queue_figures(self, workload: np.ndarray, when: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+        """What the releases (in time order) handed to queued work, and each one's wait to be admitted again
+        (aligned with judge_releases' order); ({}, zeros) without a queue."""
+        order = np.lexsort((workload, when))
+        workload, when = np.asarray(workload)[order], np.asarray(when)[order]
+        queue = self.history.queue
+        if queue is None:
+            return {}, np.zeros(len(workload))
+        model = QueueModel(queue)
+        ends = self.lease_ends(workload, when)
+        gpus = self.history.workloads.gpus
+        for w, t, end in zip(workload.tolist(), when.tolist(), ends.tolist(), strict=True):
+            model.release(t, int(gpus[w]), end)
+        model.advance(self.history.end)
+        waits = np.asarray([model.readmission_wait(end) if end < self.history.workloads.end[w] else 0.0
+                            for w, end in zip(workload.tolist(), ends.tolist(), strict=True)])
+        figures = {"cohortGpus": int(queue.capacity), "handedToQueuedGpuHours": round(model.handed_gpu_seconds / 3600, 3),
+                   "queueHoursSaved": round(model.saved_seconds / 3600, 3), "jobsStartedEarly": model.started_early,
+                   "queuedJobs": int(np.sum(queue.admitted > queue.submitted)),
+                   "queueHoursInHistory": round(float(np.sum(np.where(np.isfinite(queue.admitted),
+                                                                      queue.admitted - queue.submitted, 0.0))) / 3600, 3)}
+        return figures, waits
+
     def _scored(self, name: str, kind: str, description: str, workload: np.ndarray, when: np.ndarray,
                 started: float, *, bound: tuple[np.ndarray, np.ndarray, np.ndarray], **extra: Any) -> PolicyRun:
-        releases = judge_releases(self.samples, workload, when)
+        queue, waits = self.queue_figures(np.asarray(workload, dtype=np.int64), np.asarray(when, dtype=np.float64))
+        releases = judge_releases(self.samples, workload, when, queue_wait=waits)
         reach = Bound.of(self.samples, *bound)
+        total = summary(self.samples, releases, reach)
+        if queue:
+            total["queue"] = queue
         run = PolicyRun(name=name, kind=kind, description=description, releases=releases,
-                        total=summary(self.samples, releases, reach), tenants=by_tenant(self.samples, releases, reach),
-                        bound=reach, **extra)
+                        total=total, tenants=by_tenant(self.samples, releases, reach), bound=reach,
+                        kinds=by_kind(self.samples, releases, reach), **extra)
         run.seconds = time.perf_counter() - started
         return run
 
@@ -115,7 +165,8 @@ class Simulator:
         started = time.perf_counter()
         alerts, episodes = self._alert_episodes(rule)
         replay = Replay(self.history, self.window, alerts, episodes, policy, self.timings.notifications,
-                        reaction_delay=self.reaction_delay, mode=mode)
+                        reaction_delay=self.reaction_delay, mode=mode, signal_window=self.signal_window,
+                        lease_end=self._lease_end)
         report = (lambda share: self.progress(name, share)) if self.progress else None
         result = replay.run(report)
         settings = {"policy": {"default": policy.idle.to_dict(),

@@ -97,23 +97,14 @@ def admit(submitted: np.ndarray, duration: np.ndarray, gpus: np.ndarray, capacit
 
 
 @dataclass
-class Lease:
-    """GPUs a release freed: from `start` until `end` (the released job's end, or when it wants them back)."""
-
-    gpus: int
-    start: float
-    end: float
-
-
-@dataclass
 class QueueModel:
-    """The cohort's queue during one replay (module docstring). Times only move forward."""
+    """The cohort's queue during one replay (module docstring). Times only move forward.
+
+    The pool of freed GPUs changes at known moments (a release adds its GPUs until its lease ends; a
+    job started on them takes its GPUs until it no longer needs them), kept as a heap of future
+    changes and a log of all of them (for the waits computed after the replay)."""
 
     queue: Queue
-    leases: list[Lease] = field(default_factory=list)
-    handed: list[tuple[float, float, int]] = field(default_factory=list)
-    """(start, end, gpus) of the jobs started early on freed GPUs (end: their admission in the history,
-    or their own end if sooner)."""
     saved_seconds: float = 0.0
     handed_gpu_seconds: float = 0.0
     started_early: int = 0
@@ -122,77 +113,104 @@ class QueueModel:
         queue = self.queue
         self.order = np.argsort(queue.submitted, kind="stable")
         self.position = 0
-        self.waiting: list[int] = []
+        self.waiting_jobs: list[int] = []
         self.taken = np.zeros(len(queue), dtype=bool)
-        self.events: list[float] = []
+        self.changes: list[tuple[float, int, int]] = []
+        """Future pool changes: (time, sequence, GPUs)."""
+        self.log: list[tuple[float, int]] = []
+        self.pool = 0
+        self.sequence = 0
         self.now = -math.inf
+        self._levels: tuple[np.ndarray, np.ndarray] | None = None
+        # the history's own use of the cohort over time (a step function), for its free GPUs
+        ran = np.isfinite(queue.admitted)
+        times = np.concatenate([queue.admitted[ran], queue.admitted[ran] + queue.duration[ran]])
+        change = np.concatenate([queue.gpus[ran], -queue.gpus[ran]])
+        order = np.argsort(times, kind="stable")
+        self.use_times = times[order]
+        self.use_level = np.cumsum(change[order])
 
-    def _pool_free(self, at: float) -> int:
-        leased = sum(lease.gpus for lease in self.leases if lease.start <= at < lease.end)
-        busy = sum(gpus for start, end, gpus in self.handed if start <= at < end)
-        return leased - busy
+    def _history_free(self, at: float) -> int:
+        """GPUs of the cohort the history itself left unused at `at`."""
+        index = int(np.searchsorted(self.use_times, at, side="right")) - 1
+        return int(self.queue.capacity - (self.use_level[index] if index >= 0 else 0))
+
+    def _change(self, at: float, gpus: int, later: float) -> None:
+        """The pool gains `gpus` at `at` and loses them again at `later`."""
+        self.pool += gpus
+        self.log += [(at, gpus), (later, -gpus)]
+        self.sequence += 1
+        heapq.heappush(self.changes, (later, self.sequence, -gpus))
+        self._levels = None
 
     def _waiting_at(self, at: float) -> list[int]:
         queue = self.queue
         while self.position < len(self.order) and float(queue.submitted[self.order[self.position]]) <= at:
-            self.waiting.append(int(self.order[self.position]))
+            self.waiting_jobs.append(int(self.order[self.position]))
             self.position += 1
-        self.waiting = [job for job in self.waiting if not self.taken[job] and queue.admitted[job] > at]
-        return self.waiting
+        self.waiting_jobs = [job for job in self.waiting_jobs if not self.taken[job] and queue.admitted[job] > at]
+        return self.waiting_jobs
 
     def _hand(self, at: float) -> None:
-        """Start the waiting jobs that fit into the freed GPUs at `at`, in submission order."""
-        free = self._pool_free(at)
-        if free <= 0:
+        """Start the waiting jobs that fit into the freed GPUs (with what the history left unused) at `at`,
+        in submission order."""
+        if self.pool <= 0:
             return
+        free = self.pool + max(self._history_free(at), 0)
         queue = self.queue
         for job in self._waiting_at(at):
             need = int(queue.gpus[job])
-            if need > free:
+            if need > free or need > self.pool + max(self._history_free(at), 0):
                 continue
             own = float(queue.admitted[job])
             # Kueue admits it into the freed quota for as long as it runs: it does not know when the
             # released job will want its GPUs back (then that job waits: readmission_wait)
             end = min(own, at + float(queue.duration[job]))
             self.taken[job] = True
-            self.handed.append((at, end, need))
-            heapq.heappush(self.events, end)
+            self._change(at, -need, end)
             self.saved_seconds += (own - at) if math.isfinite(own) else 0.0
             self.handed_gpu_seconds += need * (end - at)
             self.started_early += 1
             free -= need
-            if free <= 0:
+            if free <= 0 or self.pool <= 0:
                 break
 
     def advance(self, to: float) -> None:
-        """Hand freed GPUs to waiting jobs at every moment up to `to` when some were given back."""
-        while self.events and self.events[0] <= to:
-            at = heapq.heappop(self.events)
-            self._hand(at)
+        """Apply the pool's changes up to `to`; when GPUs come back, hand them to waiting jobs."""
+        while self.changes and self.changes[0][0] <= to:
+            at, _, gpus = heapq.heappop(self.changes)
+            self.pool += gpus
+            if gpus > 0:
+                self._hand(at)
         self.now = max(self.now, to)
 
-    def helps(self, at: float, gpus: int) -> tuple[bool, int, int, int]:
-        """(would a release of `gpus` GPUs at `at` let queued work in, queued jobs, their smallest GPU
-        count, GPUs free in the pool). The question the on-idle step asks with steps.demand."""
+    def waiting(self, at: float) -> tuple[list[tuple[int, int]], int]:
+        """([(job, GPUs) waiting in the cohort at `at`], GPUs of the cohort unused: what the history left and
+        what earlier releases freed that nobody took): what the on-idle step observes for `idle.releaseOn:
+        demand` (steps.demand.verdict judges it)."""
         self.advance(at)
         waiting = self._waiting_at(at)
-        free = max(self._pool_free(at), 0)
-        smallest = min((int(self.queue.gpus[job]) for job in waiting), default=0)
-        return bool(waiting) and smallest <= free + gpus, len(waiting), smallest, free
+        free = max(self._history_free(at), 0) + max(self.pool, 0)
+        return [(job, int(self.queue.gpus[job])) for job in waiting], free
 
     def release(self, at: float, gpus: int, until: float) -> None:
         """A release at `at` frees `gpus` GPUs until `until`; waiting jobs that fit start on them."""
         self.advance(at)
-        self.leases.append(Lease(gpus, at, until))
-        heapq.heappush(self.events, until)
+        self._change(at, gpus, until)
         self._hand(at)
 
     def readmission_wait(self, at: float) -> float:
         """Seconds a wrongly released job, whose lease ended at `at` (it wants its GPUs back), waits until
-        the jobs started on freed GPUs no longer hold more than the remaining leases: 0 when none did."""
-        if self._pool_free(at) >= 0:
+        the jobs started on freed GPUs no longer hold more than the remaining leases: 0 when none did.
+        Asked once the replay is over (the log then holds every change)."""
+        if self._levels is None:
+            if not self.log:
+                return 0.0
+            times, deltas = zip(*sorted(self.log), strict=True)
+            self._levels = (np.asarray(times), np.cumsum(deltas))
+        times, levels = self._levels
+        index = int(np.searchsorted(times, at, side="right")) - 1
+        if index < 0 or levels[index] >= 0:
             return 0.0
-        for end in sorted(end for start, end, _ in self.handed if start <= at < end):
-            if self._pool_free(end) >= 0:
-                return end - at
-        return 0.0
+        later = np.flatnonzero(levels[index + 1:] >= 0)
+        return float(times[index + 1 + later[0]] - at) if len(later) else 0.0

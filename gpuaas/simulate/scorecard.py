@@ -36,8 +36,6 @@ class Releases:
     lost_gpu_hours: np.ndarray = field(default_factory=lambda: np.zeros(0))
     restart_gpu_hours: np.ndarray = field(default_factory=lambda: np.zeros(0))
     wait_gpu_hours: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    handed_gpu_hours: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    """GPU-hours of this release's GPUs that queued work ran on (gpuaas.simulate.demand); 0 without a queue."""
 
     @classmethod
     def none(cls) -> Releases:
@@ -95,7 +93,7 @@ def judge_releases(samples: IdleSamples, workload: np.ndarray, when: np.ndarray,
                     latency=latency, stretch=stretch, activity_back=back_time, wrong_any=wrong_any,
                     gpus=history.workloads.gpus[workload].astype(np.float64), busy_ahead_gpu_hours=ahead / 3600.0,
                     lost_gpu_hours=costs.lost / 3600.0, restart_gpu_hours=costs.restart / 3600.0,
-                    wait_gpu_hours=costs.wait / 3600.0, handed_gpu_hours=np.zeros(len(workload)))
+                    wait_gpu_hours=costs.wait / 3600.0)
 
 
 def _quantile(values: np.ndarray, q: float) -> float | None:
@@ -160,7 +158,6 @@ def summary(samples: IdleSamples, releases: Releases, bound: Bound | None = None
         "costGpuHours": {"lostProgress": round(lost, 3), "restart": round(restart, 3),
                          "waitToBeAdmitted": round(wait, 3), "total": round(cost, 3)},
         "netGpuHours": round(reclaimed - cost, 3),
-        "handedToQueuedGpuHours": round(total(releases.handed_gpu_hours), 3),
         "releasesOutsideIdleStretches": outside,
         "latencySeconds": {"median": _quantile(latency, 0.5), "p90": _quantile(latency, 0.9)},
     }
@@ -169,3 +166,11 @@ def summary(samples: IdleSamples, releases: Releases, bound: Bound | None = None
 def by_tenant(samples: IdleSamples, releases: Releases, bound: Bound | None = None) -> dict[str, dict[str, Any]]:
     tenants = samples.history.workloads.tenant
     return {str(name): summary(samples, releases, bound, tenants == name) for name in sorted(set(tenants.tolist()))}
+
+
+def by_kind(samples: IdleSamples, releases: Releases, bound: Bound | None = None) -> dict[str, dict[str, Any]]:
+    """The same figures per policy kind (steps.policy.KINDS) of the workloads."""
+    from gpuaas.simulate.costs import kinds_of
+
+    kinds = kinds_of(samples)
+    return {str(name): summary(samples, releases, bound, kinds == name) for name in sorted(set(kinds.tolist()))}
