@@ -14,14 +14,13 @@ import numpy as np
 from gpuaas.simulate import baselines
 from gpuaas.simulate.alert_rule import Episodes, PodAlerts, RuleTimings
 from gpuaas.simulate.costs import COSTS, kinds_of
-from gpuaas.simulate.definitions import MATERIAL_SECONDS
+from gpuaas.simulate.definitions import MATERIAL_SECONDS, IdleSamples
 from gpuaas.simulate.demand import QueueModel
-from gpuaas.simulate.signal_window import SignalWindow
-from gpuaas.simulate.definitions import IdleSamples
 from gpuaas.simulate.history import History
 from gpuaas.simulate.product import ProductTimings, format_duration
 from gpuaas.simulate.replay import Replay
 from gpuaas.simulate.scorecard import Bound, Releases, by_kind, by_tenant, judge_releases, summary
+from gpuaas.simulate.signal_window import SignalWindow
 from gpuaas.simulate.step_window import StepWindow
 from steps.policy import Policy
 

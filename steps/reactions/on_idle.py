@@ -278,8 +278,8 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
             missing = evidence.reason if evidence is not None else f"{source} was not read"
             if policy.without_signal == "keep":
                 return IdleDecision("skipped-by-policy", (
-                    f"the {kind}'s own evidence is missing ({missing}) and the policy keeps it without "
-                    "(idle.withoutSignal: keep)",), gate="no-evidence", evidence=f"{source}: missing")
+                    (f"the {kind}'s own evidence is missing ({missing}) and the policy keeps it without "
+                    "(idle.withoutSignal: keep)"),), gate="no-evidence", evidence=f"{source}: missing")
             evidence_used = f"GPU activity alone ({source} missing: {missing}; idle.withoutSignal: gpu)"
         elif evidence.done is False:
             return IdleDecision("no-op", (f"{source}: {evidence.reason}",), gate="kind-busy",
@@ -297,8 +297,8 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
         demand = facts.demand
         if demand is None or not demand.helps:
             why = demand.reason if demand is not None else "the cohort's queue was not observed"
-            return IdleDecision("skipped-by-policy", (f"idle, but releasing it helps nobody now: {why} "
-                                                      "(idle.releaseOn: demand)",), gate="no-demand",
+            return IdleDecision("skipped-by-policy", ((f"idle, but releasing it helps nobody now: {why} "
+                                                      "(idle.releaseOn: demand)"),), gate="no-demand",
                                 evidence=evidence_used)
         reasons.append(f"demand: {demand.reason}")
     dry_run = dry_run_requested or policy.mode == "dry-run"
