@@ -75,7 +75,7 @@ KEY = "policy.yaml"
 EXEMPT_KEY = "gpuaas.io/idle-policy"
 EXEMPT_VALUE = "exempt"
 MODES = ("enforce", "dry-run")
-RELEASE_ON = ("idle", "demand")
+RELEASE_ON = ("idle", "demand", "never")
 SIGNALS = ("auto", "none")
 WITHOUT_SIGNAL = ("gpu", "keep")
 
@@ -186,8 +186,8 @@ IDLE_FIELDS: tuple[Field, ...] = (
     Field("maxReleasesPerHour", "max_releases_per_hour", "count", "releases per tenant and hour; 0 = never release",
           kinds=False),
     Field("releaseOn", "release_on", "enum", "idle: release what is idle; demand: only when queued work in the "
-          "cohort would be admitted into the GPUs freed (or, with nodePoolAutoscaled, a node would be emptied)",
-          RELEASE_ON),
+          "cohort would be admitted into the GPUs freed (or, with nodePoolAutoscaled, a node would be emptied); "
+          "never: do not release (e.g. servers, until they wake on their next request)", RELEASE_ON),
     Field("nodePoolAutoscaled", "node_pool_autoscaled", "bool", "the GPU node pool scales down: with releaseOn "
           "demand, a release that empties a GPU node helps too"),
     Field("signal", "signal", "enum", "auto: the kind's own evidence that the work is done (notebook: Jupyter "

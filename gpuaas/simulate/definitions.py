@@ -54,8 +54,9 @@ DEFINITIONS: dict[str, str] = {
     "busyGpuHoursAhead": "GPU-hours of material activity still ahead of the wrongly released jobs (the work "
                          "the releases interrupted)",
     "boundGpuHours": "per workload the policy can release (not exempt), the idle GPU-hours from the earliest "
-                     "moment its wait (idle window, and minimum runtime since admission) is met inside an idle "
-                     "stretch after which it is never materially busy again, to its end: one release, never wrong",
+                     "moment its wait (idle window, and minimum runtime since admission) is met inside a quiet run "
+                     "(no sample above the threshold) after which it is never materially busy again, to its end: "
+                     "one release, never wrong",
     "reachedShareOfBound": "reclaimed GPU-hours of right releases / the bound for the policy's wait",
     "releaseCost": "GPU-hours a wrong release costs: progress since the last checkpoint (lost), the restart, and "
                    "the wait to be admitted again (resume by hand, then the queue), times its GPUs",
@@ -139,14 +140,6 @@ class IdleSamples:
         """Seconds of material activity in the rows after `row` until the workload's end."""
         return self.material_before[self.segment_end(workload)] - self.material_before[row + 1]
 
-    @property
-    def stretch_final(self) -> np.ndarray:
-        """Stretches after which the workload is never materially busy for MATERIAL_SECONDS again: a
-        release in one of them is right."""
-        workload = self.stretch_workload
-        after = self.material_before[self.segment_end(workload)] - self.material_before[self.stretch_end]
-        return after < MATERIAL_SECONDS
-
     def idle_gpu_seconds_from(self, workload: np.ndarray, when: np.ndarray, until_row: np.ndarray) -> np.ndarray:
         """Idle GPU-seconds of `workload` from `when` to the start of row `until_row` (exclusive)."""
         row = self.row_at(workload, when)
@@ -155,32 +148,50 @@ class IdleSamples:
                           * rows.held[row], 0.0)
         return np.maximum(self.idle_before[until_row] - self.idle_before[row] - before, 0.0)
 
+    def quiet_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Runs of rows with no GPU above the threshold (idle, or no data), per workload: (workload, first
+        row, end row exclusive). A release needs a window without a busy sample, so no release can
+        happen earlier in a run than its start plus the wait: the bound is computed on these runs (a gap
+        in the data does not end them; only idle rows count as reclaimed)."""
+        rows = self.history.rows
+        quiet = ~self.busy
+        count = len(quiet)
+        boundary = np.zeros(count, dtype=bool)
+        boundary[rows.start[rows.count > 0]] = True
+        starts = np.flatnonzero(quiet & ~(np.r_[False, quiet[:-1]] & ~boundary))
+        last = np.zeros(count, dtype=bool)
+        last[(rows.start + rows.count - 1)[rows.count > 0]] = True
+        ends = np.flatnonzero(quiet & ~(np.r_[quiet[1:], False] & ~last)) + 1
+        return rows.owner[starts], starts, ends
+
     def bound(self, wait: np.ndarray, earliest: np.ndarray, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(last-stretch bound, every-stretch bound) in GPU-seconds per workload, for a policy that waits
-        `wait[w]` seconds of idleness and never acts before `earliest[w]` (admission + minimum runtime),
-        on the workloads in `scope` (definitions: boundGpuHours).
+        `wait[w]` seconds without GPU activity and never acts before `earliest[w]` (admission + minimum
+        runtime), on the workloads in `scope` (definitions: boundGpuHours).
 
-        The last-stretch bound releases each workload once, at the earliest moment the wait is met in
-        an idle stretch after which it is never materially busy again (`stretch_final`), and counts the
-        idle GPU-seconds from then to its end. The every-stretch bound releases in every idle stretch
-        once the wait is met and gets the GPUs back automatically when work resumes (only possible
-        with suspend and wake on demand)."""
+        The last-stretch bound releases each workload once, at the earliest moment the wait is met in a
+        quiet run (`quiet_runs`) after which the workload is never materially busy for MATERIAL_SECONDS
+        again, and counts the idle GPU-seconds from then to its end. The every-stretch bound releases in
+        every quiet run once the wait is met and gets the GPUs back automatically when work resumes (only
+        possible with suspend and wake on demand)."""
         workloads = self.history.workloads
         count = len(workloads)
         last = np.zeros(count)
         every = np.zeros(count)
-        w = self.stretch_workload
+        w, first, end = self.quiet_runs()
         if len(w) == 0:
             return last, every
-        candidate = np.maximum(self.stretch_begin_time + wait[w], earliest[w])
-        end_time = self.stretch_end_time
+        begin_time = self.row_begin[first]
+        end_time = self.row_begin[end - 1] + self.row_seconds[end - 1]
+        candidate = np.maximum(begin_time + wait[w], earliest[w])
         valid = scope[w] & (candidate < end_time) & np.isfinite(candidate)
         chosen = np.flatnonzero(valid)
         if len(chosen) == 0:
             return last, every
-        inside = self.idle_gpu_seconds_from(w[chosen], candidate[chosen], self.stretch_end[chosen])
+        inside = self.idle_gpu_seconds_from(w[chosen], candidate[chosen], end[chosen])
         np.add.at(every, w[chosen], inside)
-        final = chosen[self.stretch_final[chosen]]
+        after = self.material_before[self.segment_end(w[chosen])] - self.material_before[end[chosen]]
+        final = chosen[after < MATERIAL_SECONDS]
         if len(final):
             to_end = self.idle_gpu_seconds_from(w[final], candidate[final], self.segment_end(w[final]))
             np.maximum.at(last, w[final], to_end)

@@ -162,7 +162,7 @@ class IdleState:
         }
 
 
-JUDGE_GATES = ("not-found", "finished", "released", "not-admitted", "exempt", "too-young", "no-pods",
+JUDGE_GATES = ("not-found", "finished", "released", "not-admitted", "exempt", "release-off", "too-young", "no-pods",
                "metrics-error", "not-observed", "no-evidence", "kind-busy", "not-idle", "hourly-budget", "no-demand",
                "release")
 """The rules of `judge`, in the order it applies them."""
@@ -254,6 +254,10 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
     if facts.exempt_by:
         return IdleDecision("skipped-by-policy", (f"{facts.exempt_by} is annotated {EXEMPT_KEY}: {EXEMPT_VALUE}",),
                             gate="exempt")
+    if policy.release_on == "never":
+        return IdleDecision("skipped-by-policy", (
+            f"the policy does not release {facts.kind or policy.kind or 'this kind of'} workloads "
+            "(idle.releaseOn: never)",), gate="release-off")
     runtime = facts.runtime_seconds
     if runtime < policy.min_runtime_seconds:
         return IdleDecision("skipped-by-policy", (

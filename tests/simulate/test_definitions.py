@@ -187,3 +187,11 @@ def test_a_right_release_costs_nothing(trace_dir: Path) -> None:
     s, r = judged(trace_dir, [Job("a", 160, [run((90, 0.8), (70, 0.0))])], [(0, 100)])
     figures = summary(s, r)
     assert figures["costGpuHours"]["total"] == 0.0 and figures["netGpuHours"] == pytest.approx(1.0)
+
+
+def test_a_gap_in_the_data_does_not_end_the_quiet_run_the_bound_waits_in(trace_dir: Path) -> None:
+    # busy 0-60, idle 60-90, 3 minutes without data, idle 93-180: a policy tolerating the gap could release at
+    # 120 (an hour without a busy sample); the bound counts the idle minutes from 120 to the end
+    s = samples_of(trace_dir, [Job("a", 180, [run((60, 0.8), (30, 0.0), (3, None), (87, 0.0))])])
+    last, _ = s.bound(np.array([3600.0]), np.array([at(0)]), np.array([True]))
+    assert last[0] / 60 == pytest.approx(60)

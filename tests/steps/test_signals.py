@@ -157,3 +157,10 @@ def test_release_on_demand_needs_someone_to_use_the_gpus() -> None:
     decision = judge(replace(done, demand=someone), on_demand)
     assert decision.verdict == "release" and decision.reasons[2].startswith("demand: 1 pending Workload(s)")
     assert judge(done, on_demand).gate == "no-demand"  # not observed: never released on demand
+
+
+def test_release_on_never_keeps_a_kind() -> None:
+    facts = replace(IDLE, kind="serving", evidence=signals.requests_evidence(0.0, 0.0, WINDOW, ()))
+    decision = judge(facts, replace(NOTEBOOK, kind="serving", release_on="never"))
+    assert decision.verdict == "skipped-by-policy" and decision.gate == "release-off"
+    assert decision.reasons == ("the policy does not release serving workloads (idle.releaseOn: never)",)
