@@ -256,8 +256,8 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
                             gate="exempt")
     if policy.release_on == "never":
         return IdleDecision("skipped-by-policy", (
-            f"the policy does not release {facts.kind or policy.kind or 'this kind of'} workloads "
-            "(idle.releaseOn: never)",), gate="release-off")
+            (f"the policy does not release {facts.kind or policy.kind or 'this kind of'} workloads "
+            "(idle.releaseOn: never)"),), gate="release-off")
     runtime = facts.runtime_seconds
     if runtime < policy.min_runtime_seconds:
         return IdleDecision("skipped-by-policy", (
