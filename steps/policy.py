@@ -89,7 +89,18 @@ idle:
   minRuntime: 1h           # never release a workload admitted less than an hour ago
   mode: enforce            # enforce | dry-run
   maxReleasesPerHour: 10   # per tenant; 0 = never release
-  releaseOn: idle          # idle: release what is idle; demand: only when queued work would use the GPUs
+  releaseOn: idle          # idle | demand (only when queued work would use the GPUs) | never
+  kinds:                   # per kind of workload (the owner's kind); chosen with gpuaas simulate (docs/simulate.md)
+    notebook:
+      window: 2h40m        # every kernel idle, no client connected (Jupyter's API), and the GPUs idle
+    ray:
+      window: 24h          # no Ray job pending or running (Ray's job API, or the RayJob's status)
+    training:
+      window: 8h10m        # its progress counter flat when progressMetric names one; the GPUs idle
+    serving:
+      window: 8h10m        # no request served or waiting (vLLM, Triton, TGI metrics); the GPUs idle
+    batch:
+      window: 30m          # the GPUs idle (a Job has no source of its own)
 quota:
   cohort: gpuaas           # the shared cohort of every tenant's ClusterQueue
   queueingStrategy: BestEffortFIFO
@@ -207,22 +218,29 @@ _ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
 _METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {
-    "notebook": {},
-    "ray": {},
-    "training": {},
-    "serving": {},
-    "batch": {},
+    "notebook": {"window_seconds": 2 * 3600.0 + 40 * 60},
+    "ray": {"window_seconds": 24 * 3600.0},
+    "training": {"window_seconds": 8 * 3600.0 + 10 * 60},
+    "serving": {"window_seconds": 8 * 3600.0 + 10 * 60},
+    "batch": {"window_seconds": 1800.0},
 }
-"""Built-in settings per kind, under a policy's own idle.kinds (docs/reactions.md: the defaults and why)."""
+"""Built-in settings per kind: what a parsed policy (or an absent ConfigMap) starts `idle.kinds` from, and
+what the rendered ConfigMap spells out. Chosen with `gpuaas simulate` on both calibrations (docs/simulate.md
+"Choosing the defaults"): each kind's own evidence with GPU activity as the guard; windows long enough
+that pauses end before them (a notebook owner's pause, a training stall, a server's night, a Ray
+cluster's next job) and aligned with the alert's deliveries (first look 35.5 minutes after the GPUs
+go quiet, then every 65 minutes: 2h40m and 8h10m are met at a delivery)."""
 
 
 @dataclass(frozen=True)
 class Policy:
     """Defaults plus per-tenant overrides; `raw` is the parsed document for other sections.
 
-    Layers, from the weakest: the built-in defaults; the policy's `idle`; per kind, KIND_DEFAULTS and
-    the policy's `idle.kinds.<kind>`; the tenant's `idle`; the tenant's `idle.kinds.<kind>`. A more
-    specific scope wins: a tenant's setting beats the cluster-wide one, even a cluster-wide kind's."""
+    Layers, from the weakest: the built-in defaults and KIND_DEFAULTS; the policy's `idle`; the policy's
+    `idle.kinds.<kind>`; the tenant's `idle`; the tenant's `idle.kinds.<kind>`. A more specific scope
+    wins: a tenant's setting beats the cluster-wide one, even a cluster-wide kind's; a key the policy's
+    `idle` sets replaces the built-in per-kind value of that key (the rendered policy spells every kind
+    out, so what it shows is what applies)."""
 
     idle: IdleSettings = IdleSettings()
     tenants: Mapping[str, IdleSettings] = field(default_factory=dict)
@@ -238,7 +256,7 @@ class Policy:
         tenant = tenant or ""
         if kind is None:
             return self.tenants.get(tenant, self.idle)
-        settings = replace(self.idle, **{**KIND_DEFAULTS.get(kind, {}), **dict(self.kinds.get(kind, {}))})
+        settings = replace(self.idle, **dict(self.kinds.get(kind, {})))
         settings = replace(settings, **self._tenant_changes(tenant))
         settings = replace(settings, **dict((self.tenant_kinds.get(tenant) or {}).get(kind, {})))
         return replace(settings, kind=kind)
@@ -264,13 +282,17 @@ class Policy:
 
     def with_window(self, seconds: float) -> Policy:
         """The same policy with one idle window for every tenant and kind (the simulator's sweep)."""
-        def without(changes: Mapping[str, Any]) -> dict[str, Any]:
-            return {k: v for k, v in changes.items() if k != "window_seconds"}
+        return self.with_everywhere(window_seconds=seconds)
 
-        return replace(self, idle=replace(self.idle, window_seconds=seconds),
-                       tenants={t: replace(v, window_seconds=seconds) for t, v in self.tenants.items()},
-                       kinds={k: {**without(v), "window_seconds": seconds} for k, v in
-                              {**{k: {} for k in KINDS}, **self.kinds}.items()},
+    def with_everywhere(self, **changes: Any) -> Policy:
+        """The same policy with `changes` (IdleSettings attributes) for every tenant and kind, e.g. every
+        tenant releasing on demand, or reading GPU activity only (the simulator's variants)."""
+        def without(layer: Mapping[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in layer.items() if k not in changes}
+
+        return replace(self, idle=replace(self.idle, **changes),
+                       tenants={t: replace(v, **changes) for t, v in self.tenants.items()},
+                       kinds={k: {**without(v), **changes} for k, v in {**{k: {} for k in KINDS}, **self.kinds}.items()},
                        tenant_changes={t: without(self._tenant_changes(t)) for t in self.tenants},
                        tenant_kinds={t: {k: without(v) for k, v in kinds.items()}
                                      for t, kinds in self.tenant_kinds.items()})
@@ -449,7 +471,7 @@ def policy_from_mapping(document: object) -> Policy:
     """Validate a parsed document (pure)."""
     _ordinary_numbers(document)
     if document is None:
-        return Policy()
+        return Policy(kinds={k: dict(v) for k, v in KIND_DEFAULTS.items()})
     if not isinstance(document, Mapping):
         raise PolicyError("(document)", "a mapping with idle/quota/tenants sections", type(document).__name__)
     unknown = sorted(set(document) - {"idle", "quota", "tenants"})
@@ -478,6 +500,9 @@ def policy_from_mapping(document: object) -> Policy:
             tenant_kinds[str(name)] = own_kinds
     if document.get("quota") is not None and not isinstance(document.get("quota"), Mapping):
         raise PolicyError("quota", "a mapping of quota settings", type(document.get("quota")).__name__)
+    # the built-in per-kind settings apply where the policy's own general section says nothing
+    kinds = {k: {**{a: v for a, v in KIND_DEFAULTS.get(k, {}).items() if a not in changes}, **kinds.get(k, {})}
+             for k in KINDS}
     return Policy(idle=defaults, tenants=tenants, raw=dict(document), kinds=kinds, tenant_changes=tenant_changes,
                   tenant_kinds=tenant_kinds)
 
@@ -508,10 +533,10 @@ def load_policy(kube: Any, namespace: str) -> tuple[Policy, str]:
 
     config_map = kube.get(resources.CONFIG_MAP, CONFIG_MAP, namespace)
     if config_map is None:
-        return Policy(), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} not found)"
+        return policy_from_mapping(None), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} not found)"
     text = (config_map.get("data") or {}).get(KEY)
     if not text:
-        return Policy(), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} has no key {KEY})"
+        return policy_from_mapping(None), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} has no key {KEY})"
     version = (config_map.get("metadata") or {}).get("resourceVersion")
     return parse_policy(text), f"ConfigMap {namespace}/{CONFIG_MAP} resourceVersion {version}"
 

@@ -55,6 +55,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                          help="override every tenant's idle.mode (e.g. enforce: what would switching do?)")
     product.add_argument("--windows", default="5m,10m,15m,30m,1h,2h",
                          help="idle windows to sweep (default 5m,10m,15m,30m,1h,2h; empty: no sweep)")
+    product.add_argument("--no-variants", action="store_true",
+                         help="skip the given policy's variants (every tenant releasing on demand; GPU activity only)")
     product.add_argument("--reaction-delay", default="0s",
                          help="time from a webhook delivery to the on-idle step reading Prometheus (default 0s)")
     output = parser.add_argument_group("output")
@@ -224,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     simulator = Simulator(history, policy, timings, reaction_delay=delay, progress=progress)
     seconds["prepare"] = time.perf_counter() - started
     started = time.perf_counter()
-    runs = simulator.compare(sweep=windows, mode=args.mode)
+    runs = simulator.compare(sweep=windows, mode=args.mode, variants=not args.no_variants)
     seconds["replay"] = time.perf_counter() - started
     notes = timing_notes(policy, timings)
     document = as_json(history, timings, policy_source, runs, seconds, notes)

@@ -89,21 +89,23 @@ class Simulator:
             self._alerts[rule] = (alerts, alerts.episodes())
         return self._alerts[rule]
 
-    def policy_waits(self, policy: Policy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(wait, earliest, scope) per workload for `policy`'s bound: its idle window for the workload's
-        tenant and kind, admission + minimum runtime, and every workload not exempt."""
+    def policy_waits(self, policy: Policy) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(wait, earliest, scope, wait from the start) per workload for `policy`'s bound: its idle window for
+        the workload's tenant and kind, admission + minimum runtime, every workload not exempt, and the
+        window's covered share (minCoverage) for a quiet run that begins with the workload."""
         workloads = self.history.workloads
         kinds = kinds_of(self.samples)
-        cache: dict[tuple[str, str], tuple[float, float]] = {}
+        cache: dict[tuple[str, str], tuple[float, float, float]] = {}
         wait = np.empty(len(workloads))
         minimum = np.empty(len(workloads))
+        coverage = np.empty(len(workloads))
         for w, (tenant, kind) in enumerate(zip(workloads.tenant.tolist(), kinds.tolist(), strict=True)):
             key = (str(tenant), str(kind))
             if key not in cache:
                 settings = policy.idle_for(*key)
-                cache[key] = (settings.window_seconds, settings.min_runtime_seconds)
-            wait[w], minimum[w] = cache[key]
-        return wait, workloads.admitted_at + minimum, ~workloads.exempt
+                cache[key] = (settings.window_seconds, settings.min_runtime_seconds, settings.min_coverage)
+            wait[w], minimum[w], coverage[w] = cache[key]
+        return wait, workloads.admitted_at + minimum, ~workloads.exempt, wait * coverage
 
     def lease_ends(self, workload: np.ndarray, when: np.ndarray) -> np.ndarray:
         """When each release's GPUs are wanted back: for a wrong release, when material activity comes back
@@ -146,7 +148,7 @@ class Simulator:
         return figures, waits
 
     def _scored(self, name: str, kind: str, description: str, workload: np.ndarray, when: np.ndarray,
-                started: float, *, bound: tuple[np.ndarray, np.ndarray, np.ndarray], **extra: Any) -> PolicyRun:
+                started: float, *, bound: tuple[np.ndarray, ...], **extra: Any) -> PolicyRun:
         queue, waits = self.queue_figures(np.asarray(workload, dtype=np.int64), np.asarray(when, dtype=np.float64))
         releases = judge_releases(self.samples, workload, when, queue_wait=waits)
         reach = Bound.of(self.samples, *bound)
@@ -218,10 +220,16 @@ class Simulator:
         return runs
 
     def compare(self, *, sweep: Sequence[float] = DEFAULT_SWEEP, mode: str | None = None,
-                given_name: str = "given policy") -> list[PolicyRun]:
-        """The given policy (with the rendered rule), the window sweep (rule window following the policy,
-        as `gpuaas render` derives it), then the baselines."""
+                given_name: str = "given policy", variants: bool = True) -> list[PolicyRun]:
+        """The given policy (with the rendered rule), its variants (every tenant releasing on demand; GPU
+        activity only, without the kinds' own evidence), the window sweep (rule window following the
+        policy, as `gpuaas render` derives it), then the baselines."""
         runs = [self.run_policy(given_name, "given", self.policy, self.timings.rule, mode=mode)]
+        if variants:
+            for label, changes in (("on demand", {"release_on": "demand"}), ("GPU activity only", {"signal": "none"})):
+                policy = self.policy.with_everywhere(**changes)
+                rule = replace(self.timings.rule, window_seconds=shortest_window(policy))
+                runs.append(self.run_policy(f"{given_name}, {label}", "variant", policy, rule, mode=mode))
         for seconds in sweep:
             policy = with_window(self.policy, seconds)
             rule = replace(self.timings.rule, window_seconds=shortest_window(policy))

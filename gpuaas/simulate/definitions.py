@@ -164,7 +164,8 @@ class IdleSamples:
         ends = np.flatnonzero(quiet & ~(np.r_[quiet[1:], False] & ~last)) + 1
         return rows.owner[starts], starts, ends
 
-    def bound(self, wait: np.ndarray, earliest: np.ndarray, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def bound(self, wait: np.ndarray, earliest: np.ndarray, scope: np.ndarray,
+              start_wait: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(last-stretch bound, every-stretch bound) in GPU-seconds per workload, for a policy that waits
         `wait[w]` seconds without GPU activity and never acts before `earliest[w]` (admission + minimum
         runtime), on the workloads in `scope` (definitions: boundGpuHours).
@@ -173,7 +174,9 @@ class IdleSamples:
         quiet run (`quiet_runs`) after which the workload is never materially busy for MATERIAL_SECONDS
         again, and counts the idle GPU-seconds from then to its end. The every-stretch bound releases in
         every quiet run once the wait is met and gets the GPUs back automatically when work resumes (only
-        possible with suspend and wake on demand)."""
+        possible with suspend and wake on demand). `start_wait[w]`: the wait in a quiet run that begins
+        with the workload (default `wait`): with nothing sampled before its start, a window is covered
+        enough once `minCoverage` of it is (the gateway's coverage rule), so the policy may act then."""
         workloads = self.history.workloads
         count = len(workloads)
         last = np.zeros(count)
@@ -183,7 +186,9 @@ class IdleSamples:
             return last, every
         begin_time = self.row_begin[first]
         end_time = self.row_begin[end - 1] + self.row_seconds[end - 1]
-        candidate = np.maximum(begin_time + wait[w], earliest[w])
+        at_start = first == self.history.rows.start[w]
+        waited = np.where(at_start, (wait if start_wait is None else start_wait)[w], wait[w])
+        candidate = np.maximum(begin_time + waited, earliest[w])
         valid = scope[w] & (candidate < end_time) & np.isfinite(candidate)
         chosen = np.flatnonzero(valid)
         if len(chosen) == 0:

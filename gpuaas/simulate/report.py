@@ -189,7 +189,7 @@ def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
 
 
 # -- charts ------------------------------------------------------------------------------------------
-COLOURS = {"given": "#C44E52", "sweep": "#4C72B0", "baseline": "#55A868"}
+COLOURS = {"given": "#C44E52", "variant": "#DD8452", "sweep": "#4C72B0", "baseline": "#55A868"}
 
 
 def tradeoff_chart(runs: list[PolicyRun], path: Path, title: str = "") -> Path:

@@ -54,8 +54,9 @@ class Bound:
     every_stretch: np.ndarray
 
     @classmethod
-    def of(cls, samples: IdleSamples, wait: np.ndarray, earliest: np.ndarray, scope: np.ndarray) -> Bound:
-        return cls(*samples.bound(wait, earliest, scope))
+    def of(cls, samples: IdleSamples, wait: np.ndarray, earliest: np.ndarray, scope: np.ndarray,
+           start_wait: np.ndarray | None = None) -> Bound:
+        return cls(*samples.bound(wait, earliest, scope, start_wait))
 
     @classmethod
     def zero(cls, samples: IdleSamples) -> Bound:

@@ -195,3 +195,11 @@ def test_a_gap_in_the_data_does_not_end_the_quiet_run_the_bound_waits_in(trace_d
     s = samples_of(trace_dir, [Job("a", 180, [run((60, 0.8), (30, 0.0), (3, None), (87, 0.0))])])
     last, _ = s.bound(np.array([3600.0]), np.array([at(0)]), np.array([True]))
     assert last[0] / 60 == pytest.approx(60)
+
+
+def test_a_workload_idle_from_its_start_may_go_once_min_coverage_of_the_window_is_covered(trace_dir: Path) -> None:
+    # idle from the start for 100 minutes: nothing was sampled before the start, so a 60-minute window is
+    # covered enough (minCoverage 0.9) at minute 54, when the gateway would confirm it
+    s = samples_of(trace_dir, [Job("a", 100, [run((100, 0.0))])])
+    last, _ = s.bound(np.array([3600.0]), np.array([at(0)]), np.array([True]), start_wait=np.array([3240.0]))
+    assert last[0] / 60 == pytest.approx(100 - 54)

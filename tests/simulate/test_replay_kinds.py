@@ -54,7 +54,7 @@ def test_a_training_job_without_its_progress_metric_follows_without_signal(trace
     keep = parse_policy("idle: {minRuntime: 0, kinds: {training: {withoutSignal: keep, progressMetric: steps_total}}}")
     released, result = replay(trace_dir, [job], keep)
     assert released == {} and set(result.outcomes) == {"no-evidence"}
-    gpu = parse_policy("idle: {minRuntime: 0, kinds: {training: {progressMetric: steps_total}}}")
+    gpu = parse_policy("idle: {window: 30m, minRuntime: 0, kinds: {training: {progressMetric: steps_total}}}")
     released, _ = replay(trace_dir, [job], gpu)
     assert released == {"train": 95.5}  # idle from 60: fires at 95, GPU activity alone decides
 
@@ -67,7 +67,7 @@ def test_release_on_demand_waits_for_queued_work_and_hands_it_the_gpus(trace_dir
     b = Job("b", 60, [run((60, 0.9))] * 8, start=240)
     queue = {"capacity": 8, "jobs": {"submitted": [T0, T0 + 600], "admitted": [T0, T0 + 240 * 60],
                                      "gpus": [8, 8], "duration": [240 * 60, 3600], "workload": ["a", "b"]}}
-    demand = parse_policy("idle: {minRuntime: 0, releaseOn: demand}")
+    demand = parse_policy("idle: {window: 30m, minRuntime: 0, releaseOn: demand}")
     released, result = replay(trace_dir, [a, b], demand, queue)
     assert released == {"a": 35.5}
     figures = result.total["queue"]
@@ -79,5 +79,5 @@ def test_release_on_demand_waits_for_queued_work_and_hands_it_the_gpus(trace_dir
     released, result = replay(trace_dir, [a, b], demand, nobody)
     assert released == {} and "no-demand" in result.outcomes
     # releasing regardless of demand: released at 35.5 all the same, and it hands b nothing
-    released, result = replay(trace_dir, [a, b], parse_policy("idle: {minRuntime: 0}"), nobody)
+    released, result = replay(trace_dir, [a, b], parse_policy("idle: {window: 30m, minRuntime: 0}"), nobody)
     assert released == {"a": 35.5} and result.total["queue"]["handedToQueuedGpuHours"] == 0.0

@@ -174,3 +174,16 @@ def test_kind_of_follows_the_owner_chain() -> None:
     assert kind_of(["Job", "JobSet"]) == "training"
     assert kind_of("PyTorchJob") == "training" and kind_of("Job") == "batch" and kind_of([]) == "batch"
     assert kind_of("StatefulSet") == "serving" and kind_of("SomethingElse") == "batch"
+
+
+def test_the_rendered_policy_spells_out_the_built_in_per_kind_defaults() -> None:
+    """An absent ConfigMap and the rendered example give every kind the same settings, and a key of the
+    policy's own `idle` replaces the built-in per-kind value of that key (what the admin sees applies)."""
+    from steps.policy import EXAMPLE_POLICY_YAML, KINDS, policy_from_mapping
+
+    example, absent = parse_policy(EXAMPLE_POLICY_YAML), policy_from_mapping(None)
+    for kind in KINDS:
+        assert example.idle_for("team-z", kind) == absent.idle_for("team-z", kind), kind
+    assert [absent.idle_for("", k).window_seconds for k in KINDS] == [9600.0, 86400.0, 29400.0, 29400.0, 1800.0]
+    assert {parse_policy("idle: {window: 1h}").idle_for("", k).window_seconds for k in KINDS} == {3600.0}
+    assert parse_policy("idle: {threshold: 0.1}").idle_for("", "ray").window_seconds == 86400.0
