@@ -79,7 +79,7 @@ def stand_in(answer: Any) -> Iterator[tuple[str, dict[str, float]]]:
     clock = {"now": 0.0}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             body = json.dumps(answer(self.path, clock["now"])).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
