@@ -569,13 +569,14 @@ def observe_demand(kube: Any, ws: Any, workload: JSON, pod_gpus: Mapping[str, in
         namespace = (workload.get("metadata") or {}).get("namespace")
         ours = set(pod_gpus)
         nodes = {(kube.get(POD, pod, namespace) or {}).get("spec", {}).get("nodeName") for pod in ours}
+        known = {(n.get("metadata") or {}).get("name") for n in kube.list(NODE)}  # list: the steps may not get a node
         for node in sorted(n for n in nodes if n):
             others = [pod for pod in kube.list(POD) if (pod.get("spec") or {}).get("nodeName") == node
                       and not ((pod.get("metadata") or {}).get("namespace") == namespace
                                and (pod.get("metadata") or {}).get("name") in ours)
                       and (pod.get("status") or {}).get("phase") in ("Pending", "Running")
                       and _pod_gpus(pod) > 0]
-            if not others and kube.get(NODE, node) is not None:
+            if not others and node in known:
                 emptied.append(node)
     model = demand_model.Demand(cohort=cohort or tenant, pending=tuple(pending), free_gpus=max(int(free), 0),
                                 emptied_nodes=tuple(emptied), node_pool_autoscaled=settings.node_pool_autoscaled)
