@@ -263,8 +263,8 @@ def docs_chart(path: Path, documents: list[Path]) -> Path:
     for document in documents:
         data = json.loads(Path(document).read_text())
         history = data["history"]
-        panels.append((f"{history['source']}: {history['days']:g} days, {history['gpusHeldOnAverage']:,.0f} GPUs held "
-                       "on average", data["policies"]))
+        panels.append(((f"{history['source']}: {history['days']:g} days, {history['gpusHeldOnAverage']:,.0f} GPUs held "
+                       "on average"), data["policies"]))
     return tradeoff_chart(panels, path)
 
 
