@@ -58,3 +58,12 @@ def test_culler_at_one_hour_stops_a_notebook_an_hour_after_its_last_activity(tra
             Job("nb-back", 300, [run((60, 0.5), (40, 0.0), (10, 0.5), (190, 0.0))], kind="Notebook")]
     hourly = baselines.CullerTimings(cull_idle_seconds=3600.0)
     assert releases(trace_dir, jobs, lambda s: baselines.notebook_culler(s, hourly)) == {"nb": 120.0, "nb-back": 170.0}
+
+
+def test_culler_reads_kernel_activity_when_the_history_has_the_notebooks_jupyter_signal(trace_dir: Path) -> None:
+    """The culler reads /api/kernels (last activity, busy kernels), not the GPUs: CPU-only cells until minute
+    101 keep an idle-GPU notebook until the first check after 101 + 60; the GPUs alone would have said idle
+    since the start (culled at 61). Connections do not count for it."""
+    hourly = baselines.CullerTimings(cull_idle_seconds=3600.0)
+    jobs = [Job("nb", 300, [run((300, 0.0))], kind="Notebook", signal="jupyter", work=[(0, 102)], client=[(0, 300)])]
+    assert releases(trace_dir, jobs, lambda s: baselines.notebook_culler(s, hourly)) == {"nb": 162.0}
