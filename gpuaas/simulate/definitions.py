@@ -31,6 +31,7 @@ other (a rollout, a retried Job), each holding the workload's GPUs for a while.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -50,6 +51,9 @@ DEFINITIONS: dict[str, str] = {
                     "(MATERIAL_SECONDS, in total) before it ended",
     "wrongAnyActivity": "releases after which any sample went above the policy's idle threshold (the strict "
                         "definition: a stray kernel counts)",
+    "ownerBackReleases": "releases after which the workload's own source (a kernel busy or a client connected, "
+                         "a Ray job, requests, progress) showed work for at least 5 minutes before it ended: its "
+                         "owner came back, whether or not the GPUs did (histories with signals only)",
     "wrongGpuShare": "GPUs of wrong releases / GPUs released (each release weighted by the GPUs it freed)",
     "busyGpuHoursAhead": "GPU-hours of material activity still ahead of the wrongly released jobs (the work "
                          "the releases interrupted)",
@@ -130,6 +134,24 @@ class IdleSamples:
     @property
     def stretch_gpu_hours(self) -> np.ndarray:
         return (self.idle_before[self.stretch_end] - self.idle_before[self.stretch_first]) / 3600.0
+
+    @cached_property
+    def owner_before(self) -> np.ndarray | None:
+        """owner_before[r]: seconds before row r when the workload's own source showed work or a client
+        (prefix sum, global; len rows+1), or None when the history has no signals."""
+        signals = self.history.signals
+        if signals is None:
+            return None
+        out = np.zeros(len(self.row_seconds) + 1, dtype=np.float64)
+        np.cumsum(np.where(signals.flags > 0, self.row_seconds, 0.0), out=out[1:])
+        return out
+
+    def owner_after(self, row: np.ndarray, workload: np.ndarray) -> np.ndarray | None:
+        """Seconds after `row` (until the workload's end) when its own source showed work or a client."""
+        before = self.owner_before
+        if before is None:
+            return None
+        return before[self.segment_end(workload)] - before[row + 1]
 
     def segment_end(self, workload: np.ndarray) -> np.ndarray:
         """The exclusive end row of each workload."""

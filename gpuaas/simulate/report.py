@@ -136,8 +136,8 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
         "",
     ]
     header = ("policy", "reclaimed GPU-h", "share", "right GPU-h", "bound", "reached", "releases", "wrong",
-              "wrong GPUs", "busy ahead GPU-h", "cost GPU-h", "net GPU-h", "latency p50", "p90", "dry-run plans",
-              "on-idle runs")
+              "wrong GPUs", "owner back", "busy ahead GPU-h", "cost GPU-h", "net GPU-h", "to queue GPU-h",
+              "latency p50", "p90", "dry-run plans", "on-idle runs")
     rows = []
     for run in runs:
         total = run.total
@@ -148,8 +148,10 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
                      _pct(total["reachedShareOfBound"]) if total["boundGpuHours"] else "-",
                      f"{released:,}", f"{total['wrongReleases']:,} ({_pct(total['wrongReleaseShare'])})" if released
                      else "-", _pct(total["wrongGpuShare"]) if released else "-",
+                     "-" if total.get("ownerBackReleases") is None or not released else f"{total['ownerBackReleases']:,}",
                      _hours(total["busyGpuHoursAhead"]), _hours(total["costGpuHours"]["total"]),
                      _hours(total["netGpuHours"]),
+                     _hours(total["queue"]["handedToQueuedGpuHours"]) if "queue" in total else "-",
                      _minutes(total["latencySeconds"]["median"]), _minutes(total["latencySeconds"]["p90"]),
                      f"{run.dry_run_plans:,}" if run.kind != "baseline" else "-",
                      f"{runs_count:,}" if run.kind != "baseline" else "-"))
@@ -161,7 +163,8 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
                       "can interrupt). bound: what one never-wrong release per workload at the policy's wait could "
                       "reclaim, as a share of the idle GPU-hours; reached: right releases' reclaim / the bound; "
                       "wrong GPUs: GPUs of wrong releases / GPUs released; cost: lost progress, restart and the wait "
-                      "to be admitted again of wrong releases; net: reclaimed - cost.")]
+                      "to be admitted again of wrong releases; net: reclaimed - cost; owner back: releases after which the "
+                      "workload's own source showed work again; to queue: GPU-hours queued jobs ran on freed GPUs.")]
     given = next((r for r in runs if r.kind == "given"), None)
     if given is not None:
         lines += ["", f"{given.name} per tenant:"]

@@ -36,6 +36,8 @@ class Releases:
     lost_gpu_hours: np.ndarray = field(default_factory=lambda: np.zeros(0))
     restart_gpu_hours: np.ndarray = field(default_factory=lambda: np.zeros(0))
     wait_gpu_hours: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    owner_back: np.ndarray | None = None
+    """The workload's own source showed work for MATERIAL_SECONDS after the release (None: no signals)."""
 
     @classmethod
     def none(cls) -> Releases:
@@ -74,7 +76,9 @@ def judge_releases(samples: IdleSamples, workload: np.ndarray, when: np.ndarray,
     order = np.lexsort((workload, when))
     workload, when = workload[order], when[order]
     if len(workload) == 0:
-        return Releases.none()
+        none = Releases.none()
+        none.owner_back = None if samples.history.signals is None else np.zeros(0, dtype=bool)
+        return none
     history = samples.history
     row = samples.row_at(workload, when)
     segment_end = samples.segment_end(workload)
@@ -90,11 +94,13 @@ def judge_releases(samples: IdleSamples, workload: np.ndarray, when: np.ndarray,
                          history.workloads.end[workload])
     ahead = samples.material_gpu_before[segment_end] - samples.material_gpu_before[row + 1]
     costs = release_costs(samples, workload, row, wrong, None if queue_wait is None else np.asarray(queue_wait))
+    owner_after = samples.owner_after(row, workload)
     return Releases(workload=workload, time=when, reclaimed_gpu_hours=gpu_seconds / 3600.0, wrong=wrong,
                     latency=latency, stretch=stretch, activity_back=back_time, wrong_any=wrong_any,
                     gpus=history.workloads.gpus[workload].astype(np.float64), busy_ahead_gpu_hours=ahead / 3600.0,
                     lost_gpu_hours=costs.lost / 3600.0, restart_gpu_hours=costs.restart / 3600.0,
-                    wait_gpu_hours=costs.wait / 3600.0)
+                    wait_gpu_hours=costs.wait / 3600.0,
+                    owner_back=None if owner_after is None else owner_after >= MATERIAL_SECONDS)
 
 
 def _quantile(values: np.ndarray, q: float) -> float | None:
@@ -155,6 +161,8 @@ def summary(samples: IdleSamples, releases: Releases, bound: Bound | None = None
         "wrongGpus": round(wrong_gpus, 3),
         "wrongGpuShare": _share(wrong_gpus, gpus),
         "wrongAnyActivity": int((releases.wrong_any & chosen).sum()) if count else 0,
+        "ownerBackReleases": (int((releases.owner_back & chosen).sum()) if count else 0)
+        if releases.owner_back is not None else None,
         "busyGpuHoursAhead": round(total(releases.busy_ahead_gpu_hours, wrong_mask) if count else 0.0, 3),
         "costGpuHours": {"lostProgress": round(lost, 3), "restart": round(restart, 3),
                          "waitToBeAdmitted": round(wait, 3), "total": round(cost, 3)},

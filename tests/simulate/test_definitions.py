@@ -203,3 +203,13 @@ def test_a_workload_idle_from_its_start_may_go_once_min_coverage_of_the_window_i
     s = samples_of(trace_dir, [Job("a", 100, [run((100, 0.0))])])
     last, _ = s.bound(np.array([3600.0]), np.array([at(0)]), np.array([True]), start_wait=np.array([3240.0]))
     assert last[0] / 60 == pytest.approx(100 - 54)
+
+
+@pytest.mark.parametrize(("client", "back"), [((100, 110), True), ((100, 104), False)])
+def test_an_owner_coming_back_counts_even_when_the_gpus_do_not(trace_dir: Path, client: tuple[int, int],
+                                                                back: bool) -> None:
+    # a notebook whose GPU stays idle; released at 60; its owner reconnects at 100 for 10 (or 4) minutes
+    job = Job("nb", 180, [run((180, 0.0))], kind="Notebook", signal="jupyter", client=[(0, 30), client])
+    s, r = judged(trace_dir, [job], [(0, 60)])
+    assert bool(r.wrong[0]) is False and bool(r.owner_back[0]) is back
+    assert summary(s, r)["ownerBackReleases"] == int(back)
