@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from steps.model.workload import parse_time
+
 SIGNAL_OF_KIND: dict[str, str | None] = {"notebook": "jupyter", "ray": "ray-jobs", "serving": "requests",
                                          "training": "progress", "batch": None}
 
@@ -61,16 +63,8 @@ class Evidence:
 
 def _seconds(value: object) -> float | None:
     """Unix seconds from RFC 3339 (Jupyter writes `2026-01-01T00:00:00.000000Z`), None when absent or bad."""
-    if not value:
-        return None
-    text = str(value).strip().replace("Z", "+00:00").replace("z", "+00:00")
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+    moment = parse_time(value)
+    return None if moment is None else moment.timestamp()
 
 
 def _ago(seconds: float) -> str:

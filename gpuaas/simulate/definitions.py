@@ -259,15 +259,7 @@ class IdleSamples:
         idle_before = np.zeros(count + 1, dtype=np.float64)
         np.cumsum(np.where(idle, row_seconds * rows.held, 0.0), out=idle_before[1:])
         segment_end = ((rows.start + rows.count)[owner]).astype(np.int32)
-        # next busy row strictly after r, within the workload (later workloads' rows are >= its end)
-        never = np.iinfo(np.int32).max
-        busy_at = np.where(busy, np.arange(count, dtype=np.int32), never)
-        running = np.minimum.accumulate(busy_at[::-1])[::-1] if count else busy_at
-        del busy_at
-        next_busy = np.full(count, never, dtype=np.int32)
-        next_busy[:-1] = running[1:]
-        del running
-        np.minimum(next_busy, segment_end, out=next_busy)
+        next_busy = _next_flagged(busy, segment_end)
         # stretches: runs of idle rows that do not cross workloads
         first_row = np.zeros(count, dtype=bool)
         first_row[rows.start[rows.count > 0]] = True
@@ -305,16 +297,24 @@ class IdleSamples:
         material_gpu_before = np.zeros(count + 1, dtype=np.float64)
         np.cumsum(material_seconds, out=material_gpu_before[1:])
         del material_seconds
-        material_at = np.where(material, np.arange(count, dtype=np.int32), never)
-        running = np.minimum.accumulate(material_at[::-1])[::-1] if count else material_at
-        del material_at
-        next_material = np.full(count, never, dtype=np.int32)
-        next_material[:-1] = running[1:]
-        del running
-        np.minimum(next_material, segment_end, out=next_material)
+        next_material = _next_flagged(material, segment_end)
         del segment_end
         return cls(history=history, threshold=thresholds, idle=idle, busy=busy, row_begin=row_begin,
                    row_seconds=row_seconds, idle_before=idle_before, next_busy=next_busy,
                    stretch_of_row=stretch_of_row, stretch_workload=stretch_workload, stretch_first=starts,
                    stretch_end=ends, stretch_ends_busy=ends_busy, material=material, material_before=material_before,
                    material_gpu_before=material_gpu_before, next_material=next_material)
+
+
+def _next_flagged(flag: np.ndarray, segment_end: np.ndarray) -> np.ndarray:
+    """For each row, the first flagged row strictly after it within its workload, else the workload's end
+    row (`segment_end` per row; later workloads' rows are at or after it)."""
+    count = len(flag)
+    never = np.iinfo(np.int32).max
+    at = np.where(flag, np.arange(count, dtype=np.int32), never)
+    running = np.minimum.accumulate(at[::-1])[::-1] if count else at
+    del at
+    out = np.full(count, never, dtype=np.int32)
+    out[:-1] = running[1:]
+    np.minimum(out, segment_end, out=out)
+    return out
