@@ -202,23 +202,27 @@ def _tradeoff_axis(axis: Any, policies: list[dict[str, Any]], title: str) -> Non
     if sweep:
         axis.plot([p["total"]["wrongGpuShare"] * 100 for p in sweep], [p["total"]["reclaimedShare"] * 100 for p in sweep],
                   "-o", color=COLOURS["sweep"], label="one window for every kind, swept")
-        placed: list[tuple[float, float]] = []
-        for policy in sweep:
+        offsets = ((7, 5), (7, -11), (-34, 5), (-34, -11))
+        for index, policy in enumerate(sweep):
             x, y = policy["total"]["wrongGpuShare"] * 100, policy["total"]["reclaimedShare"] * 100
-            lift = 6
-            while any(abs(px - x) < 6 and abs(py - (y + lift / 40)) < 0.4 for px, py in placed):
-                lift -= 11
-            placed.append((x, y + lift / 40))
             axis.annotate(policy["name"].removeprefix("window "), (x, y), textcoords="offset points",
-                          xytext=(7, lift), fontsize=8, color=COLOURS["sweep"])
+                          xytext=offsets[index % len(offsets)], fontsize=8, color=COLOURS["sweep"])
     markers = {"no automation": "s", "KEDA only": "^", "KEDA only, cooldown 30m": "v", "Kubeflow culler": "D",
                "Kubeflow culler 1h": "d"}
+    variant_markers = ("P", "X", "h")
+    variants = 0
     for policy in policies:
         if policy["kind"] == "sweep":
             continue
-        axis.scatter([policy["total"]["wrongGpuShare"] * 100], [policy["total"]["reclaimedShare"] * 100], s=70,
-                     zorder=3, marker=markers.get(policy["name"], "*" if policy["kind"] == "given" else "o"),
-                     color=COLOURS[policy["kind"]], label=policy["name"])
+        marker = markers.get(policy["name"], "o")
+        if policy["kind"] == "given":
+            marker = "*"
+        elif policy["kind"] == "variant":
+            marker, variants = variant_markers[variants % len(variant_markers)], variants + 1
+        axis.scatter([policy["total"]["wrongGpuShare"] * 100], [policy["total"]["reclaimedShare"] * 100],
+                     s=160 if policy["kind"] == "given" else 60, zorder=4 if policy["kind"] == "given" else 3,
+                     marker=marker, color=COLOURS[policy["kind"]], label=policy["name"],
+                     alpha=1.0 if policy["kind"] == "given" else 0.85)
     given = next((p for p in policies if p["kind"] == "given"), None)
     if given is not None:
         axis.axhline(given["total"]["boundShare"] * 100, color=COLOURS["given"], linestyle="--", linewidth=1,
