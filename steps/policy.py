@@ -11,20 +11,28 @@ below is the documented, tested example the manifests embed):
       minRuntime: 1h            # never release a workload admitted less than this ago
       mode: enforce             # enforce | dry-run (plan and record only)
       maxReleasesPerHour: 10    # per tenant; 0 = never release
+      releaseOn: idle           # idle | demand (only when queued work would use the GPUs) | never
+      kinds:                    # per kind (KINDS; the owner chain decides, kind_of): any key above but
+        notebook: {window: 2h40m}   # maxReleasesPerHour, and the kind's own: signal, withoutSignal,
+        training: {progressMetric: train_steps_total}   # progressMetric, requestMetric, signalUrl
     quota: {...}                # read by provision-quota (steps.reactions.provision_quota)
     tenants:
       team-a:
-        idle: {mode: dry-run, window: 10m}
+        idle: {mode: dry-run, window: 10m, kinds: {notebook: {window: 4h}}}
         quota: {weight: 2, guaranteedGpus: {a100: 4}}
 
-Exemption is not a policy key but an annotation (or label) `gpuaas.io/idle-policy: exempt` on the
-Workload or its owner: the tenant decides per workload.
+Every key is a row of IDLE_FIELDS, which drives the parsing, the errors and `policy_json_schema()`
+(the Helm chart's values schema). Settings are layered (Policy). Exemption is not a policy key but
+an annotation (or label) `gpuaas.io/idle-policy: exempt` on the Workload or its owner: the tenant
+decides per workload.
 
-    load_policy(kube, namespace) -> (Policy, source)   # defaults when the ConfigMap is absent
+    load_policy(kube, namespace) -> (Policy, source)   # the built-in defaults when the ConfigMap is absent
     parse_policy(text) -> Policy                       # PolicyError (a RejectedInput) names the field
-    Policy.idle_for(tenant) -> IdleSettings            # defaults overlaid with the tenant's `idle`
+    Policy.idle_for(tenant, kind) -> IdleSettings      # the layers for one tenant and kind
     Policy.raw                                         # the whole mapping (quota reads its sections)
     default_policy_text() -> str                       # EXAMPLE_POLICY_YAML
+    policy_json_schema() -> dict                       # JSON Schema (draft 07) of policy.yaml
+    kind_of(owner kinds) -> str                        # the policy kind of a workload
 """
 
 from __future__ import annotations
