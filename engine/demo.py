@@ -241,6 +241,7 @@ class Scenario:
         self.say: Progress = options.progress or (lambda _: None)
         self.samples: list[Sample] = []
         self.metrics_mode = ""
+        self.metrics_live = ""  # the metrics' URLs while they run, for the progress only
         self.fallback_metrics = False
         self._stop_sampling = threading.Event()
         self.engine: LocalEngine | None = None
@@ -396,8 +397,10 @@ class Scenario:
             monitor.start()
             monitor.wait_for_targets_up(timeout_s=20)
             self.engine.executor.settings.env["GPUAAS_PROMETHEUS_URL"] = monitor.prometheus_url  # type: ignore[union-attr]
-            self.metrics_mode = (f"Prometheus {monitor.prometheus_url} + Alertmanager {monitor.alertmanager_url} "
-                                 "with the product's alert rules (short windows); DCGM series carry exported_pod/"
+            # no URL in the summary: these processes stop with the demo (the progress names them while they run)
+            self.metrics_live = f"Prometheus {monitor.prometheus_url} + Alertmanager {monitor.alertmanager_url}"
+            self.metrics_mode = ("Prometheus + Alertmanager (Debian's, on loopback while the demo runs) with the "
+                                 "product's alert rules (short windows); DCGM series carry exported_pod/"
                                  "exported_namespace as behind a ServiceMonitor")
             return monitor
         from engine.idle_rule import InProcessIdleRule
@@ -448,7 +451,8 @@ class Scenario:
                 self.pods.start()
                 self.backend = LocalBackend(self.engine, self.pods, options.wait_timeout)
                 monitor = self._start_metrics(exporter, token_file)
-                self.say(f"metrics: {self.metrics_mode}")
+                self.say(f"metrics: {self.metrics_live} while the demo runs, with the product's alert rules"
+                         if self.metrics_live else f"metrics: {self.metrics_mode}")
                 self.engine.settle(timeout=options.wait_timeout, quiet_seconds=0.5)  # start-up reactions done
                 self.clock.begin()
                 sampler.start()

@@ -41,6 +41,7 @@ from engine.demo import (
 )
 from engine.timeline import summarize_outcome
 from engine.workload_pods import holds_quota
+from gpuaas.invocation import command
 
 REAL_SPEED = 120.0
 """Demo seconds per wall second on the real stack: the story's pauses (210 demo minutes) take under two
@@ -405,6 +406,7 @@ class RealScenario(Scenario):
         self.status = status
         self.epoch_start: float | None = None
         self.real: RealBackend | None = None
+        self.metrics_urls = ("", "")
 
     def ours(self, run: dict[str, Any]) -> bool:
         """A run of the demo's tenants (its `namespace` argument) created since the story began."""
@@ -482,12 +484,9 @@ class RealScenario(Scenario):
         self._prepare(kubeconfig, api_client)
         self.backend = self.real
         endpoints = self.status["endpoints"]
-        window = (self.status.get("idleRule") or {}).get("window", "30s")
         prometheus = next((c["endpoint"] for c in self.status.get("components") or [] if c["name"] == "prometheus"), "")
-        self.metrics_mode = (f"the stack's Prometheus {prometheus} + Alertmanager {endpoints.get('alertmanager')} with "
-                             f"the product's alert rules (idle window {window}); GPU utilization from the stack's "
-                             f"DCGM-like exporter (a stand-in: KWOK has no GPUs) reading each pod's annotation "
-                             f"{UTILIZATION_ANNOTATION}")
+        self.metrics_urls = (prometheus, str(endpoints.get("alertmanager") or ""))
+        self.metrics_mode = self.metrics_words(stopped=False)
         self.say(f"metrics: {self.metrics_mode}")
         self.say(f"demo time x{options.speed:g}: the story's pauses are short; a reaction (20-35 s wall) spans "
                  f"about {30 * options.speed / 3600:.1f} demo hours")
@@ -518,9 +517,20 @@ class RealScenario(Scenario):
             "runs_source": f"Argo Server {server} (namespace {PRODUCT_NAMESPACE}; live and archived)",
             "stand_ins": list(STAND_INS),
             "files": {"runs": "runs.json", "report": "index.html",
-                      "audit": f"gpuaas audit --argo-server {server}"},
+                      "audit": f"{command()} audit --argo-server {server}"},
         })
         return self._result(summary, output)
+
+    def metrics_words(self, *, stopped: bool) -> str:
+        """summary.json's `metrics`: the stack's Prometheus and Alertmanager, at their URLs while the cluster runs
+        (never a URL of a process the demo stopped)."""
+        window = (self.status.get("idleRule") or {}).get("window", "30s")
+        prometheus, alertmanager = self.metrics_urls
+        where = ("Prometheus + Alertmanager (stopped with the demo's cluster)" if stopped
+                 else f"Prometheus {prometheus} + Alertmanager {alertmanager}")
+        return (f"the stack's {where} with the product's alert rules (idle window {window}); GPU utilization from "
+                f"the stack's DCGM-like exporter (a stand-in: KWOK has no GPUs) reading each pod's annotation "
+                f"{UTILIZATION_ANNOTATION}")
 
     def _advise_real(self, prometheus: str, api_client: Any) -> None:
         from kubernetes import client
@@ -575,7 +585,8 @@ def run_real_demo(options: DemoOptions, state_dir: Path | None) -> DemoResult:
             started = Cluster(state_dir, progress=say)
             started.up(timeout_s=1500, parts={"events"})
         status = check_stack(state_dir)
-        result = RealScenario(options, state_dir, status).run()
+        scenario = RealScenario(options, state_dir, status)
+        result = scenario.run()
     finally:
         if started is not None:
             say(f"stopping the cluster in {state_dir}")
@@ -585,6 +596,7 @@ def run_real_demo(options: DemoOptions, state_dir: Path | None) -> DemoResult:
         result.summary["files"]["audit"] = ("the demo's cluster was stopped: runs.json holds the runs; with "
                                             "--state-dir the cluster stays for `gpuaas audit --argo-server URL`")
         result.summary["state_dir"] = f"{state_dir} (started for the demo, stopped and removed)"
+        result.summary["metrics"] = scenario.metrics_words(stopped=True)
     report.write(result.output_dir, result.summary, result.samples)
     (result.output_dir / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
     return result

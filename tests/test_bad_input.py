@@ -36,6 +36,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder with the inputs the tables name: a run archive, snapshots, bad files."""
     for name in ("ARGO_SERVER", "ARGO_TOKEN", "ARGO_NAMESPACE", "KUBECONFIG", "GPUAAS_KUBE_URL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GPUAAS_TRACEBACK", "1")  # a defect raises here (the row fails with it), not one line
     monkeypatch.chdir(tmp_path)
     write_archive(tmp_path / "runs.db", list(history().values()))
     (tmp_path / "cluster-snapshot.json").write_text(json.dumps({"objects": []}))
@@ -68,12 +69,25 @@ def check_one_line_error(code: int, out: str, err: str, *, expected_code: int, p
 GPUAAS_CASES = [
     # (id, argv, exit code, words the one line must contain)
     ("no-command", [], 2, ("required: COMMAND", "--help")),
-    ("unknown-command", ["bogus"], 2, ("invalid choice: 'bogus'",)),
+    ("unknown-command", ["bogus"], 2, ("unknown command 'bogus'", "expected one of render, route, demo")),
+    ("misspelt-command", ["demoo"], 2, ("unknown command 'demoo'; did you mean demo?",)),
+    ("misspelt-option", ["audit", "--archvie", "runs.db"], 2, ("unknown option --archvie; did you mean --archive?",)),
+    ("misspelt-option-after-a-value", ["audit", "--archive", "runs.db", "--sinse", "1h"], 2,
+     ("unknown option --sinse; did you mean --since?",)),
+    ("misspelt-action", ["audit", "shwo", "x", "--archive", "runs.db"], 2, ("unknown action 'shwo'; did you mean show?",)),
+    ("misspelt-option-of-an-action", ["audit", "show", "x", "--archvie", "runs.db"], 2,
+     ("unknown option --archvie; did you mean --archive?",)),
+    ("unknown-option-far-from-all", ["route", "--zzzzzz", "object.json"], 2, ("unknown option --zzzzzz",)),
+    ("misspelt-short-option", ["audit", "resubmit", RUN, "--archive", "runs.db", "-P", "dry-run=true"], 2,
+     ("unknown option -P; did you mean -p?",)),
+    ("misspelt-value", ["route", "--output", "jsno", "object.json"], 2, ("--output: unknown value 'jsno'; did you mean json?",)),
+    ("misspelt-cluster-action", ["cluster", "staus"], 2, ("unknown action 'staus'; did you mean status?",)),
+    ("misspelt-quota-command", ["quota", "advice"], 2, ("unknown command 'advice'; did you mean advise?",)),
     # render
     ("render-out-is-a-file", ["render", "--out", "a-file", "--no-validate"], 2, ("expected a folder", "found a file")),
     ("render-out-unwritable", ["render", "--out", "/proc/gpuaas", "--no-validate"], 2, ("expected a folder this user can write",)),
     ("render-check-out-is-a-file", ["render", "--out", "a-file", "--check", "--no-validate"], 2, ("found a file",)),
-    ("render-workload-version", ["render", "--workload-version", "v9"], 2, ("invalid choice: 'v9'",)),
+    ("render-workload-version", ["render", "--workload-version", "v9"], 2, ("--workload-version: unknown value 'v9'", "expected one of v1beta2, v1beta1")),
     # route
     ("route-no-event", ["route"], 2, ("give exactly one of",)),
     ("route-event-and-events", ["route", "object.json", "--events", "object.json"], 2, ("give exactly one of",)),
@@ -92,7 +106,7 @@ GPUAAS_CASES = [
     ("route-manifests-missing", ["route", "--manifests", "nope", "object.json"], 2, ("does not exist",)),
     ("route-manifests-without-sensors", ["route", "--manifests", "empty-folder", "object.json"], 2,
      ("no Sensor found",)),
-    ("route-output", ["route", "--output", "yaml", "object.json"], 2, ("invalid choice: 'yaml'",)),
+    ("route-output", ["route", "--output", "yaml", "object.json"], 2, ("--output: unknown value 'yaml'", "expected one of json, text")),
     # demo (each fails before the engine starts)
     ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number from 1 to 1000", "found 0")),
     ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number from 1 to 1000", "found -5")),
@@ -133,7 +147,7 @@ GPUAAS_CASES = [
      ("expected one of", "on-admitted", "found 'bogus'")),
     ("audit-since", ["audit", "--archive", "runs.db", "--since", "yesterday"], 2, ("found 'yesterday'",)),
     ("audit-until", ["audit", "--archive", "runs.db", "--until", "5x"], 2, ("found '5x'",)),
-    ("audit-outcome", ["audit", "--archive", "runs.db", "--outcome", "weird"], 2, ("invalid choice: 'weird'",)),
+    ("audit-outcome", ["audit", "--archive", "runs.db", "--outcome", "weird"], 2, ("--outcome: unknown value 'weird'",)),
     ("audit-ca-file", ["audit", "--argo-server", "https://127.0.0.1:9", "--ca-file", "nope.pem"], 2,
      ("found no file at nope.pem",)),
     ("audit-argo-unreachable", ["audit", "--argo-server", "http://127.0.0.1:9"], 2, ("cannot connect",)),

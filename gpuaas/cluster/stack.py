@@ -134,6 +134,8 @@ class Cluster:
         self.logs = self.state_dir / "logs"
         self.admin_kubeconfig = self.state_dir / "kubeconfig"
         self.audit_log = self.logs / "audit.log"
+        self.stopped_on_failure = 0
+        """How many processes a failed or interrupted `up` had started and stopped again."""
 
     # -- state -----------------------------------------------------------------------------------
     def load(self) -> ClusterState | None:
@@ -199,9 +201,13 @@ class Cluster:
             if "events" in parts:
                 argo_events.start(self)
         except BaseException as error:
+            # a failure, Ctrl-C or SIGTERM (gpuaas.stops.Stopped), a defect: everything started so far is stopped,
+            # nothing was handed over yet (the stack is the user's only once `up` returns ready)
             state.phase = "failed"
             state.save()
-            self.progress(f"start-up failed: stopping the {len(self.running())} processes started")
+            self.stopped_on_failure = len(self.running())
+            if isinstance(error, Exception):  # an interrupted start says it in its one line (gpuaas cluster up)
+                self.progress(f"start-up failed: stopping the {self.stopped_on_failure} processes started")
             self.down(quiet=True)
             stopped = self.load() or state  # down() marked each process stopped
             stopped.phase = "failed"

@@ -100,6 +100,8 @@ def _build(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from gpuaas.cluster.binaries import BuildFailed, build_all
     from gpuaas.cluster.stack import PARTS, Cluster, ClusterError
+    from gpuaas.invocation import command
+    from gpuaas.stops import Stopped
 
     parts = {part.strip() for given in args.parts for part in given.split(",") if part.strip()}
     if "all" in parts:
@@ -122,23 +124,28 @@ def _up(args: argparse.Namespace) -> int:
             print(f"gpuaas cluster up: {error}", file=sys.stderr)
             return 2
     cluster = Cluster(args.state_dir, progress=_progress)
-    if not args.no_build:
+    try:
+        if not args.no_build:
+            try:
+                build_all(progress=_progress)
+            except BuildFailed as error:
+                print(f"gpuaas cluster up: {error}", file=sys.stderr)
+                return 1
         try:
-            build_all(progress=_progress)
-        except BuildFailed as error:
+            state = cluster.up(timeout_s=args.timeout, parts=parts,
+                               **({"idle_window": args.idle_window} if args.idle_window is not None else {}))
+        except ClusterError as error:
             print(f"gpuaas cluster up: {error}", file=sys.stderr)
             return 1
-    try:
-        state = cluster.up(timeout_s=args.timeout, parts=parts,
-                           **({"idle_window": args.idle_window} if args.idle_window is not None else {}))
-    except ClusterError as error:
-        print(f"gpuaas cluster up: {error}", file=sys.stderr)
-        return 1
+    except Stopped as stop:  # nothing was handed over: up() stopped what it had started (module docstring)
+        print(f"gpuaas cluster up: stopped by {stop} while starting: stopped the {cluster.stopped_on_failure} "
+              f"processes it had started; their logs stay in {cluster.logs}", file=sys.stderr)
+        return stop.exit_code
     if args.output == "json":
         print(json.dumps(cluster.status(), indent=2))
     else:
-        _progress(f"cluster ready in {state.ready_seconds:.1f}s (state in {state.state_dir}); "
-                  "stop it with `gpuaas cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
+        _progress(f"cluster ready in {state.ready_seconds:.1f}s (state in {state.state_dir}); stop it with "
+                  f"`{command()} cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
         print(f"export KUBECONFIG={state.kubeconfig}")
     return 0
 
