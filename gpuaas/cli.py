@@ -95,7 +95,9 @@ def check_spelling(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     else (`gpuaas audit --archvie runs.db` said "argument ACTION: invalid choice: 'runs.db'").
 
     Walks the words as argparse does: an option's value is skipped, a subcommand's name moves on to its parser
-    (whose options are the ones valid after it); unique prefixes are argparse's abbreviations."""
+    (whose options are the ones valid after it); unique prefixes are argparse's abbreviations. An empty value
+    (`--output-dir ""`, which Path reads as the current folder) is refused unless its option says it means
+    something (`empty_allowed`, e.g. `simulate --windows ""`: no sweep)."""
     current: Any = parser
     index = 0
     while index < len(argv):
@@ -117,13 +119,18 @@ def check_spelling(parser: argparse.ArgumentParser, argv: list[str]) -> None:
             else:
                 guess = closest(name, [o for o in options if o.startswith("--") == name.startswith("--")])
                 current.error(f"unknown option {name}" + (f"; did you mean {guess}?" if guess else ""))
-            index += 1 + (0 if attached else _values_taken(action, argv[index + 1:]))
+            taken = [attached] if "=" in word else argv[index + 1:index + 1 + _values_taken(action, argv[index + 1:])]
+            if "" in taken and not getattr(action, "empty_allowed", False):
+                current.error(f"{name}: expected a value, found an empty one")
+            index += 1 + (0 if "=" in word else len(taken))
             continue
         subcommands = _subcommands(current)
         if subcommands is not None:
             if word not in subcommands.choices:
                 return  # argparse's invalid choice, with CommandLine.error's suggestion
             current = subcommands.choices[word]
+        elif word == "":
+            current.error("expected a value for each argument, found an empty one")
         index += 1
 
 

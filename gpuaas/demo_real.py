@@ -85,19 +85,19 @@ def check_stack(state_dir: Path) -> dict[str, Any]:
     from gpuaas.cluster.stack import Cluster
 
     if not state_dir.is_dir():
-        raise StackNotReady(f"--state-dir {state_dir}: expected the folder of a cluster started with `gpuaas cluster "
+        raise StackNotReady(f"--state-dir {state_dir}: expected the folder of a cluster started with `{command()} cluster "
                             f"up --with events --state-dir {state_dir}`, found "
                             f"{'a file' if state_dir.exists() else 'no folder'}; start one, or leave out "
                             "--state-dir and the demo starts (and stops) its own")
     status = Cluster(state_dir).status()
     if status.get("phase") != "ready":
         raise StackNotReady(f"--state-dir {state_dir}: expected a ready cluster, found phase "
-                            f"{status.get('phase', '?')}; start it with `gpuaas cluster up --with events --state-dir "
-                            f"{state_dir}` (or see `gpuaas cluster status --state-dir {state_dir}`)")
+                            f"{status.get('phase', '?')}; start it with `{command()} cluster up --with events --state-dir "
+                            f"{state_dir}` (or see `{command()} cluster status --state-dir {state_dir}`)")
     if "events" not in (status.get("parts") or []):
         raise StackNotReady(f"--state-dir {state_dir}: expected the events part (Argo Events, Argo Workflows, the "
-                            f"alert path), found parts {status.get('parts') or []}; restart it with `gpuaas cluster "
-                            f"down --state-dir {state_dir}` then `gpuaas cluster up --with events --state-dir "
+                            f"alert path), found parts {status.get('parts') or []}; restart it with `{command()} cluster "
+                            f"down --state-dir {state_dir}` then `{command()} cluster up --with events --state-dir "
                             f"{state_dir}`")
     return status
 
@@ -594,7 +594,7 @@ def run_real_demo(options: DemoOptions, state_dir: Path | None) -> DemoResult:
             shutil.rmtree(started.state_dir, ignore_errors=True)
     if started is not None:  # its Argo Server is gone with it: say so instead of a stale audit command
         result.summary["files"]["audit"] = ("the demo's cluster was stopped: runs.json holds the runs; with "
-                                            "--state-dir the cluster stays for `gpuaas audit --argo-server URL`")
+                                            f"--state-dir the cluster stays for `{command()} audit --argo-server URL`")
         result.summary["state_dir"] = f"{state_dir} (started for the demo, stopped and removed)"
         result.summary["metrics"] = scenario.metrics_words(stopped=True)
     report.write(result.output_dir, result.summary, result.samples)

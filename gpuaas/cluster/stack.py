@@ -57,6 +57,7 @@ from gpuaas.cluster.debian import ToolMissing
 from gpuaas.cluster.images import ImageBuildError
 from gpuaas.cluster.kubeconfig import write_kubeconfig
 from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
+from gpuaas.invocation import command
 from gpuaas.upstream import pins
 
 KUEUE = "sigs.k8s.io/kueue"
@@ -168,7 +169,7 @@ class Cluster:
         if self.running():
             raise ClusterError(f"expected no cluster running from {self.state_dir}, found "
                                f"{', '.join(r.name for r in self.running())} running; use it "
-                               f"(export KUBECONFIG={self.admin_kubeconfig}), or `gpuaas cluster down` first, "
+                               f"(export KUBECONFIG={self.admin_kubeconfig}), or `{command()} cluster down` first, "
                                "or pass another --state-dir")
         previous = self.load()
         state = ClusterState(state_dir=str(self.state_dir), started_at=time.time(),
@@ -242,7 +243,7 @@ class Cluster:
                                      endpoint=endpoint, **options)
         except OSError as error:
             raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
-                               "`gpuaas cluster build` if a program is missing") from None
+                               f"`{command()} cluster build` if a program is missing") from None
         self.state.processes[name] = record
         self.state.save()
         return record

@@ -7,17 +7,23 @@
 
 `--state-dir DIR` runs a second cluster beside the first. The cache is `$GPUAAS_STACK_CACHE`
 (default `.stack-cache/` in the checkout); the default state dir is `<cache>/cluster`.
-Exit codes: 0 success, 1 a component failed (its last log lines are printed), 2 bad usage.
+Exit codes: 0 success, 1 a component failed (its last log lines are printed), 2 bad usage, 130 or 143 `up`
+stopped by Ctrl-C or SIGTERM while starting (what it had started is stopped again; nothing is handed over
+until the cluster is ready).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 from pathlib import Path
+
+MIN_TIMEOUT, MAX_TIMEOUT = 10.0, 86400.0
+"""`cluster up --timeout` (seconds): below 10 nothing is ready yet; above a day a stuck start is not noticed."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -103,6 +109,14 @@ def _up(args: argparse.Namespace) -> int:
     from gpuaas.invocation import command
     from gpuaas.stops import Stopped
 
+    if any(not given.strip(" ,") for given in args.parts):
+        print(f"gpuaas cluster up: --with: expected parts among {', '.join(PARTS)} or all, found an empty value",
+              file=sys.stderr)
+        return 2
+    if not math.isfinite(args.timeout) or not MIN_TIMEOUT <= args.timeout <= MAX_TIMEOUT:
+        print(f"gpuaas cluster up: --timeout: expected seconds from {MIN_TIMEOUT:g} to {MAX_TIMEOUT:g} (a day; "
+              f"the stack starts in 1 to 7 minutes), found {args.timeout:g}", file=sys.stderr)
+        return 2
     parts = {part.strip() for given in args.parts for part in given.split(",") if part.strip()}
     if "all" in parts:
         parts = (parts - {"all"}) | set(PARTS)

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpuaas.invocation import command
+
 REQUIRED_KINDS = ("WorkflowTemplate", "Sensor", "EventSource")
 
 
@@ -109,7 +111,7 @@ def _check_manifests(folder: Path) -> None:
     missing = [kind for kind in REQUIRED_KINDS if not rendered.of_kind(kind)]
     if missing:
         raise _Unusable(f"--manifests {folder}: expected the rendered {', '.join(REQUIRED_KINDS)} objects, found no "
-                        f"{', '.join(missing)}; pass the folder `gpuaas render` writes (manifests/)")
+                        f"{', '.join(missing)}; pass the folder `{command()} render` writes (manifests/)")
 
 
 REAL_SPEED = 120.0
@@ -142,7 +144,7 @@ def _check_real(args: argparse.Namespace) -> None:
         except Exception as error:  # noqa: BLE001 - a gone apiserver, a broken kubeconfig: one line, not a traceback
             first = (str(error).strip().splitlines() or [""])[0]
             raise _Unusable(f"--state-dir {args.state_dir}: expected its apiserver to answer, found "
-                            f"{type(error).__name__}: {first}; see `gpuaas cluster status --state-dir "
+                            f"{type(error).__name__}: {first}; see `{command()} cluster status --state-dir "
                             f"{args.state_dir}`") from None
 
 
@@ -195,7 +197,6 @@ def _run_into(args: argparse.Namespace, folder: Any, real: bool) -> int:
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
     from engine.report import outcome_words
-    from gpuaas.invocation import command
     from gpuaas.manifests import observability
     from gpuaas.stops import Stopped, show_tracebacks
 
