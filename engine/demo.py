@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from engine import demo_cluster as cluster
 from engine.rendered import DEFAULT_MANIFESTS
 from engine.runtime import EngineOptions, LocalEngine
-from engine.timeline import reaction_records
+from engine.timeline import STARTED_BY, reaction_records, started_by
 from engine.workload_pods import WorkloadPods, holds_quota
 from steps.gateways import resources as R
 
@@ -677,8 +677,12 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
                 gpus_released += int(metrics.get("gpusReleased") or 0)
     reclaimed_wall = gpu_hours_reclaimed(runs)
     final = samples[-1] if samples else None
+    starts = {how: 0 for how in STARTED_BY}
+    for run in runs:
+        starts[started_by(run)] += 1
     return {
         "runs": len(runs),
+        "started_by": starts,
         "gpu_hours_reclaimed": round(sum(reclaimed_wall.values()) * speed, 3),
         "gpu_hours_reclaimed_wall": round(sum(reclaimed_wall.values()), 6),
         "gpu_hours_reclaimed_by_workload": {key: round(hours * speed, 3) for key, hours in reclaimed_wall.items()},

@@ -196,7 +196,7 @@ def _run_into(args: argparse.Namespace, folder: Any, real: bool) -> int:
     """The run, writing into folder.staging; the report swapped in only when complete."""
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
-    from engine.report import outcome_words
+    from engine.report import outcome_words, started_words
     from gpuaas.manifests import observability
     from gpuaas.stops import Stopped, show_tracebacks
 
@@ -251,7 +251,8 @@ def _run_into(args: argparse.Namespace, folder: Any, real: bool) -> int:
     _print_table(summary["timeline"], sys.stdout)
     print()
     speed = summary["demo_time"]["speed"]
-    print(f"runs: {summary['runs']}   events routed: {summary['events_routed']}   GPU-hours reclaimed: "
+    print(f"runs: {summary['runs']} ({started_words(summary)})")
+    print(f"events routed: {summary['events_routed']}   GPU-hours reclaimed: "
           f"{summary['gpu_hours_reclaimed']:.2f} on the demo clock ({summary['gpu_hours_reclaimed_wall']:.4g} as the "
           f"steps measured them in wall time; the demo clock runs {speed:g}x)")
     for name, reaction in summary["reactions"].items():
