@@ -252,7 +252,7 @@ def _run_into(args: argparse.Namespace, folder: Any, real: bool) -> int:
     print()
     speed = summary["demo_time"]["speed"]
     print(f"runs: {summary['runs']} ({started_words(summary)})")
-    print(f"events routed: {summary['events_routed']}   GPU-hours reclaimed: "
+    print(f"GPU-hours reclaimed: "
           f"{summary['gpu_hours_reclaimed']:.2f} on the demo clock ({summary['gpu_hours_reclaimed_wall']:.4g} as the "
           f"steps measured them in wall time; the demo clock runs {speed:g}x)")
     for name, reaction in summary["reactions"].items():

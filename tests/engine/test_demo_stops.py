@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from gpuaas.report_folder import ReportFolder, ReportFolderError
+from tests.support.processes import processes_naming
 from tests.support.prometheus import require_monitoring
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,22 +41,6 @@ engine.demo.Scenario._story = crashing_story
 from gpuaas.cli import main
 sys.exit(main(sys.argv[1:]))
 """
-
-
-def _processes_naming(text: str) -> list[str]:
-    """Command lines of the live processes (not zombies) that contain `text`, from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if text in cmdline and state != "Z":
-            found.append(f"{entry.name}: {cmdline}")
-    return found
 
 
 class DemoRun:
@@ -84,7 +69,7 @@ class DemoRun:
                              f"{self.process.stderr.read() if self.process.stderr else ''}")
 
     def children(self) -> list[str]:
-        return _processes_naming(str(self.tmp))
+        return processes_naming(str(self.tmp))
 
     def finish(self, timeout: float = 120.0) -> tuple[int, str, str]:
         out, err = self.process.communicate(timeout=timeout)
