@@ -45,6 +45,13 @@ class ReportBusy(ReportFolderError):
     """Another demo is writing this report now."""
 
 
+def _umask() -> int:
+    """This process's umask (what a plain mkdir applies), read without changing it for long."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def _exchange(first: Path, second: Path) -> bool:
     """Swap two paths atomically (renameat2 RENAME_EXCHANGE); False where the system has no such call."""
     try:
@@ -109,6 +116,7 @@ class ReportFolder:
             parent.mkdir(parents=True, exist_ok=True)
             self._lock(parent / f".{name}.lock")
             self.staging = Path(tempfile.mkdtemp(prefix=f".{name}.new-", dir=parent))
+            self.staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become the report's mode
         except OSError as error:
             self._unlock()
             raise ReportFolderError(f"{self.option} {self.target}: expected a folder this user can write (the report "

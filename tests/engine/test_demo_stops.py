@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaas.report_folder import ReportFolder, ReportFolderError
+from gpuaas.report_folder import ReportFolder, ReportFolderError, _umask
 from tests.support.processes import processes_naming
 from tests.support.prometheus import require_monitoring
 
@@ -228,6 +228,7 @@ def test_a_complete_run_replaces_the_demo_files_and_keeps_the_admins(in_tmp: Pat
     assert _contents(old) == {"runs.db": b"new archive", "runs.json": b"[]", "audit": b""}
     assert (old / "audit" / "index.html").read_text() == "an audit report the admin wrote here"
     assert sorted(p.name for p in in_tmp.iterdir()) == ["demo-report"]
+    assert old.stat().st_mode & 0o777 == 0o777 & ~_umask()  # as mkdir makes it, not mkdtemp's 0700
 
 
 def test_the_lock_refuses_a_second_writer_and_is_gone_after(in_tmp: Path) -> None:
