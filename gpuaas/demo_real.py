@@ -580,9 +580,9 @@ def run_real_demo(options: DemoOptions, state_dir: Path | None) -> DemoResult:
 
             # under /var/tmp: PostgreSQL's `postgres` user must traverse the archive's folder (tests/realstack/conftest.py)
             state_dir = Path(tempfile.mkdtemp(prefix="gpuaas-demo-stack-", dir="/var/tmp"))
+            started = Cluster(state_dir, progress=say)  # from here the folder is removed however the run ends
             say(f"starting a cluster with the events part in {state_dir} (2-7 minutes; stopped at the end)")
             build_all(progress=say)
-            started = Cluster(state_dir, progress=say)
             started.up(timeout_s=1500, parts={"events"})
         status = check_stack(state_dir)
         scenario = RealScenario(options, state_dir, status)
