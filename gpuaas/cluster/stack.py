@@ -746,7 +746,9 @@ class Cluster:
         return {"stateDir": state.state_dir, "phase": phase, "kubeconfig": state.kubeconfig,
                 "readySeconds": state.ready_seconds, "versions": state.versions, "parts": state.parts,
                 **({"idleRule": state.idle_rule} if state.idle_rule else {}),
-                "endpoints": {**state.endpoints, **(argo_events.live_endpoints(self) if running_parts(state) else {})},
+                # no URL of a process that stopped: a stopped cluster's endpoints are not where anything answers
+                "endpoints": {**state.endpoints, **(argo_events.live_endpoints(self) if running_parts(state) else {})}
+                if any(c["running"] for c in components) else {},
                 "components": components}
 
 

@@ -191,7 +191,7 @@ def _status(args: argparse.Namespace) -> int:
     rows = [("component", "state", "pid", "rss MiB", "endpoint", "log")]
     for c in report["components"]:
         rss = f"{c['rssBytes'] / 2**20:.0f}" if c["rssBytes"] else "-"
-        rows.append((c["name"], c["state"], str(c["pid"]), rss, c["endpoint"], c["log"]))
+        rows.append((c["name"], c["state"], str(c["pid"]), rss, c["endpoint"] if c["running"] else "-", c["log"]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
