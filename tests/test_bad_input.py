@@ -111,6 +111,8 @@ GPUAAS_CASES = [
     ("route-manifests-missing", ["route", "--manifests", "nope", "object.json"], 2, ("does not exist",)),
     ("route-manifests-without-sensors", ["route", "--manifests", "empty-folder", "object.json"], 2,
      ("no Sensor found",)),
+    ("route-json-lines-as-one-event", ["route", str(REPO / "examples" / "events" / "admission-check.jsonl")], 2,
+     ("not a JSON CloudEvent", "pass it with --events")),
     ("route-event-empty", ["route", "empty.json"], 2, ("empty.json: expected a JSON CloudEvent, found an empty file",)),
     ("route-events-empty", ["route", "--events", "empty.jsonl"], 2,
      ("--events empty.jsonl: expected one JSON CloudEvent per line, found an empty file",)),

@@ -116,4 +116,7 @@ def resubmit_commands(run: Run, archive: Path | None = None, argo_server: str | 
     else:
         commands.append(f"argo resubmit {shlex.quote(run.workflow)} -n {shlex.quote(run.argo_namespace)}")
     commands.append("# dry run first: add -p dry-run=true to either command")
+    if archive is not None and run.reaction == "on-idle":  # the demo's Prometheus stopped with it
+        commands.append("# on-idle confirms idleness in Prometheus: a local re-run needs --prometheus URL (one that "
+                        "holds the workload's GPU metrics), else it ends failed: MetricsUnavailable")
     return commands

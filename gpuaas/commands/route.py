@@ -101,7 +101,8 @@ def _read_events(args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
     try:
         yield str(path), _json(text)
     except ValueError as exc:
-        raise _InputError(f"{path}: not a JSON CloudEvent: {exc}") from None
+        lines = "; one event per line (JSON lines): pass it with --events" if "Extra data" in str(exc) else ""
+        raise _InputError(f"{path}: not a JSON CloudEvent: {exc}{lines}") from None
 
 
 def _json(text: str) -> Any:
