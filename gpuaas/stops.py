@@ -17,6 +17,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import NoReturn
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRACEBACK_ENV = "GPUAAS_TRACEBACK"
@@ -39,16 +40,31 @@ class Stopped(BaseException):
         return "Ctrl-C (SIGINT)" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
 
 
+class _Deferral:
+    """How many `signals_deferred` blocks are open, and the signal that came meanwhile."""
+
+    depth = 0
+    pending: int | None = None
+
+
+def _ignore_later(signum: int, frame: FrameType | None) -> None:
+    pass  # a handler, not SIG_IGN: a process started during the cleanup gets the default disposition back
+
+
+def _raise(signum: int) -> NoReturn:
+    for number in SIGNALS:
+        signal.signal(number, _ignore_later)
+    raise Stopped(signum)
+
+
 @contextmanager
 def stoppable() -> Iterator[None]:
     """Within the block, SIGINT, SIGTERM and SIGHUP raise Stopped in the main thread (once)."""
-    def ignore_later(signum: int, frame: FrameType | None) -> None:
-        pass  # a handler, not SIG_IGN: a process started during the cleanup gets the default disposition back
-
     def stop(signum: int, frame: FrameType | None) -> None:
-        for number in SIGNALS:
-            signal.signal(number, ignore_later)
-        raise Stopped(signum)
+        if _Deferral.depth:
+            _Deferral.pending = _Deferral.pending or signum
+            return
+        _raise(signum)
 
     previous = {number: signal.signal(number, stop) for number in SIGNALS}
     try:
@@ -56,17 +72,24 @@ def stoppable() -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+        _Deferral.pending = None
 
 
 @contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT, SIGTERM and SIGHUP until the block ends: for steps that must not stop half-way (a swap of
-    two folders, the removal that follows it). A signal that came meanwhile is delivered at the end."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    """Within `stoppable()`, a stop waits until the block ends: for steps that must not stop half-way (a process
+    started but not yet recorded for `down`, a swap of two folders). The signal is raised as Stopped at the end.
+
+    Not the signal mask (pthread_sigmask): a child process inherits it across exec, and a cluster component
+    started with SIGTERM blocked could then only be killed."""
+    _Deferral.depth += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        _Deferral.depth -= 1
+        if not _Deferral.depth and _Deferral.pending is not None:
+            signum, _Deferral.pending = _Deferral.pending, None
+            _raise(signum)
 
 
 def show_tracebacks() -> bool:

@@ -58,6 +58,7 @@ from gpuaas.cluster.images import ImageBuildError
 from gpuaas.cluster.kubeconfig import write_kubeconfig
 from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
 from gpuaas.invocation import command
+from gpuaas.stops import signals_deferred
 from gpuaas.upstream import pins
 
 KUEUE = "sigs.k8s.io/kueue"
@@ -238,14 +239,17 @@ class Cluster:
     def _start(self, name: str, argv: list[str], *, endpoint: str = "", env: dict[str, str] | None = None,
                **options: Any) -> ProcessRecord:
         self.progress(f"  starting {name}")
-        try:
-            record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
-                                     endpoint=endpoint, **options)
-        except OSError as error:
-            raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
-                               f"`{command()} cluster build` if a program is missing") from None
-        self.state.processes[name] = record
-        self.state.save()
+        # Ctrl-C or SIGTERM waits until the process is recorded: one arriving between the fork and the record
+        # (seen: kube-scheduler left running by a SIGTERM to `cluster up`) started what `down` could not find
+        with signals_deferred():
+            try:
+                record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
+                                         endpoint=endpoint, **options)
+            except OSError as error:
+                raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
+                                   f"`{command()} cluster build` if a program is missing") from None
+            self.state.processes[name] = record
+            self.state.save()
         return record
 
     def _ready(self, record: ProcessRecord, check: Callable[[], str | None], cap: float = 120.0) -> None:
