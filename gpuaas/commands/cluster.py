@@ -152,8 +152,10 @@ def _up(args: argparse.Namespace) -> int:
             print(f"gpuaas cluster up: {error}", file=sys.stderr)
             return 1
     except Stopped as stop:  # nothing was handed over: up() stopped what it had started (module docstring)
-        print(f"gpuaas cluster up: stopped by {stop} while starting: stopped the {cluster.stopped_on_failure} "
-              f"processes it had started; their logs stay in {cluster.logs}", file=sys.stderr)
+        started = cluster.stopped_on_failure
+        print(f"gpuaas cluster up: stopped by {stop} while starting: " + (
+            f"stopped the {started} processes it had started; their logs stay in {cluster.logs}" if started
+            else "no process of the cluster had started yet"), file=sys.stderr)
         return stop.exit_code
     if args.output == "json":
         print(json.dumps(cluster.status(), indent=2))
