@@ -159,4 +159,4 @@ bench-real: setup cluster-build
 	$(BIN)/python benchmarks/real_loop.py $(if $(STATE_DIR),--state-dir $(STATE_DIR))
 
 clean:
-	rm -rf $(VENV) demo-report .pytest_cache
+	rm -rf $(VENV) demo-report .demo-report.new-* .demo-report.old-* .demo-report.lock .pytest_cache

@@ -115,6 +115,9 @@ class ReportFolder:
         try:
             parent.mkdir(parents=True, exist_ok=True)
             self._lock(parent / f".{name}.lock")
+            for stale in [*parent.glob(f".{name}.new-*"), *parent.glob(f".{name}.old-*")]:
+                # only the lock's holder makes these: with the lock held, they are a killed run's (SIGKILL, power)
+                shutil.rmtree(stale, ignore_errors=True)
             self.staging = Path(tempfile.mkdtemp(prefix=f".{name}.new-", dir=parent))
             self.staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become the report's mode
         except OSError as error:

@@ -231,6 +231,16 @@ def test_a_complete_run_replaces_the_demo_files_and_keeps_the_admins(in_tmp: Pat
     assert old.stat().st_mode & 0o777 == 0o777 & ~_umask()  # as mkdir makes it, not mkdtemp's 0700
 
 
+def test_a_killed_runs_folder_beside_the_report_is_removed_by_the_next_run(in_tmp: Path) -> None:
+    """SIGKILL cannot be cleaned up after; the next demo on the folder (holding the lock) removes what it left."""
+    (in_tmp / ".demo-report.new-abc123").mkdir()
+    (in_tmp / ".demo-report.new-abc123" / "runs.db").write_text("half a run")
+    (in_tmp / ".other-report.new-xyz").mkdir()  # another folder's: not this lock's to judge
+    with ReportFolder(Path("demo-report")) as folder:
+        folder.commit()
+    assert sorted(p.name for p in in_tmp.iterdir()) == [".other-report.new-xyz", "demo-report"]
+
+
 def test_the_lock_refuses_a_second_writer_and_is_gone_after(in_tmp: Path) -> None:
     with ReportFolder(Path("demo-report")), pytest.raises(ReportFolderError, match=f"pid {os.getpid()}"), \
             ReportFolder(Path("demo-report")):
