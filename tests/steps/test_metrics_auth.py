@@ -23,7 +23,7 @@ from steps.gateways.metrics import MetricsGateway, MetricsUnavailable
 
 def _pair(tmp: Path) -> tuple[Path, Path, Path]:
     """A CA and a serving certificate for 127.0.0.1 signed by it: (ca.crt, tls.crt, tls.key)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-service-ca")])
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
