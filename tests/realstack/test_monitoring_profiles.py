@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -346,6 +347,25 @@ def _rule_file(cluster: RealCluster, namespace: str, configmap: str, rule_namesp
     return texts[0]
 
 
+def _query_as_a_pod(cluster: RealCluster, tmp: Path, url: str, token: str, ca: Path, promql: str) -> str:
+    """The steps' MetricsGateway query at the overlay's URL, as a pod makes it: the Service name resolved (an
+    /etc/hosts of its own: the querier's address), the token from its file, the service CA from its file."""
+    from gpuaas.cluster.monitoring_pods import hosts_file, with_hosts
+    from gpuaas.cluster.prometheus_operator import cluster_names
+
+    token_file = tmp / f"token-{len(token)}"
+    token_file.write_text(token)
+    hosts = hosts_file(tmp / "etc-hosts", cluster_names(profiles.OPENSHIFT, cluster.state_dir))
+    script = ("import sys\nfrom steps.gateways.metrics import MetricsGateway\n"
+              "try:\n    found = MetricsGateway(sys.argv[1], token_file=sys.argv[2], ca_file=sys.argv[3], retries=0)"
+              ".query(sys.argv[4])\n    print(f'GPU series: {len(found)}')\n"
+              "except Exception as error:\n    print(f'{type(error).__name__}: {error}')\n")
+    done = subprocess.run(with_hosts([sys.executable, "-c", script, url, str(token_file) if token else "", str(ca),
+                                      promql], hosts), cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    return done.stdout + done.stderr
+
+
 def _token(cluster: RealCluster, namespace: str, account: str) -> str:
     return cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
 
@@ -353,13 +373,11 @@ def _token(cluster: RealCluster, namespace: str, account: str) -> str:
 def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_querier(
         openshift: RealCluster, receiver: Receiver, tmp_path: Path) -> None:
     from gpuaas.cluster import openshift_platform as osp
-    from steps.gateways.metrics import MetricsGateway
 
     core, apps = client.CoreV1Api(openshift.admin), client.AppsV1Api(openshift.admin)
     custom, batch = client.CustomObjectsApi(openshift.admin), client.BatchV1Api(openshift.admin)
     status = openshift.cluster.status()
-    querier, ruler = status["endpoints"]["thanos-querier"], status["endpoints"][
-        f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
+    ruler = status["endpoints"][f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
 
     # cluster-monitoring-operator's translation of the install's ConfigMap (its stand-in): gpuaas exempt from the
     # enforcement of Thanos Ruler, the user-workload Alertmanager reading AlertmanagerConfigs.
@@ -381,9 +399,9 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     enforced = eventually(lambda: _rule_file(openshift, osp.UWM, configmap, "team-b"), timeout_s=60,
                           what="the operator's Thanos Ruler rule file for team-b")
     assert 'namespace="team-b"' in enforced and 'namespace="gpuaas"' not in ours.split("labels:")[0], ours[:800]
-    groups = eventually(lambda: (g := _rule_groups(ruler)) >= {obs.RULE_GROUP, "gpuaas-gpu-health"} and g,
-                        timeout_s=120, what="Thanos Ruler (stand-in) evaluating the product's groups")
-    assert any(g.startswith("enforced-") for g in groups), groups
+    eventually(lambda: (g := _rule_groups(ruler)) >= {obs.RULE_GROUP, "gpuaas-gpu-health",
+                                                       f"enforced-{obs.RULE_GROUP}"} and g,
+               timeout_s=120, what="Thanos Ruler (stand-in) evaluating the product's groups and the probe's")
 
     # alertmanager-main (the operator's config from CMO's Secret) reads no AlertmanagerConfig; the user-workload
     # Alertmanager does, with the OnNamespace matcher.
@@ -427,15 +445,11 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     ca = tmp_path / "service-ca.crt"
     ca.write_text(eventually(lambda: (core.read_namespaced_config_map("gpuaas-prometheus-ca", "gpuaas").data or {})
                              .get("service-ca.crt"), timeout_s=60, what="the service CA injected into gpuaas-prometheus-ca"))
-    for token, expected in (("", "401"), (_token(openshift, "gpuaas", "gpuaas-eventsources"), "403")):
-        path = tmp_path / "token"
-        path.write_text(token)
-        with pytest.raises(Exception, match=expected):
-            MetricsGateway(querier, token_file=str(path) if token else "", ca_file=str(ca), retries=0).query("vector(1)")
-    steps_token = tmp_path / "steps-token"
-    steps_token.write_text(_token(openshift, "gpuaas", "gpuaas-steps"))
-    assert MetricsGateway(querier, token_file=str(steps_token), ca_file=str(ca), retries=0).query(
-        'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}'), "the steps' query through thanos-querier found no GPU series"
+    url = core.read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data["GPUAAS_PROMETHEUS_URL"]
+    for token, expected in (("", "401"), (_token(openshift, "gpuaas", "gpuaas-eventsources"), "403"),
+                            (_token(openshift, "gpuaas", "gpuaas-steps"), "GPU series: [1-9]")):
+        answer = _query_as_a_pod(openshift, tmp_path, url, token, ca, 'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}')
+        assert re.search(expected, answer), (expected, answer)
 
     # KEDA's ScaledObject for a server, made by on-admitted with the overlay's settings, authenticates.
     settings = core.read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data
