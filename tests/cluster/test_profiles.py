@@ -49,6 +49,6 @@ def test_openshift_enforces_every_other_user_namespace_and_alertmanager_main_rea
 def test_every_transcribed_setting_names_its_file_and_commit() -> None:
     for profile in profiles.PROFILES.values():
         for source in [*(e.source for e in profile.evaluators), *(r.source for r in profile.routers),
-                       *(s.source for s in profile.admin_settings), *((profile.kueue.source if profile.kueue else ()))]:
+                       *(s.source for s in profile.admin_settings), *(profile.kueue.source if profile.kueue else ())]:
             if profile.operator_managed:
                 assert source is not None and len(source.commit) >= 6 and source.path, (profile.name, source)
