@@ -49,8 +49,10 @@ HERE = Path(__file__).resolve().parent
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the tier; in a shard's process keep only that shard's tests; run the demo first.
 
-    Why the demo first: its story needs 11 of the 12 KWOK GPUs at once, so it runs before any other
-    test on its cluster has taken some (tests/realstack/test_demo_real.py)."""
+    Why the demo first: its story needs 11 of the 12 KWOK GPUs at once, so it runs before any other test on
+    its cluster has taken some (tests/realstack/test_demo_real.py). Why test_least_privilege's Argo test last:
+    it judges the audit log of the requests the other Argo tests made the product's pods send, so the Argo
+    tests share one shard (one cluster) and it ends it."""
     slots = [index for index, item in enumerate(items) if HERE in Path(str(item.fspath)).resolve().parents]
     tier = [items[index] for index in slots]
     shards = _SHARDS
@@ -62,8 +64,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             shards[item.nodeid] = real_shards.shard_of(marker.args if marker else None, fixtures)
         except ValueError as error:
             raise pytest.UsageError(f"{item.nodeid}: {error}") from None
-    ordered = sorted(tier, key=lambda item: ("argo_cluster" not in getattr(item, "fixturenames", ()),
-                                             Path(str(item.fspath)).name != "test_demo_real.py"))
+
+    def argo(item: pytest.Item) -> bool:
+        return "argo_cluster" in getattr(item, "fixturenames", ())
+
+    ordered = sorted(tier, key=lambda item: (not argo(item), Path(str(item.fspath)).name != "test_demo_real.py",
+                                             argo(item) and Path(str(item.fspath)).name == "test_least_privilege.py"))
     for index, item in zip(slots, ordered, strict=True):
         items[index] = item
     if selected := os.environ.get(real_shards.SHARD_ENV):

@@ -12,7 +12,8 @@ A test's shard is decided from what it uses, so a new test lands in one without 
 - the marker `real_shard("NAME")` when it has one: a module that would make its stack's shard the
   longest takes a stack of its own (`pytestmark = pytest.mark.real_shard("argo-demo")`);
 - else the stack it asks for, directly or through other fixtures (pytest's fixture closure):
-  `argo` (argo_cluster), `cluster` (real_cluster), `node` (real_node or control_plane), `nostack`.
+  `argo` (argo_cluster), `cluster` (real_cluster), `node` (real_node or control_plane), else `other`
+  (tests that start stacks of their own, such as each monitoring profile's cluster, or need none).
 
 Why processes rather than pytest-xdist: a shard is exactly the tests that share one session-scoped
 stack, and a stack costs 3-5 GiB. xdist's `loadgroup` keeps a group on one worker, but a worker
@@ -50,7 +51,7 @@ PLAN_ENV = "GPUAAS_REAL_SHARD_PLAN"
 MARKER = "real_shard"
 STACKS = (("argo", ("argo_cluster",)), ("cluster", ("real_cluster",)), ("node", ("real_node", "control_plane")))
 """Shard by stack, in order of precedence: the first whose fixtures a test uses."""
-NO_STACK = "nostack"
+NO_STACK = "other"
 REUSE = {"argo_cluster": "GPUAAS_REAL_ARGO_CLUSTER", "real_cluster": "GPUAAS_REAL_CLUSTER"}
 CHECKOUT = Path(__file__).resolve().parents[2]
 TIER = "tests/realstack"
