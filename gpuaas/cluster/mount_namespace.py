@@ -37,7 +37,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,17 +56,6 @@ USERS_LOCK = Path("/run/lock/gpuaas-nodes.lock")
 """Held shared by every running node: whoever can take it exclusively is the only (last) node."""
 JOIN_LOCK = Path("/run/lock/gpuaas-nodes.join.lock")
 """Held exclusively while a node joins or leaves; its content records what the first node changed."""
-LEGACY_LOCK = Path("/run/lock/gpuaas-kubelet.lock")
-"""The one-node-per-machine lock of earlier versions, which take it exclusively for a node's whole life.
-A node of this version that listens on an address such a node also listens on (the fixed ClusterIPs
-every `gpuaas cluster up` gives its Services: LEGACY_ADDRESSES) holds it shared: it runs beside the
-nodes of this version but never beside an earlier version's node, which binds those addresses on
-every device (so that one's listener and this one's would refuse each other). Needed only while
-checkouts of an earlier version run on the machine."""
-LEGACY_ADDRESSES = frozenset({("10.96.0.1", 443), ("10.96.0.42", 4222), ("10.96.0.90", 9090)})
-"""(ClusterIP, port) an earlier version's node binds on every device: the `kubernetes` Service of `gpuaas
-cluster up` and gpuaas.cluster.services' NATS and Prometheus."""
-
 
 class NamespaceError(RuntimeError):
     """The node's mount namespace could not be made or entered; the message says which command failed."""
@@ -120,40 +108,13 @@ class MachineShare:
     leaving releases its shared lock with its process; the next last node to leave cleans up for it.
     """
 
-    def __init__(self, paths: tuple[Path, ...] = PRIVATE_PATHS, legacy_timeout: float = 600.0) -> None:
+    def __init__(self, paths: tuple[Path, ...] = PRIVATE_PATHS) -> None:
         self.paths = paths
-        self.legacy_timeout = legacy_timeout
         self._users: int | None = None
-        self._legacy: int | None = None
 
-    def _hold_legacy_lock(self) -> None:
-        """LEGACY_LOCK shared: wait (saying so once) while a node of an earlier version holds it."""
-        LEGACY_LOCK.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(LEGACY_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        started, told = time.monotonic(), False
-        while True:
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = os.pread(descriptor, 80, 0).decode(errors="replace").strip() or "a node of an earlier version"
-                if time.monotonic() - started > self.legacy_timeout:
-                    os.close(descriptor)
-                    raise NamespaceError(f"{holder} still holds {LEGACY_LOCK} after {self.legacy_timeout:.0f}s: a node "
-                                         "of an earlier gpuaas version needs the machine to itself; stop it first") from None
-                if not told:
-                    print(f"waiting up to {self.legacy_timeout:.0f}s for {LEGACY_LOCK}, held by {holder} (a node of "
-                          "an earlier gpuaas version runs alone)", file=sys.stderr, flush=True)
-                    told = True
-                time.sleep(1)
-        self._legacy = descriptor
-
-    def join(self, *, exclude_legacy: bool = True) -> None:
-        """Take this node's share; with `exclude_legacy`, first wait until no earlier version's node runs."""
+    def join(self) -> None:
         if self._users is not None:
             return
-        if exclude_legacy:
-            self._hold_legacy_lock()
         with _exclusive(JOIN_LOCK) as join:
             users = os.open(USERS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -161,7 +122,6 @@ class MachineShare:
                 fcntl.flock(users, fcntl.LOCK_SH)  # no one else holds it exclusively: that needs JOIN_LOCK
             except BaseException:
                 os.close(users)
-                self._release_legacy_lock()
                 raise
             self._users = users
             record = _read_record(join)
@@ -176,14 +136,8 @@ class MachineShare:
                         record["created"].append(str(folder))
             _write_record(join, record)
 
-    def _release_legacy_lock(self) -> None:
-        if self._legacy is not None:
-            os.close(self._legacy)
-            self._legacy = None
-
     def leave(self) -> None:
         if self._users is None:
-            self._release_legacy_lock()
             return
         with _exclusive(JOIN_LOCK) as join:
             os.close(self._users)
@@ -203,7 +157,6 @@ class MachineShare:
                 _write_record(join, {"created": [], "tunables": {}})
             finally:
                 os.close(users)
-                self._release_legacy_lock()
 
 
 def _try_exclusive(descriptor: int) -> bool:

@@ -49,7 +49,7 @@ import yaml
 
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.debian import ToolMissing, cni_plugin_dir, debian_tool
-from gpuaas.cluster.mount_namespace import LEGACY_ADDRESSES, MachineShare, MountNamespace, NamespaceError
+from gpuaas.cluster.mount_namespace import MachineShare, MountNamespace, NamespaceError
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 NETWORK_LOCK = Path("/run/lock/gpuaas-nodes.network.lock")
@@ -496,7 +496,7 @@ class ForwardedService:
             int(upstream_port)
             return cls(ip, int(port), upstream)
         except ValueError:
-            raise NodeError(f"--forward: expected CLUSTER_IP:PORT=HOST:PORT (10.96.0.42:4222=127.0.0.1:40123), "
+            raise NodeError(f"--forward: expected CLUSTER_IP:PORT=HOST:PORT (10.97.0.42:4222=127.0.0.1:40123), "
                             f"found {text!r}") from None
 
 
@@ -661,8 +661,7 @@ class Node:
         self.started_at = time.monotonic()
         try:
             services = self._forwarded_services()
-            self.share.join(exclude_legacy=any((service.cluster_ip, service.port) in LEGACY_ADDRESSES
-                                               for service in services))
+            self.share.join()
             self.network = self.network or NodeNetwork.choose()
             if not self.network.exists():
                 self.network.create()

@@ -15,6 +15,7 @@ a monitoring profile (`up --monitoring`) the Prometheus Operator makes `promethe
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,8 +49,21 @@ class LocalService:
                          "ports": [{"name": "main", "port": self.port, "protocol": "TCP"}]}}
 
 
-PROMETHEUS = LocalService("monitoring", "gpuaas-stack-prometheus", "10.96.0.90", 9090, "prometheus", "")
-NATS = LocalService("argo-events", "eventbus-nats", "10.96.0.42", 4222, "nats", "events")
+SERVICE_RANGE = ipaddress.ip_network("10.97.0.0/16")
+"""The stack's Service range (kube-apiserver's --service-cluster-ip-range). Not Kubernetes' usual 10.96.0.0/16:
+the nodes of earlier versions of this stack listen on that range's addresses on every device, which a
+node of this version (listening on its bridge only) and they would refuse each other; on another
+range they run side by side (docs/real-stack-pods.md)."""
+KUBERNETES = str(SERVICE_RANGE.network_address + 1)
+"""The `kubernetes` Service's ClusterIP: the range's first address, as the API server allocates it."""
+
+
+def _address(host: int) -> str:
+    return str(SERVICE_RANGE.network_address + host)
+
+
+PROMETHEUS = LocalService("monitoring", "gpuaas-stack-prometheus", _address(90), 9090, "prometheus", "")
+NATS = LocalService("argo-events", "eventbus-nats", _address(42), 4222, "nats", "events")
 SERVICES = (PROMETHEUS, NATS)
 
 

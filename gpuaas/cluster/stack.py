@@ -65,7 +65,7 @@ from gpuaas.upstream import pins
 
 KUEUE = "sigs.k8s.io/kueue"
 KEDA = "github.com/kedacore/keda/v2"
-SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_CIDR = str(services.SERVICE_RANGE)
 KWOK_POD_CIDR = "10.245.0.0/16"
 """Pod IPs KWOK hands its fake pods: apart from 10.244.0.0/16, where the real node's pods get theirs."""
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -191,7 +191,13 @@ class Cluster:
                                     if port_free(port)},  # the same ports keep a user's KUBECONFIG valid
                              parts=[part for part in PARTS if part in parts],
                              idle_rule={"window": idle_rule.window, "for": idle_rule.for_} if "events" in parts
-                             else {}, monitoring=monitoring)
+                             else {}, monitoring=monitoring, service_range=SERVICE_CIDR)
+        etcd_data = self.state_dir / "etcd"
+        if previous is not None and previous.service_range != SERVICE_CIDR and etcd_data.exists():
+            # Its Services hold ClusterIPs of another range (immutable): the cluster starts from an empty etcd.
+            self.progress(f"the state dir's etcd holds Services of the range {previous.service_range or '10.96.0.0/16'} "
+                          f"(an earlier version); starting from an empty etcd in {SERVICE_CIDR}")
+            shutil.rmtree(etcd_data)
         self.idle_rule = idle_rule
         self.state = state
         self.deadline = time.monotonic() + timeout_s
@@ -295,7 +301,7 @@ class Cluster:
         self.apiserver_cert = certificates.issue(
             self.ca, pki, "apiserver", "kube-apiserver", server=True,
             dns_names=("localhost", *certificates.service_dns_names("kubernetes", "default")),
-            ip_addresses=("127.0.0.1", "10.96.0.1"))
+            ip_addresses=("127.0.0.1", services.KUBERNETES))
         self.keda_cert = certificates.issue(
             self.ca, pki, "keda", "keda", server=True, client=True,
             dns_names=("localhost", *certificates.service_dns_names("keda-admission-webhooks", "keda"),

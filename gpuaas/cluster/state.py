@@ -86,6 +86,8 @@ class ClusterState:
     """With the events part: the window and `for` of the stack's GPUWorkloadIdle rule (gpuaas.cluster.alerting)."""
     monitoring: str = "plain"
     """The monitoring profile (`up --monitoring`, gpuaas.cluster.profiles)."""
+    service_range: str = ""
+    """The API server's Service range its etcd holds Services of ("": an earlier version's, 10.96.0.0/16)."""
 
     @property
     def directory(self) -> Path:

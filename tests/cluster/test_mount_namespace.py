@@ -9,7 +9,6 @@ the locks and /proc/sys are redirected into tmp_path.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from gpuaas.cluster.mount_namespace import KUBELET_TUNABLES, MachineShare
 def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(mount_namespace, "USERS_LOCK", tmp_path / "lock" / "nodes.lock")
     monkeypatch.setattr(mount_namespace, "JOIN_LOCK", tmp_path / "lock" / "nodes.join.lock")
-    monkeypatch.setattr(mount_namespace, "LEGACY_LOCK", tmp_path / "lock" / "kubelet.lock")
     sysctl = tmp_path / "proc-sys"
     for name in KUBELET_TUNABLES:
         (sysctl / name).parent.mkdir(parents=True, exist_ok=True)
@@ -119,38 +117,3 @@ def test_leave_without_join_and_twice_does_nothing(machine: Path) -> None:
     share.leave()
     assert not any(path.exists() for path in _paths(machine))
 
-
-def test_nodes_of_this_version_share_the_legacy_lock_and_an_earlier_version_s_node_waits(machine: Path) -> None:
-    """An earlier version's node takes the old one-node lock exclusively for its whole life: never beside ours."""
-    first, second = MachineShare(_paths(machine)), MachineShare(_paths(machine))
-    first.join()
-    second.join()  # both hold it shared
-    legacy = os.open(machine / "lock" / "kubelet.lock", os.O_RDWR)
-    try:
-        with pytest.raises(BlockingIOError):
-            fcntl.flock(legacy, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        first.leave()
-        second.leave()
-        fcntl.flock(legacy, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once ours left
-        os.pwrite(legacy, b"pid 1 node gpuaas-node\n", 0)
-        waiting = MachineShare(_paths(machine), legacy_timeout=0.5)
-        with pytest.raises(mount_namespace.NamespaceError) as refused:
-            waiting.join()
-        assert "pid 1 node gpuaas-node" in str(refused.value)
-        assert not any(path.exists() for path in _paths(machine))  # refused before it changed anything
-    finally:
-        os.close(legacy)
-
-
-def test_a_node_that_listens_on_no_address_an_earlier_version_binds_runs_beside_it(machine: Path) -> None:
-    """Nodes of the real tier's own control plane use a Service range of their own: nothing to refuse."""
-    (machine / "lock").mkdir(exist_ok=True)
-    legacy = os.open(machine / "lock" / "kubelet.lock", os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(legacy, fcntl.LOCK_EX | fcntl.LOCK_NB)  # an earlier version's node runs
-        share = MachineShare(_paths(machine), legacy_timeout=0.5)
-        share.join(exclude_legacy=False)
-        assert all(path.is_dir() for path in _paths(machine))
-        share.leave()
-    finally:
-        os.close(legacy)

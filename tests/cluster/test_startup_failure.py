@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
@@ -101,3 +102,28 @@ def test_apply_fails_at_once_on_a_refusal_and_after_three_timeouts(tmp_path: Pat
     with pytest.raises(ClusterError, match="context deadline exceeded"):
         cluster.apply([{"kind": "Namespace"}], "namespaces")
     assert len(calls) == 3
+
+
+def test_a_state_dir_of_an_earlier_service_range_starts_from_an_empty_etcd(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its Services' ClusterIPs (immutable) are of the range earlier versions used: kept, `up` would fail applying
+    the stack's Services; so the etcd data goes, and the line says why."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name, body in (("etcd", "exec sleep 300"), ("kube-apiserver", "exit 1")):
+        (fake / name).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / name).chmod(0o755)
+    monkeypatch.setattr(stack, "program", lambda component, name: fake / name)
+    monkeypatch.setattr(stack.readiness, "http_ok",
+                        lambda url, **_: lambda: None if url.endswith("/health") else f"GET {url}: refused")
+    state_dir = tmp_path / "state"
+    (state_dir / "etcd" / "member").mkdir(parents=True)
+    (state_dir / "state.json").write_text(json.dumps({"state_dir": str(state_dir), "phase": "stopped"}))
+    lines: list[str] = []
+    with pytest.raises(ClusterError):
+        Cluster(state_dir, progress=lines.append).up(timeout_s=30)
+    assert not (state_dir / "etcd" / "member").exists()
+    assert any("range 10.96.0.0/16 (an earlier version); starting from an empty etcd in 10.97.0.0/16" in line
+               for line in lines), lines
+    state = ClusterState.load(state_dir)
+    assert state is not None and state.service_range == "10.97.0.0/16"

@@ -78,7 +78,7 @@ class WorkflowController:
         core = client.CoreV1Api(api_client)
         # Metrics on a free loopback port: upstream's default is every address's :9090, which any other
         # listener on a 9090 of this machine refuses (seen: a cluster's node forwarding Prometheus's
-        # ClusterIP 10.96.0.90:9090, in a real-tier shard beside this one: "bind: address already in use").
+        # ClusterIP 10.97.0.90:9090, in a real-tier shard beside this one: "bind: address already in use").
         metrics = yaml.safe_dump({"enabled": True, "path": "/metrics", "port": free_port(), "secure": False})
         body = {"metadata": {"name": "workflow-controller-configmap"}, "data": {"metricsConfig": metrics}}
         try:

@@ -100,8 +100,9 @@ class ControlPlane:
         self.processes.append((name, process, log))
 
     def start(self, timeout: float = 60.0) -> None:
-        # A random /24 in 10.100.0.0/14 for Services: clear of the usual 10.96.0.0/16, and two test
-        # clusters on one machine (rarely) share a ClusterIP.
+        # A random /24 in 10.100.0.0/14 for Services: clear of the usual 10.96.0.0/16 and `gpuaas cluster up`'s
+        # 10.97.0.0/16; two test clusters on one machine (rarely) share a ClusterIP, which each node serves on
+        # its own bridge (gpuaas.cluster.node.ServiceForwarder).
         if not self.service_cidr:
             subnet = list(ipaddress.ip_network("10.100.0.0/14").subnets(new_prefix=24))
             self.service_cidr = str(subnet[secrets.randbelow(len(subnet))])

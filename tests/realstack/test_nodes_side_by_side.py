@@ -34,8 +34,8 @@ from tests.realstack.control_plane import ControlPlane
 pytestmark = pytest.mark.realstack
 
 STEP_IMAGE = "gpuaas.local/gpuaas-step:dev"
-SHARED_CLUSTER_IP = "10.96.0.177"
-"""One Service address both nodes forward, each to a program of its own (as each cluster's NATS is 10.96.0.42)."""
+SHARED_CLUSTER_IP = "10.97.0.177"
+"""One Service address both nodes forward, each to a program of its own (as each cluster's NATS is 10.97.0.42)."""
 SHARED_PORT = 8080
 SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
 
