@@ -385,6 +385,9 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     custom, batch = client.CustomObjectsApi(openshift.admin), client.BatchV1Api(openshift.admin)
     status = openshift.cluster.status()
     ruler = status["endpoints"][f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
+    proxy_log = Path(next(c["log"] for c in status["components"] if c["name"] == "webhook-proxy"))
+    proxy_log_start = proxy_log.stat().st_size if proxy_log.exists() else 0
+    """Where this test's POSTs begin: a reused cluster ($GPUAAS_REAL_KPS_CLUSTER) holds an earlier run's."""
 
     # cluster-monitoring-operator's translation of the install's ConfigMap (its stand-in): gpuaas exempt from the
     # enforcement of Thanos Ruler, the user-workload Alertmanager reading AlertmanagerConfigs.
@@ -436,10 +439,13 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
                                  and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT],
                         timeout_s=240, what="GPUWorkloadIdle firing in Thanos Ruler for the idle server")
     assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
-    proxy_log = Path(next(c["log"] for c in status["components"] if c["name"] == "webhook-proxy"))
-    eventually(lambda: [line for line in proxy_log.read_text(errors="replace").splitlines()
+    # Up to 300 s, as for kube-prometheus-stack: the route exists only once the config-reloader reloads the
+    # operator's regenerated Secret, and it may take its --watch-interval poll (3 min by default) to do so (seen:
+    # the AlertmanagerConfig applied about 16:07:20, the reload and the first POST at 16:08:31, 3 min after the
+    # reloader started watching; the alert had been firing in the Alertmanager since 16:06:19).
+    eventually(lambda: [line for line in proxy_log.read_bytes()[proxy_log_start:].decode(errors="replace").splitlines()
                         if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
-               timeout_s=120, what="the user-workload Alertmanager POSTing GPUWorkloadIdle with the token")
+               timeout_s=300, what="the user-workload Alertmanager POSTing GPUWorkloadIdle with the token")
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
     try:
         eventually(lambda: [a for a in receiver.alerts() if a["labels"].get("alertname") == "GPUXidError"],
