@@ -124,3 +124,58 @@ def test_an_owner_chain_without_the_kinds_object_is_missing_evidence(kind: str, 
                                                                      says: str) -> None:
     found = evidence(chain, IdleSettings(kind=kind), kind)
     assert found.done is None and found.reason == says
+
+
+# -- the kinds' metrics in Prometheus: a failing Prometheus is not missing evidence ------------------------------
+@contextmanager
+def prometheus_rejecting() -> Iterator[str]:
+    """A stand-in for Prometheus' HTTP API that rejects every query (400, its error shape)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"status": "error", "errorType": "bad_data", "error": "parse error"}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def metrics_evidence(url: str, kind: str) -> Any:
+    from steps.gateways.metrics import MetricsGateway
+
+    context = Context()
+    context.metrics = MetricsGateway(url, timeout_seconds=2, retries=0)
+    settings = IdleSettings(window_seconds=1800, kind=kind, progress_metric="train_steps_total")
+    return read_evidence(context, kind, settings, OwnerChain(), "team-a", ("w-0",), NOW)
+
+
+@pytest.mark.parametrize("kind", ["serving", "training"])
+def test_prometheus_unreachable_for_the_kinds_metrics_is_retried_like_gpu_activity(kind: str) -> None:
+    """The step has just read GPU activity from the same Prometheus: a failure now is transient, and
+    reading it as missing evidence would let `withoutSignal: gpu` release on GPU activity alone."""
+    from steps.gateways.metrics import MetricsUnavailable
+
+    with pytest.raises(MetricsUnavailable):
+        metrics_evidence(f"http://127.0.0.1:{closed_port()}", kind)
+
+
+@pytest.mark.parametrize(("kind", "says"), [("serving", "the request metrics could not be read: Prometheus at"),
+                                            ("training", "train_steps_total could not be read: Prometheus at")])
+def test_a_query_prometheus_rejects_is_missing_evidence(kind: str, says: str) -> None:
+    with prometheus_rejecting() as url:
+        found = metrics_evidence(url, kind)
+    assert found.done is None and found.reason.startswith(says) and "rejected the query" in found.reason
