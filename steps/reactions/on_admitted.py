@@ -17,7 +17,9 @@ plan (pure):
   the tenant's idle window and minimum runtime. Owner reference to the owner (garbage collected with
   it), label gpuaas.io/managed-by=gpuaas. A tenant's own ScaledObject on the same target is
   respected (KEDA allows one per target), and so is any other HorizontalPodAutoscaler on it (e.g.
-  KServe's: KEDA's webhook refuses a ScaledObject for a target an HPA scales);
+  KServe's: KEDA's webhook refuses a ScaledObject for a target an HPA scales); a server Knative scales
+  (a Deployment controlled by a Knative Revision: KServe Serverless) gets none: Knative takes it to
+  zero itself, and the record says so;
 - for other kinds: record the release strategy on-idle will use (no write).
 """
 
@@ -198,6 +200,9 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     if exempt:
         return Plan((), (*reasons, f"{exempt} is annotated gpuaas.io/idle-policy: exempt: no idle handling"),
                     Outcome.SKIPPED_BY_POLICY, metrics)
+    if state.owners.knative:
+        return Plan((), (*reasons, (f"{state.owners.knative}: Knative scales it to zero itself; gpuaas makes no "
+                                    "ScaledObject and never patches its replicas")), Outcome.NO_OP, metrics)
     if target is None or desired is None:
         return Plan((), (*reasons, "owner is not scaled by KEDA; on-idle applies the release strategy"),
                     Outcome.NO_OP, metrics)
