@@ -123,7 +123,7 @@ def test_versions_come_from_build_info_or_the_crds_when_no_deployment_is_visible
 # -- Argo Workflows and Argo Events running the product ---------------------------------------------
 @pytest.mark.parametrize(("change", "check", "words", "fix"), [
     (lambda f: f.argo_config.__setitem__("instanceID", "team-x"), "argo-workflows.namespace", "instanceID 'team-x'",
-     "remove instanceID"),
+     '"path":"/data/instanceID"'),
     (_controller("argo-workflows", args=("workflow-controller", "--namespaced", "--managed-namespace", "ml")),
      "argo-workflows.namespace", "namespaced to ml", "--managed-namespace gpuaas"),
     (_set("workflows", [WorkflowFact("gpuaas-on-idle-abc", "gpuaas-on-idle", 600.0, "")]), "argo-workflows.namespace",

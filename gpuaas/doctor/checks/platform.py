@@ -16,6 +16,8 @@ separately, which gpuaas also uses).
 
 from __future__ import annotations
 
+import json
+
 from gpuaas.doctor.facts import Facts
 from gpuaas.doctor.findings import Finding, Skipped, ok, warn
 
@@ -48,10 +50,15 @@ def kserve_finding(facts: Facts) -> Finding | Skipped:
         if knative:
             summary += f" ({len(knative)} now)"
         if kserve.default_mode in KNATIVE_MODES and not kserve.knative_serving:
+            fix = ("kubectl patch datasciencecluster <name> --type=merge -p '{\"spec\":{\"components\":{\"kserve\":"
+                   "{\"defaultDeploymentMode\":\"RawDeployment\"}}}}'   # or install OpenShift Serverless (Knative)")
+            if facts.pipelines.installed is False and kserve.config_source.startswith("ConfigMap "):
+                cm_ns, cm_name = kserve.config_source.removeprefix("ConfigMap ").split("/", 1)
+                deploy = json.dumps(json.dumps({"defaultDeploymentMode": "RawDeployment"}))
+                fix = (f"kubectl -n {cm_ns} patch configmap {cm_name} --type=merge -p '{{\"data\":{{\"deploy\":{deploy}}}}}'"
+                       "   # or install Knative Serving")
             return warn(check, summary + "; and Knative Serving's CRDs are missing, so new Serverless "
-                                         "InferenceServices will not start",
-                        "install OpenShift Serverless (Knative Serving), or make RawDeployment the default "
-                        "(DataScienceCluster spec.components.kserve.defaultDeploymentMode: RawDeployment)", *details)
+                                         "InferenceServices will not start", fix, *details)
         details.append("to have gpuaas scale a server to zero when idle: create it with the annotation "
                        "serving.kserve.io/deploymentMode: RawDeployment (the mode cannot change later)")
         return ok(check, summary, *details)

@@ -73,13 +73,15 @@ def argo_namespace_finding(facts: Facts) -> Finding | Skipped:
         return Skipped(check, not_installed(facts, "workflows.argoproj.io") or "")
     ns = facts.namespace
     instance_id = str(facts.argo_config.get("instanceID") or "")
-    where = facts.argo_config.get("source", "the workflow-controller ConfigMap")
+    where = facts.argo_config.get("source", "ConfigMap argo/workflow-controller-configmap")
     if instance_id:
+        cm_ns, cm_name = where.removeprefix("ConfigMap ").split("/", 1)
         return blocks(check, f"the workflow-controller runs with instanceID {instance_id!r} ({where}): it ignores "
                              "Workflows without the label workflows.argoproj.io/controller-instanceid, which the "
                              "product's Sensors do not set",
-                      f"remove instanceID from {where}, or run a second workflow-controller without one for "
-                      f"namespace {ns}")
+                      f"kubectl -n {cm_ns} patch configmap {cm_name} --type=json "
+                      "-p '[{\"op\":\"remove\",\"path\":\"/data/instanceID\"}]'"
+                      f"   # or run a second workflow-controller, without instanceID, for namespace {ns}")
     for controller in facts.controllers_of("argo-workflows"):
         args = list(controller.args)
         if "--namespaced" in args:

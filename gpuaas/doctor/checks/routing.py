@@ -220,7 +220,8 @@ def token_finding(facts: Facts) -> Finding | Skipped:
                       "apply the product's manifests: kubectl apply -k manifests/overlays/<yours>")
     secret_name, key = source.auth_secret  # type: ignore[misc]
     create = (f"kubectl -n {facts.namespace} create secret generic {secret_name} "
-              f"--from-literal={key}=\"$(openssl rand -hex 32)\"")
+              f"--from-literal={key}=\"$(openssl rand -hex 32)\""
+              "   # and give Alertmanager the same token (the AlertmanagerConfig's Secret, or its credentials file)")
     ours = facts.secrets.get(f"{facts.namespace}/{secret_name}")
     if ours is None or not ours.exists:
         return blocks(check, f"Secret {facts.namespace}/{secret_name} (the webhook EventSource's token) does not exist: "
