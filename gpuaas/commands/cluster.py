@@ -1,7 +1,7 @@
 """`gpuaas cluster`: build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on loopback.
 
     gpuaas cluster build                 # go install the pinned components into the cache (a cache hit the 2nd time)
-    gpuaas cluster up [--with node,argo,events | --with all] [--idle-window 30s]   # prints `export KUBECONFIG=...`
+    gpuaas cluster up [--with node,argo,events | --with all] [--idle-window 30s] [--monitoring PROFILE]   # prints `export KUBECONFIG=...`
     gpuaas cluster status [--output json]
     gpuaas cluster down
 
@@ -44,6 +44,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                   "root), argo (Argo Workflows, archive, Argo Server), events (Argo Events; implies node and "
                                   "argo), "
                                   "all")
+            sub.add_argument("--monitoring", default="plain", metavar="PROFILE",
+                             choices=("plain", "kube-prometheus-stack", "openshift"),
+                             help="who configures Prometheus and Alertmanager: plain (the stack writes their files; "
+                                  "default), kube-prometheus-stack or openshift (the Prometheus Operator, with that "
+                                  "platform's resources: docs/platforms.md)")
             sub.add_argument("--idle-window", default=None, metavar="DURATION",
                              help="with the events part: the window of the product's GPUWorkloadIdle rule in the "
                                   "stack's Prometheus (default 30s, to see the alert within a minute; `for` is a "
@@ -129,7 +134,7 @@ def _up(args: argparse.Namespace) -> int:
             print(f"gpuaas cluster up: {error}", file=sys.stderr)
             return 1
     try:
-        state = cluster.up(timeout_s=args.timeout, parts=parts,
+        state = cluster.up(timeout_s=args.timeout, parts=parts, monitoring=args.monitoring,
                            **({"idle_window": args.idle_window} if args.idle_window is not None else {}))
     except ClusterError as error:
         print(f"gpuaas cluster up: {error}", file=sys.stderr)

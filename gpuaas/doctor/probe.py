@@ -5,10 +5,11 @@ alert takes after Prometheus: Alertmanager's routing tree and matchers, the webh
 bearer token, the webhook EventSource, the gpuaas-on-idle Sensor and its filters, Argo Workflows in
 the product's namespace, the step image and the idle-alerts step. It is harmless by construction:
 
-- its namespace label is a name no tenant uses (`gpuaas-doctor-probe-<id>`) and its pod does not
-  exist, so idle-alerts resolves no pod, skips it ("pod gone") and nothing is released;
-- a fresh namespace value makes a fresh Alertmanager group, so it is sent after `group_wait` instead
-  of joining a group that already fired (which would wait a whole `group_interval`);
+- its labels are the rendered rule's (so it meets the same matchers), its workload's namespace a name
+  no tenant uses (`gpuaas-doctor-probe-<id>`) and its pod one that does not exist, so idle-alerts
+  resolves no pod, skips it ("pod gone") and nothing is released;
+- a fresh workload namespace makes a fresh Alertmanager group (the idle route groups by it), so it is
+  sent after `group_wait` instead of joining a group that already fired (a whole `group_interval`);
 - it carries no `severity`, so an admin's severity routes do not page anyone with it, and its
   annotations say it is a test; it ends (`endsAt`) a few minutes later on its own.
 
@@ -33,13 +34,19 @@ ON_IDLE = "gpuaas-on-idle"
 PROBE_LABEL = "gpuaas_probe"
 
 
-def probe_alert(probe_id: str) -> dict[str, str]:
-    return {"alertname": obs.ALERT_NAME, "namespace": f"gpuaas-doctor-probe-{probe_id}",
-            "pod": f"gpuaas-doctor-probe-{probe_id}", "gpuaas_reaction": "on-idle", PROBE_LABEL: probe_id}
+def probe_alert(probe_id: str, namespace: str = obs.DEFAULT_NAMESPACE) -> dict[str, str]:
+    """The rendered GPUWorkloadIdle's labels for a pod that does not exist, without `severity`."""
+    from gpuaas.doctor.checks.routing import alert_labels
+
+    workload_namespace = f"gpuaas-doctor-probe-{probe_id}"
+    labels = alert_labels(obs.idle_alert()["labels"], workload_namespace, namespace,
+                          pod=f"gpuaas-doctor-probe-{probe_id}")
+    labels.pop("severity", None)
+    return {"alertname": obs.ALERT_NAME, **labels, PROBE_LABEL: probe_id}
 
 
-def send(alertmanager: Http, probe_id: str, lifetime_s: float = 300.0) -> dict[str, str]:
-    labels = probe_alert(probe_id)
+def send(alertmanager: Http, probe_id: str, namespace: str, lifetime_s: float = 300.0) -> dict[str, str]:
+    labels = probe_alert(probe_id, namespace)
     now = datetime.now(UTC)
     alert = {"labels": labels,
              "annotations": {"summary": "gpuaas doctor probe: a test alert, nothing to do",
@@ -79,9 +86,9 @@ def run(kube: Kube, alertmanager: Http, namespace: str, *, timeout_s: float = 18
     say = progress or (lambda line: None)
     probe_id = secrets.token_hex(4)
     try:
-        labels = send(alertmanager, probe_id, lifetime_s=max(300.0, timeout_s + 60))
+        labels = send(alertmanager, probe_id, namespace, lifetime_s=max(300.0, timeout_s + 60))
     except Unreadable as error:
-        return ProbeResult(probe_alert(probe_id), alertmanager.url, False, str(error))
+        return ProbeResult(probe_alert(probe_id, namespace), alertmanager.url, False, str(error))
     say(f"probe {probe_id}: test alert sent to {alertmanager.url}; waiting up to {timeout_s:.0f}s for its "
         f"{ON_IDLE} run")
     started = time.monotonic()

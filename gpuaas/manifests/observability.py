@@ -32,12 +32,21 @@ from typing import Any
 
 from gpuaas.manifests import gpu_health
 from steps.gpu_key import ENGINE_ACTIVE, GPU_UTIL, by_gpu, whole_gpu_only
+from steps.reactions.idle_alerts import WORKLOAD_NAMESPACE_LABEL
 
 ALERT_NAME = "GPUWorkloadIdle"
 RULE_GROUP = "gpuaas-gpu"
 GPU_RESOURCE = "nvidia.com/gpu"
 KSM_GPU_RESOURCE = "nvidia_com_gpu"  # kube-state-metrics sanitises resource names
 TENANT_NAMESPACE_LABEL = "gpuaas.io/tenant"
+# WORKLOAD_NAMESPACE_LABEL (from the step, one name for the rule and the reaction that reads it):
+# The idle alert's label for the WORKLOAD's namespace. The alert's own `namespace` label is the PRODUCT's
+# namespace (where the PrometheusRule and the AlertmanagerConfig live): the Prometheus Operator's default
+# AlertmanagerConfig matcher strategy (`OnNamespace`, the one kube-prometheus-stack and OpenShift leave in
+# place) adds `namespace="<the AlertmanagerConfig's namespace>"` to the product's route, and OpenShift's
+# user-workload monitoring forces `namespace="<the rule's namespace>"` onto every alert of a PrometheusRule
+# (prometheus-operator pkg/namespacelabeler). An alert that names the product's namespace is routed by the
+# operator's defaults on every platform, with the fewest cluster-wide changes (docs/platforms.md).
 DEFAULT_EXPORTER_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator")
 RUNBOOK_URL = "https://github.com/gpuaas/gpuaas/blob/main/docs/observability.md#the-alert-gpuworkloadidle"
 
@@ -159,13 +168,15 @@ def recording_rules(exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAME
 
 
 def idle_alert(window: str = "30m", for_: str = "5m", threshold: float = 0.05,
-               severity: str = "warning") -> dict[str, Any]:
-    """The alert the on-idle reaction acts on. Labels `namespace`/`pod` are the WORKLOAD's pod."""
+               severity: str = "warning", product_namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+    """The alert the on-idle reaction acts on: `workload_namespace`/`pod` are the WORKLOAD's pod, `namespace`
+    the product's (WORKLOAD_NAMESPACE_LABEL says why)."""
     return {
         "alert": ALERT_NAME,
         "expr": idle_alert_expr(window, threshold),
         "for": for_,
-        "labels": {"severity": severity, "gpuaas_reaction": "on-idle"},
+        "labels": {"severity": severity, "gpuaas_reaction": "on-idle", "namespace": product_namespace,
+                   WORKLOAD_NAMESPACE_LABEL: "{{ $labels.namespace }}"},
         "annotations": {
             "summary": "GPUs of pod {{ $labels.namespace }}/{{ $labels.pod }} idle for " + window,
             "description": (
@@ -180,7 +191,7 @@ def idle_alert(window: str = "30m", for_: str = "5m", threshold: float = 0.05,
 
 
 def rule_groups(window: str = "30m", for_: str = "5m", threshold: float = 0.05, *,
-                interval: str | None = None,
+                interval: str | None = None, product_namespace: str = DEFAULT_NAMESPACE,
                 exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES,
                 health: gpu_health.HealthSettings = gpu_health.DEFAULT_SETTINGS) -> dict[str, Any]:
     """A plain Prometheus rule file (`promtool`, the local engine): `{"groups": [...]}`.
@@ -191,8 +202,9 @@ def rule_groups(window: str = "30m", for_: str = "5m", threshold: float = 0.05, 
     group: dict[str, Any] = {"name": RULE_GROUP}
     if interval:
         group["interval"] = interval
-    group["rules"] = [*recording_rules(exporter_namespaces), idle_alert(window, for_, threshold)]
-    return {"groups": [group, gpu_health.rule_group(health, interval)]}
+    group["rules"] = [*recording_rules(exporter_namespaces),
+                      idle_alert(window, for_, threshold, product_namespace=product_namespace)]
+    return {"groups": [group, gpu_health.rule_group(health, interval, product_namespace)]}
 
 
 def _labels(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -209,7 +221,8 @@ def prometheus_rule(namespace: str = DEFAULT_NAMESPACE, *, window: str = "30m", 
         "kind": "PrometheusRule",
         "metadata": {"name": "gpuaas-gpu", "namespace": namespace,
                      "labels": _labels({"role": "alert-rules", **(rule_labels or {})})},
-        "spec": rule_groups(window, for_, threshold, exporter_namespaces=exporter_namespaces),
+        "spec": rule_groups(window, for_, threshold, exporter_namespaces=exporter_namespaces,
+                            product_namespace=namespace),
     }
 
 
@@ -230,7 +243,7 @@ def routes(*, idle_timing: tuple[str, str, str] = ("30s", "5m", "1h"),
            admins_timing: tuple[str, str, str] = ("30s", "5m", "4h")) -> list[Route]:
     """Idle alerts to the idle reaction's webhook; health alerts to the admins, never to the webhook."""
     return [
-        Route(RECEIVER, (("alertname", "=", ALERT_NAME),), ("alertname", "namespace"), *idle_timing),
+        Route(RECEIVER, (("alertname", "=", ALERT_NAME),), ("alertname", WORKLOAD_NAMESPACE_LABEL), *idle_timing),
         Route(ADMINS_RECEIVER, ((gpu_health.NOTIFY_LABEL, "=", gpu_health.NOTIFY_ADMINS),),
               ("alertname", "node"), *admins_timing),
     ]

@@ -98,7 +98,8 @@ def grouping(group_by: list[str]) -> str:
     in one group (group_by `...` groups by every label, i.e. per pod)."""
     if "..." in group_by or "pod" in group_by:
         return "pod"
-    return "namespace" if "namespace" in group_by else "all"
+    # the product's alerts carry the workload's namespace in workload_namespace (their `namespace` is the product's)
+    return "namespace" if {"namespace", "workload_namespace"} & set(group_by) else "all"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Hand-made facts of a cluster where every prerequisite holds (kube-prometheus-stack-like monitoring,
-the AlertmanagerConfig moved into the Alertmanager's namespace as docs/observability.md shows); each
-test breaks exactly one thing and expects exactly one finding to change."""
+"""Hand-made facts of a cluster where every prerequisite holds (kube-prometheus-stack-like monitoring: the
+PrometheusRule and the AlertmanagerConfig in the product's namespace, the operator's default OnNamespace
+matcher strategy); each test breaks exactly one thing and expects exactly one finding to change."""
 
 from __future__ import annotations
 
@@ -39,31 +39,37 @@ IMAGES = {"argo-workflows": "quay.io/argoproj/workflow-controller:v4.0.5",
           "prometheus-operator": "quay.io/prometheus-operator/prometheus-operator:v0.93.0"}
 EVENT_SOURCES = ("gpuaas-workloads", "gpuaas-nodes", "gpuaas-alertmanager", "gpuaas-capacity-schedule")
 SENSORS = ("gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-provision-quota")
-IDLE_RECEIVER = f"monitoring/gpuaas-idle/{obs.RECEIVER}"
-ADMINS_RECEIVER = f"monitoring/gpuaas-idle/{obs.ADMINS_RECEIVER}"
-
-
-def operator_routing(namespace_matcher: str | None = None, *, url: str | None = None) -> dict[str, Any]:
+def operator_routing(namespace_matcher: str | None = NS, *, url: str | None = None, amc_namespace: str = NS
+                     ) -> dict[str, Any]:
     """The running Alertmanager configuration as prometheus-operator v0.93 generates it for gpuaas-idle:
     its route first with `continue: true`, receivers named <namespace>/<AlertmanagerConfig>/<receiver>;
-    `namespace_matcher`: what the OnNamespace strategy adds (None: the Alertmanager's own namespace)."""
+    `namespace_matcher`: what the default OnNamespace strategy adds (None: OnNamespaceExceptFor... in the
+    Alertmanager's own namespace)."""
+    idle, admins = receivers(amc_namespace)
     top = [f'alertname=~"{obs.product_alerts_matcher()[2]}"']
     if namespace_matcher:
         top.insert(0, f'namespace="{namespace_matcher}"')
     return {
         "route": {"receiver": "null", "group_by": ["namespace"], "routes": [
-            {"receiver": ADMINS_RECEIVER, "matchers": top, "continue": True, "routes": [
-                {"receiver": IDLE_RECEIVER, "matchers": [f'alertname="{obs.ALERT_NAME}"'],
-                 "group_by": ["alertname", "namespace"]},
-                {"receiver": ADMINS_RECEIVER, "matchers": ['gpuaas_notify="gpu-admins"']}]},
+            {"receiver": admins, "matchers": top, "continue": True, "routes": [
+                {"receiver": idle, "matchers": [f'alertname="{obs.ALERT_NAME}"'],
+                 "group_by": ["alertname", "workload_namespace"]},
+                {"receiver": admins, "matchers": ['gpuaas_notify="gpu-admins"']}]},
             {"receiver": "null", "matchers": ['alertname="Watchdog"']},
             {"receiver": "oncall", "matchers": ['severity="critical"']}]},
         "receivers": [{"name": "null"}, {"name": "oncall"},
-                      {"name": IDLE_RECEIVER, "webhook_configs": [{
+                      {"name": idle, "webhook_configs": [{
                           "url": url or f"http://{obs.WEBHOOK_SERVICE}.{NS}.svc:{obs.WEBHOOK_PORT}{obs.WEBHOOK_PATH}",
                           "send_resolved": False}]},
-                      {"name": ADMINS_RECEIVER, "webhook_configs": [{"url": "https://chat.example/hook"}]}],
+                      {"name": admins, "webhook_configs": [{"url": "https://chat.example/hook"}]}],
     }
+
+
+def receivers(amc_namespace: str = NS) -> tuple[str, str]:
+    return f"{amc_namespace}/gpuaas-idle/{obs.RECEIVER}", f"{amc_namespace}/gpuaas-idle/{obs.ADMINS_RECEIVER}"
+
+
+IDLE_RECEIVER, ADMINS_RECEIVER = receivers()
 
 
 def _rule_groups() -> list[RuleGroup]:
@@ -101,19 +107,15 @@ def healthy() -> Facts:
     facts.prometheus_resources = [MonitoringResource("Prometheus", "monitoring", "k8s",
                                                      {"ruleSelector": {}, "ruleNamespaceSelector": {}})]
     facts.alertmanager_resources = [MonitoringResource("Alertmanager", "monitoring", "main", {
-        "alertmanagerConfigSelector": {"matchLabels": {"alertmanagerConfig": "gpuaas"}},
-        "alertmanagerConfigMatcherStrategy": {"type": "OnNamespaceExceptForAlertmanagerNamespace"}})]
+        "alertmanagerConfigSelector": {}, "alertmanagerConfigNamespaceSelector": {}})]
     rule = obs.prometheus_rule(NS)
     facts.prometheus_rule = ProductObject("PrometheusRule", NS, "gpuaas-gpu", rule["metadata"]["labels"], rule["spec"])
-    amc = obs.alertmanager_config_object("monitoring")
-    facts.alertmanager_config = ProductObject("AlertmanagerConfig", "monitoring", "gpuaas-idle",
-                                              amc["metadata"]["labels"], amc["spec"])
+    amc = obs.alertmanager_config_object(NS)
+    facts.alertmanager_config = ProductObject("AlertmanagerConfig", NS, "gpuaas-idle", amc["metadata"]["labels"],
+                                              amc["spec"])
     facts.alertmanager = Alertmanager("http://alertmanager.test:9093", True, "", operator_routing(), "0.28.1")
     facts.secrets = {f"{NS}/{obs.WEBHOOK_SECRET}": SecretFact(NS, obs.WEBHOOK_SECRET, True, {"token": TOKEN_DIGEST}),
-                     f"monitoring/{obs.WEBHOOK_SECRET}": SecretFact("monitoring", obs.WEBHOOK_SECRET, True,
-                                                                    {"token": TOKEN_DIGEST}),
-                     f"monitoring/{obs.ADMINS_SECRET}": SecretFact("monitoring", obs.ADMINS_SECRET, True,
-                                                                   {"url": "aa"})}
+                     f"{NS}/{obs.ADMINS_SECRET}": SecretFact(NS, obs.ADMINS_SECRET, True, {"url": "aa"})}
     for name in EVENT_SOURCES:
         auth = (obs.WEBHOOK_SECRET, "token") if name == "gpuaas-alertmanager" else None
         facts.event_objects.append(EventObject("EventSource", name, {"Deployed": ("True", "", "")}, auth, (1, 1),

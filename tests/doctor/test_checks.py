@@ -31,7 +31,7 @@ from gpuaas.doctor.facts import (
 from gpuaas.doctor.findings import Status
 from gpuaas.doctor.report import render_table
 from gpuaas.manifests import observability as obs
-from tests.doctor.healthy import NS, broken, healthy, operator_routing
+from tests.doctor.healthy import NS, TOKEN_DIGEST, broken, healthy, operator_routing
 
 
 def only(facts: Facts) -> tuple[str, Status, str, str]:
@@ -315,23 +315,45 @@ def test_kube_state_metrics(change: Callable[[Facts], None], words: str, fix: st
 
 
 # -- Alertmanager -----------------------------------------------------------------------------------------
-def test_the_operators_default_matcher_strategy_keeps_idle_alerts_from_the_webhook() -> None:
-    """OnNamespace adds namespace="<AlertmanagerConfig's namespace>": GPUWorkloadIdle carries the workload's."""
-    def on_namespace(f: Facts) -> None:
-        f.alertmanager.config = operator_routing(namespace_matcher="gpuaas")  # type: ignore[union-attr]
-    check, status, summary, fix = only(broken(on_namespace))
+def _amc_in(namespace: str, f: Facts, *, matcher: str | None) -> None:
+    """The AlertmanagerConfig (and its Secrets, same token) in another namespace, routed as the operator does."""
+    amc = obs.alertmanager_config_object(namespace)
+    f.alertmanager_config = ProductObject("AlertmanagerConfig", namespace, "gpuaas-idle", amc["metadata"]["labels"],
+                                          amc["spec"])
+    f.alertmanager.config = operator_routing(namespace_matcher=matcher, amc_namespace=namespace)  # type: ignore[union-attr]
+    f.secrets[f"{namespace}/{obs.WEBHOOK_SECRET}"] = SecretFact(namespace, obs.WEBHOOK_SECRET, True,
+                                                                {"token": TOKEN_DIGEST})
+    f.secrets[f"{namespace}/{obs.ADMINS_SECRET}"] = SecretFact(namespace, obs.ADMINS_SECRET, True, {"url": "aa"})
+
+
+def test_an_alertmanager_config_outside_the_products_namespace_is_matched_on_the_wrong_namespace() -> None:
+    """OnNamespace (the operator's default) adds namespace="<the AlertmanagerConfig's namespace>"; the
+    product's alerts carry namespace="gpuaas" (the workload's is workload_namespace)."""
+    check, status, summary, fix = only(broken(lambda f: _amc_in("monitoring", f, matcher="monitoring")))
     assert (check, status) == ("alertmanager.routing", Status.BLOCKS)
-    assert 'requires namespace="gpuaas"' in summary and "namespace team-a" in summary
-    assert "OnNamespaceExceptForAlertmanagerNamespace" in fix and "SAME token" in fix
+    assert 'requires namespace="monitoring"' in summary and "namespace=gpuaas" in summary
+    assert fix.startswith("kubectl -n monitoring delete alertmanagerconfig gpuaas-idle && kubectl apply -k")
+    # in the Alertmanager's own namespace with OnNamespaceExceptForAlertmanagerNamespace: no matcher, it works
+    assert checks.run(broken(lambda f: _amc_in("monitoring", f, matcher=None))).not_ok() == {}
 
 
 def test_an_alertmanager_that_does_not_select_the_alertmanager_config() -> None:
     def unlabelled(f: Facts) -> None:
         f.alertmanager.config = {"route": {"receiver": "null"}, "receivers": [{"name": "null"}]}  # type: ignore[union-attr]
-        f.alertmanager_config = dataclasses.replace(f.alertmanager_config, labels={})  # type: ignore[arg-type]
+        f.alertmanager_resources = [MonitoringResource("Alertmanager", "monitoring", "main", {
+            "alertmanagerConfigSelector": {"matchLabels": {"team": "gpu"}}, "alertmanagerConfigNamespaceSelector": {}})]
     check, status, summary, fix = only(broken(unlabelled))
     assert (check, status) == ("alertmanager.routing", Status.BLOCKS) and "no route to the idle webhook" in summary
-    assert fix == "kubectl -n monitoring label alertmanagerconfig gpuaas-idle alertmanagerConfig=gpuaas"
+    assert fix == "kubectl -n gpuaas label alertmanagerconfig gpuaas-idle team=gpu"
+
+
+def test_an_alertmanager_that_reads_only_its_own_namespace() -> None:
+    def own(f: Facts) -> None:
+        f.alertmanager.config = {"route": {"receiver": "null"}, "receivers": [{"name": "null"}]}  # type: ignore[union-attr]
+        f.alertmanager_resources = [MonitoringResource("Alertmanager", "monitoring", "main",
+                                                       {"alertmanagerConfigSelector": {}})]
+    check, _, _, fix = only(broken(own))
+    assert check == "alertmanager.routing" and "alertmanagerConfigNamespaceSelector" in fix
 
 
 def test_openshift_alertmanager_main_reads_no_alertmanager_config() -> None:
@@ -374,10 +396,10 @@ def test_the_plain_routing_of_the_stack_is_ok() -> None:
      "does not exist", f"kubectl -n {NS} create secret generic {obs.WEBHOOK_SECRET}"),
     (lambda f: f.secrets.__setitem__(f"{NS}/{obs.WEBHOOK_SECRET}", SecretFact(NS, obs.WEBHOOK_SECRET, True, {"token": ""})),
      "no non-empty key", "delete secret"),
-    (lambda f: f.secrets.__setitem__(f"monitoring/{obs.WEBHOOK_SECRET}",
-                                     SecretFact("monitoring", obs.WEBHOOK_SECRET, True, {"token": "0badc0ffee"})),
+    (lambda f: (_amc_in("monitoring", f, matcher=None), f.secrets.__setitem__(
+        f"monitoring/{obs.WEBHOOK_SECRET}", SecretFact("monitoring", obs.WEBHOOK_SECRET, True, {"token": "0badc0ffee"}))),
      "different token", "kubectl -n monitoring create secret generic gpuaas-alertmanager-webhook --dry-run=client"),
-    (lambda f: f.secrets.__setitem__(f"monitoring/{obs.ADMINS_SECRET}", SecretFact("monitoring", obs.ADMINS_SECRET, False)),
+    (lambda f: f.secrets.__setitem__(f"{NS}/{obs.ADMINS_SECRET}", SecretFact(NS, obs.ADMINS_SECRET, False)),
      "rejects the whole AlertmanagerConfig", "gpuaas-admin-alerts"),
 ])
 def test_webhook_token_on_both_sides(change: Callable[[Facts], None], words: str, fix: str) -> None:

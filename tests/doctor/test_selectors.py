@@ -78,8 +78,10 @@ def test_the_blocking_matcher_on_the_path_to_the_webhook_is_named() -> None:
 
 
 CONFIGS = {
-    "operator, own namespace": operator_routing(),
-    "operator, OnNamespace": operator_routing(namespace_matcher="gpuaas"),
+    "operator, OnNamespace (the default) in gpuaas": operator_routing(),
+    "operator, in the Alertmanager's namespace, no matcher": operator_routing(namespace_matcher=None,
+                                                                              amc_namespace="monitoring"),
+    "operator, OnNamespace in monitoring": operator_routing(namespace_matcher="monitoring", amc_namespace="monitoring"),
     "plain (gpuaas cluster up)": obs.alertmanager_config("http://127.0.0.1:9/alertmanager", "/dev/null",
                                                          admins_url="http://127.0.0.1:9/admins"),
     "match and match_re, continue": {
@@ -91,6 +93,8 @@ CONFIGS = {
         "receivers": [{"name": n} for n in ("default", "a", "b", "c", "d")]},
 }
 LABEL_SETS = [
+    {"alertname": obs.ALERT_NAME, "namespace": "gpuaas", "workload_namespace": "team-a", "pod": "p",
+     "severity": "warning", "gpuaas_reaction": "on-idle"},
     {"alertname": obs.ALERT_NAME, "namespace": "team-a", "pod": "p", "severity": "warning",
      "gpuaas_reaction": "on-idle"},
     {"alertname": obs.ALERT_NAME, "namespace": "gpuaas", "severity": "warning"},

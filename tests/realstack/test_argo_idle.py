@@ -262,12 +262,12 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     assert _condition(pending, "Admitted") != "True"
 
     # The alert fires in the stack's Prometheus; its Alertmanager POSTs it; the Sensor submits gpuaas-on-idle.
-    firing = eventually(lambda: [a for a in _alerts(prometheus) if a["labels"].get("namespace") == TENANT
+    firing = eventually(lambda: [a for a in _alerts(prometheus) if a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT
                                  and a["state"] == "firing"], timeout_s=window_seconds * 2 + 60,
                         what="GPUWorkloadIdle firing for the tenant's pods")
     assert {a["labels"]["alertname"] for a in firing} == {obs.ALERT_NAME}
     assert {a["labels"]["pod"] for a in firing} <= set(names)
-    eventually(lambda: [a for a in _get(f"{alertmanager}/api/v2/alerts") if a["labels"].get("namespace") == TENANT],
+    eventually(lambda: [a for a in _get(f"{alertmanager}/api/v2/alerts") if a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT],
                timeout_s=30, what="the stack's Alertmanager holding the tenant's alerts")
 
     def on_idle_runs() -> list[dict]:
@@ -307,7 +307,7 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     for run in runs:
         assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
         body = _delivered(run)
-        assert body["status"] == "firing" and body["commonLabels"]["namespace"] == TENANT
+        assert body["status"] == "firing" and body["commonLabels"][obs.WORKLOAD_NAMESPACE_LABEL] == TENANT
         (alerts_node,) = _pod_nodes(run, "idle-alerts")
         listed = json.loads(_outputs(alerts_node)["alerts"])
         # A later group (Alertmanager re-sends it with the second pod's alert) may find the pods gone: no item.
@@ -378,7 +378,7 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     assert all(r["status"]["phase"] == "Succeeded" for r in finished), [r["status"].get("message") for r in finished]
 
     # The figure docs/real-stack.md quotes: alert firing (startsAt, as Alertmanager POSTed it) to the release.
-    starts = min(_time(a["startsAt"]) for a in _delivered(release_run)["alerts"] if a["labels"]["namespace"] == TENANT)
+    starts = min(_time(a["startsAt"]) for a in _delivered(release_run)["alerts"] if a["labels"][obs.WORKLOAD_NAMESPACE_LABEL] == TENANT)
     created = _time(release_run["metadata"]["creationTimestamp"])
     released_at = _time(record["releasedAt"])
     evicted = _time(_transition(released, "Evicted"))

@@ -28,21 +28,32 @@ from gpuaas.doctor.selectors import (
 from gpuaas.manifests import gpu_health
 from gpuaas.manifests import observability as obs
 
-STRATEGY_SINCE = "0.84.0"
+
+def alert_labels(rule_labels: dict[str, str], workload_namespace: str, product_namespace: str,
+                 **series: str) -> dict[str, str]:
+    """The labels an alert of the rendered rule carries for a series of `workload_namespace`: the series' own
+    labels, then the rule's (its templates filled in), the product's namespace where the rule names it."""
+    labels = {"namespace": workload_namespace, **series}
+    for key, value in rule_labels.items():
+        value = str(value).replace("{{ $labels.namespace }}", workload_namespace)
+        labels[key] = product_namespace if key == "namespace" and value == obs.DEFAULT_NAMESPACE else value
+    return labels
 
 
 def idle_alert_labels(facts: Facts) -> dict[str, str]:
-    """The labels a real GPUWorkloadIdle carries: the workload's namespace (a tenant's, not the product's)."""
+    """The labels a real GPUWorkloadIdle carries for a tenant's pod (the rule as rendered decides which
+    label holds the product's namespace and which the workload's)."""
     from gpuaas.doctor.checks.kueue import tenant_namespaces
 
     namespace = next(iter(tenant_namespaces(facts)), "team-a")
-    return {"alertname": obs.ALERT_NAME, "namespace": namespace, "pod": f"{namespace}-workload-0",
-            **obs.idle_alert()["labels"]}
+    return {"alertname": obs.ALERT_NAME, **alert_labels(obs.idle_alert()["labels"], namespace, facts.namespace,
+                                                         pod=f"{namespace}-workload-0")}
 
 
-def health_alert_labels() -> dict[str, str]:
-    return {"alertname": gpu_health.ALERT_TEMPERATURE, "node": "gpu-node-1", "gpu": "0", "severity": "warning",
-            gpu_health.NOTIFY_LABEL: gpu_health.NOTIFY_ADMINS}
+def health_alert_labels(facts: Facts) -> dict[str, str]:
+    rule = next(r for r in gpu_health.rule_group()["rules"] if r.get("alert") == gpu_health.ALERT_TEMPERATURE)
+    return {"alertname": gpu_health.ALERT_TEMPERATURE,
+            **alert_labels(rule["labels"], facts.namespace, facts.namespace, node="gpu-node-1", gpu="0")}
 
 
 def is_receiver(name: str, wanted: str) -> bool:
@@ -71,7 +82,7 @@ def routing_finding(facts: Facts) -> Finding | Skipped:
     shown = ", ".join(f"{k}={v}" for k, v in labels.items())
     details = [f"an idle alert ({shown}) is delivered to: {', '.join(receivers)}"]
     idle = [r for r in receivers if is_receiver(r, obs.RECEIVER)]
-    health = deliveries(root, health_alert_labels())
+    health = deliveries(root, health_alert_labels(facts))
     if not any(is_receiver(r, obs.ADMINS_RECEIVER) for r in health):
         details.append(f"GPUTemperatureHigh is delivered to: {', '.join(health)} (not {obs.ADMINS_RECEIVER})")
     if idle:
@@ -97,8 +108,8 @@ def routing_finding(facts: Facts) -> Finding | Skipped:
         details.append(f"route to {path[-1].receiver}: {route}")
         if failing:
             text = ", ".join(str(m) for m in failing)
-            return blocks(check, f"the route to {path[-1].receiver} requires {text}, which GPUWorkloadIdle (namespace "
-                                 f"{labels['namespace']}: the workload's) does not carry: idle alerts never reach the "
+            return blocks(check, f"the route to {path[-1].receiver} requires {text}, which GPUWorkloadIdle "
+                                 f"(namespace={labels.get('namespace')}) does not carry: idle alerts never reach the "
                                  "webhook", _matcher_fix(facts, failing), *details)
         return blocks(check, f"an earlier route takes GPUWorkloadIdle before {path[-1].receiver}: it is delivered to "
                              f"{', '.join(receivers)}",
@@ -137,17 +148,19 @@ def _alertmanagers(facts: Facts) -> list[MonitoringResource]:
 
 
 def _matcher_fix(facts: Facts, failing: list[Any]) -> str:
-    if any(m.name == "namespace" for m in failing):
-        lines = []
-        for am in _alertmanagers(facts) or [MonitoringResource("Alertmanager", "monitoring", "main")]:
-            lines += [(f"move the AlertmanagerConfig and its two Secrets into the Alertmanager's namespace {am.namespace} "
-                      f"and let it match every namespace there (prometheus-operator v{STRATEGY_SINCE}+):"),
-                      (f"kubectl -n {am.namespace} patch alertmanager {am.name} --type=merge -p "
-                      "'{\"spec\":{\"alertmanagerConfigMatcherStrategy\":{\"type\":"
-                      "\"OnNamespaceExceptForAlertmanagerNamespace\"}}}'"),
-                      (f"(the overlay in docs/observability.md moves gpuaas-idle to {am.namespace}; create "
-                      f"gpuaas-alertmanager-webhook there with the SAME token as in {facts.namespace}, and gpuaas-admin-alerts)")]
-        return "\n".join(dict.fromkeys(lines))
+    """The operator's OnNamespace strategy adds namespace="<the AlertmanagerConfig's namespace>"; the product's
+    alerts carry namespace=<the product's namespace>, so the AlertmanagerConfig belongs there."""
+    namespaced = [m for m in failing if m.name == "namespace"]
+    if namespaced:
+        where = namespaced[0].value
+        amc = facts.alertmanager_config
+        if where != facts.namespace:
+            return (f"kubectl -n {where} delete alertmanagerconfig {amc.name if amc else 'gpuaas-idle'} && "
+                    "kubectl apply -k manifests/overlays/<yours>   # the product's AlertmanagerConfig belongs in "
+                    f"{facts.namespace}: its alerts carry namespace={facts.namespace}, which the operator's OnNamespace "
+                    "matcher lets through")
+        return ("kubectl apply -k manifests/overlays/<yours>   # the loaded rules are older than this gpuaas: its "
+                f"alerts carry namespace={facts.namespace}")
     return "remove or widen the matcher(s) above on the route to the idle webhook"
 
 
@@ -184,8 +197,12 @@ def _why_no_route(facts: Facts) -> tuple[str, ...]:
             fixes.append(f"kubectl -n {amc.namespace} label alertmanagerconfig {amc.name} "
                          + " ".join(f"{k}={v}" for k, v in wanted.items()))
         if any("NamespaceSelector" in w for w in why):
-            fixes.append(f"move AlertmanagerConfig {amc.name} (and its Secrets) into namespace {am.namespace} "
-                         "(the overlay in docs/observability.md)")
+            ns_selector = am.spec.get("alertmanagerConfigNamespaceSelector")
+            ns_labels = labels_that_satisfy(ns_selector) if ns_selector is not None else None
+            fixes.append(f"kubectl label namespace {amc.namespace} " + " ".join(f"{k}={v}" for k, v in ns_labels.items())
+                         if ns_labels else
+                         f"kubectl -n {am.namespace} patch alertmanager {am.name} --type=merge -p "
+                         "'{\"spec\":{\"alertmanagerConfigNamespaceSelector\":{}}}'")
     return ("\n".join(dict.fromkeys(fixes)) or "see the details", *details)
 
 
