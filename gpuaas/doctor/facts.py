@@ -292,6 +292,9 @@ class Facts:
     tenants: Tenants = field(default_factory=Tenants)
     kserve: KServe = field(default_factory=KServe)
     pipelines: DataSciencePipelines = field(default_factory=DataSciencePipelines)
+    openshift_user_workload_config: str | None = None
+    """OpenShift: `config.yaml` of ConfigMap openshift-user-workload-monitoring/user-workload-monitoring-config
+    (cluster-monitoring-operator's user-workload settings), None elsewhere."""
     probe: ProbeResult | None = None
     unreadable: dict[str, str] = field(default_factory=dict)
 

@@ -47,6 +47,7 @@ KUEUE_NAMESPACES = ("kueue-system", "openshift-kueue-operator")
 KUEUE_WEBHOOKS = "kueue-validating-webhook-configuration"
 KSERVE_CONFIG_NAMESPACES = ("kserve", "redhat-ods-applications", "opendatahub")
 ARGO_CONFIGMAP = "workflow-controller-configmap"
+UWM_NAMESPACE, UWM_CONFIGMAP = "openshift-user-workload-monitoring", "user-workload-monitoring-config"
 EXPORTER_NAMESPACES = "gpu-operator|nvidia-gpu-operator"
 ACTIVITY = f'__name__=~"{ENGINE_ACTIVE}|{GPU_UTIL}"'
 KEDA_PROBE_NAME = "gpuaas-doctor-webhook-probe-" + "x" * 50
@@ -130,6 +131,7 @@ class Gatherer:
             ("kueue-config", "Kueue's configuration", self.read_kueue_config),
             ("tenants", "tenants: ClusterQueues, LocalQueues, namespaces, policy", self.read_tenants),
             ("monitoring-resources", "Prometheus Operator resources", self.read_monitoring_resources),
+            ("openshift", "OpenShift user-workload monitoring settings", self.read_openshift),
             ("product-objects", "the product's PrometheusRule and AlertmanagerConfig", self.read_product_objects),
             ("event-objects", "EventSources, Sensors, EventBus and their pods", self.read_event_objects),
             ("workflow-templates", "WorkflowTemplates", self.read_workflow_templates),
@@ -293,6 +295,11 @@ class Gatherer:
                 meta = obj.get("metadata") or {}
                 target.append(MonitoringResource(kind, str(meta.get("namespace")), str(meta.get("name")),
                                                  dict(obj.get("spec") or {})))
+
+    def read_openshift(self) -> None:
+        found = self.kube.get(f"/api/v1/namespaces/{UWM_NAMESPACE}/configmaps/{UWM_CONFIGMAP}")
+        if found is not None:
+            self.facts.openshift_user_workload_config = str((found.get("data") or {}).get("config.yaml") or "")
 
     def read_product_objects(self) -> None:
         for plural, version, attribute, name in (("prometheusrules", "v1", "prometheus_rule", "gpuaas-gpu"),

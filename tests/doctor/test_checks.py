@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
 from gpuaas.doctor import checks
 from gpuaas.doctor.facts import (
@@ -224,18 +225,36 @@ def test_a_prometheus_that_reads_only_its_own_namespace() -> None:
     assert check == "prometheus.rules" and "ruleNamespaceSelector" in fix and "move the PrometheusRule" in fix
 
 
-def test_enforced_namespace_label_is_seen_in_the_loaded_queries() -> None:
-    """OpenShift user-workload monitoring: the operator adds namespace="gpuaas" to every selector."""
+def _enforcing(namespace: str, name: str) -> Callable[[Facts], None]:
     def enforce(f: Facts) -> None:
-        f.prometheus_resources = [MonitoringResource("Prometheus", "openshift-user-workload-monitoring", "user-workload",
-                                                     {"ruleSelector": {}, "ruleNamespaceSelector": {},
-                                                      "enforcedNamespaceLabel": "namespace"})]
+        f.prometheus_resources = [MonitoringResource("ThanosRuler", namespace, name, {
+            "ruleSelector": {}, "ruleNamespaceSelector": {}, "enforcedNamespaceLabel": "namespace"})]
         group = f.prometheus.rule_groups[0]  # type: ignore[index,union-attr]
         group.rules[obs.GPU_ACTIVITY] = group.rules[obs.GPU_ACTIVITY].replace(
             '{exported_pod!=""}', '{exported_pod!="",namespace="gpuaas"}')
-    check, status, summary, fix = only(broken(enforce))
-    assert (check, status) == ("prometheus.rules", Status.BLOCKS)
-    assert 'namespace="gpuaas"' in summary and "excludedFromEnforcement" in fix and "openshift.io/cluster-monitoring" in fix
+    return enforce
+
+
+def test_an_enforced_namespace_label_is_seen_in_the_loaded_queries_and_openshift_gets_its_cmo_setting() -> None:
+    """OpenShift user-workload monitoring: the operator adds namespace="gpuaas" to every selector; the exemption
+    is cluster-monitoring-operator's setting namespacesWithoutLabelEnforcement, printed as a patch that keeps
+    the admin's other settings."""
+    facts = broken(_enforcing("openshift-user-workload-monitoring", "user-workload"))
+    facts.openshift_user_workload_config = "prometheus:\n  retention: 24h\n"
+    check, status, summary, fix = only(facts)
+    assert (check, status) == ("prometheus.rules", Status.BLOCKS) and 'namespace="gpuaas"' in summary
+    assert fix.startswith("kubectl -n openshift-user-workload-monitoring patch configmap user-workload-monitoring-config")
+    patch = json.loads(fix.split(" -p ", 1)[1].split("'")[1])
+    assert yaml.safe_load(patch["data"]["config.yaml"]) == {"prometheus": {"retention": "24h"},
+                                                            "namespacesWithoutLabelEnforcement": ["gpuaas"]}
+
+
+def test_an_enforcing_prometheus_elsewhere_gets_excluded_from_enforcement() -> None:
+    check, _, _, fix = only(broken(_enforcing("monitoring", "tenant-rules")))
+    assert check == "prometheus.rules"
+    assert fix.startswith("kubectl -n monitoring patch thanosruler tenant-rules --type=merge")
+    assert '"excludedFromEnforcement":[{"group":"monitoring.coreos.com","resource":"prometheusrules",' \
+           '"namespace":"gpuaas","name":"gpuaas-gpu"}]' in fix
 
 
 def test_the_rendered_rules_have_no_namespace_equality_matcher_of_their_own() -> None:
@@ -361,7 +380,10 @@ def test_openshift_alertmanager_main_reads_no_alertmanager_config() -> None:
         f.alertmanager_resources = [MonitoringResource("Alertmanager", "openshift-monitoring", "main", {})]
         f.alertmanager.config = {"route": {"receiver": "Default"}, "receivers": [{"name": "Default"}]}  # type: ignore[union-attr]
     check, _, _, fix = only(broken(main))
-    assert check == "alertmanager.routing" and "reads no AlertmanagerConfig" in fix and "alertmanager-main" in fix
+    assert check == "alertmanager.routing" and "alertmanager-main reads no AlertmanagerConfig" in fix
+    patch = json.loads(fix.split(" -p ", 1)[1].split("'")[1]) if " -p " in fix else None
+    assert fix.startswith("echo ") or patch  # no user-workload ConfigMap yet: it is created
+    assert '"enableAlertmanagerConfig": true' in fix or "enableAlertmanagerConfig: true" in fix
 
 
 @pytest.mark.parametrize(("change", "status", "words"), [

@@ -159,16 +159,26 @@ def _why_not_loaded(facts: Facts, rule: ProductObject | None) -> tuple[str, ...]
 
 
 def _enforcement_fix(facts: Facts, rule: ProductObject | None) -> str:
+    """OpenShift: cluster-monitoring-operator owns the user-workload Prometheus and Thanos Ruler, so the exemption
+    goes into its config (namespacesWithoutLabelEnforcement); elsewhere into the resource that enforces."""
+    from gpuaas.doctor.openshift import is_openshift_monitoring, patch_user_workload_config
+
     name, ns = (rule.name, rule.namespace) if rule else ("gpuaas-gpu", facts.namespace)
-    enforcing = [r for r in facts.prometheus_resources if rule is not None and _enforced(r, rule)]
-    lines = [f"exclude the rule from enforcement on {r.kind} {r.namespace}/{r.name}: kubectl -n {r.namespace} patch "
-             f"{r.kind.lower()} {r.name} --type=json -p '[{{\"op\":\"add\",\"path\":\"/spec/excludedFromEnforcement/-\","
-             f"\"value\":{{\"group\":\"monitoring.coreos.com\",\"resource\":\"prometheusrules\",\"namespace\":\"{ns}\","
-             f"\"name\":\"{name}\"}}}}]'" for r in enforcing]
-    lines.append("on OpenShift the user-workload Prometheus is the cluster-monitoring-operator's: load the rule where "
-                 "no namespace label is enforced (a namespace labelled openshift.io/cluster-monitoring=\"true\", "
-                 "evaluated by the platform Prometheus), as docs/install.md shows for OpenShift")
-    return "\n".join(lines)
+    enforcing = [r for r in facts.prometheus_resources if rule is None or _enforced(r, rule)]
+    if any(is_openshift_monitoring(r.namespace) for r in enforcing) or facts.openshift_user_workload_config is not None:
+        return (patch_user_workload_config(facts.openshift_user_workload_config,
+                                           {"namespacesWithoutLabelEnforcement": [ns]})
+                + f"   # cluster-monitoring-operator then exempts {ns} on user-workload's Prometheus and Thanos Ruler")
+    lines = [f"kubectl -n {r.namespace} patch {r.kind.lower()} {r.name} --type=json -p '[{{\"op\":\"add\","
+             f"\"path\":\"/spec/excludedFromEnforcement/-\",\"value\":{{\"group\":\"monitoring.coreos.com\","
+             f"\"resource\":\"prometheusrules\",\"namespace\":\"{ns}\",\"name\":\"{name}\"}}}}]'"
+             for r in enforcing if r.spec.get("excludedFromEnforcement")]
+    lines += [f"kubectl -n {r.namespace} patch {r.kind.lower()} {r.name} --type=merge -p '{{\"spec\":"
+              f"{{\"excludedFromEnforcement\":[{{\"group\":\"monitoring.coreos.com\",\"resource\":\"prometheusrules\","
+              f"\"namespace\":\"{ns}\",\"name\":\"{name}\"}}]}}}}'"
+              for r in enforcing if not r.spec.get("excludedFromEnforcement")]
+    return "\n".join(lines) or (f"exempt PrometheusRule {ns}/{name} from the namespace label the evaluating "
+                                 "Prometheus enforces (its excludedFromEnforcement)")
 
 
 def dcgm_finding(facts: Facts) -> Finding | Skipped:

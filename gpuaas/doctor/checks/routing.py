@@ -176,21 +176,31 @@ def _why_no_route(facts: Facts) -> tuple[str, ...]:
     if amc is None:
         return ((f"apply the product's manifests (AlertmanagerConfig gpuaas-idle is absent from {facts.namespace}): "
                 "kubectl apply -k manifests/overlays/<yours>"),)
+    from gpuaas.doctor.openshift import is_openshift_monitoring, patch_user_workload_config
+
     details, fixes = [], []
     for am in managed:
         why = _not_selected(am, amc, facts.tenants.namespaces)
         if not why:
-            details.append(f"Alertmanager {am.namespace}/{am.name} selects AlertmanagerConfig {amc.namespace}/{amc.name}, "
-                           "but the running configuration has no route from it: the operator rejected it (kubectl -n "
+            details.append(f"Alertmanager {am.namespace}/{am.name} selects AlertmanagerConfig {amc.namespace}/{amc.name}: "
+                           "if --alertmanager is that one, the operator rejected the AlertmanagerConfig (kubectl -n "
                            f"{amc.namespace} describe alertmanagerconfig {amc.name}: a missing Secret such as "
-                           "gpuaas-admin-alerts rejects all of it)")
+                           "gpuaas-admin-alerts rejects all of it); if not, give --alertmanager that one's URL")
             continue
         details.append(f"Alertmanager {am.namespace}/{am.name}: " + "; ".join(why))
         selector = am.spec.get("alertmanagerConfigSelector")
         if selector is None:
-            fixes.append(f"Alertmanager {am.namespace}/{am.name} reads no AlertmanagerConfig (alertmanagerConfigSelector "
-                         "is null; OpenShift's alertmanager-main always): add the product's route and receivers to its "
-                         "own configuration Secret (alertmanager-main on OpenShift), as the OpenShift install steps do")
+            if is_openshift_monitoring(am.namespace):
+                fixes.append(patch_user_workload_config(facts.openshift_user_workload_config, {
+                    "alertmanager": {"enabled": True, "enableAlertmanagerConfig": True}})
+                    + f"   # alertmanager-main reads no AlertmanagerConfig; the user-workload Alertmanager reads "
+                      f"{amc.namespace}'s: give --alertmanager that one")
+            else:
+                fixes.append(f"# Alertmanager {am.namespace}/{am.name} reads no AlertmanagerConfig (its "
+                             "alertmanagerConfigSelector is null): set one that selects gpuaas-idle, e.g.\n"
+                             f"kubectl -n {am.namespace} patch alertmanager {am.name} --type=merge -p "
+                             "'{\"spec\":{\"alertmanagerConfigSelector\":{\"matchLabels\":{\"alertmanagerConfig\":"
+                             "\"gpuaas\"}},\"alertmanagerConfigNamespaceSelector\":{}}}'")
             continue
         wanted = labels_that_satisfy(selector)
         if wanted and any("alertmanagerConfigSelector" in w for w in why):
