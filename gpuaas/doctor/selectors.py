@@ -24,25 +24,11 @@ from typing import Any
 
 
 def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """Whether a (non-null) label selector matches `labels`; a null selector matches nothing here."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = set(expression.get("values") or [])
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
+    """Whether a (non-null) label selector matches `labels`; a null selector matches nothing here (the same
+    evaluation as the stack's monitoring profiles: gpuaas.cluster.profiles.matches)."""
+    from gpuaas.cluster.profiles import matches
+
+    return matches(selector, labels)
 
 
 def describe_selector(selector: Mapping[str, Any] | None) -> str:
