@@ -15,64 +15,21 @@ block.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from gpuaas.cluster.binaries import program
 from gpuaas.doctor.permissions import cluster_role
 from tests.realstack.argo_product import IDLE_LISTENING, install
+from tests.support.doctor import Doctor, changed, finding, not_ok
 from tests.support.real_cluster import RealCluster
 
-ROOT = Path(__file__).resolve().parents[2]
 NS = "gpuaas"
 STACK_GAPS = {"kube-state-metrics": "warn"}
 """Findings the plain stack cannot pass: no kube-state-metrics runs on it."""
-
-
-@dataclass
-class Doctor:
-    """Runs `gpuaas doctor` against one cluster, as its admin (or another kubeconfig)."""
-
-    cluster: RealCluster
-
-    @property
-    def urls(self) -> list[str]:
-        endpoints = self.cluster.cluster.status()["endpoints"]
-        return ["--prometheus", self.cluster.endpoint("prometheus"), "--alertmanager", endpoints["alertmanager"]]
-
-    def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
-        return {**os.environ, "KUBECONFIG": str(kubeconfig or self.cluster.kubeconfig),
-                "PATH": f"{program('kubernetes', 'kubectl').parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-    def __call__(self, *extra: str, kubeconfig: Path | None = None) -> tuple[int, dict[str, Any], float]:
-        started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "gpuaas.cli", "doctor", *self.urls, "--output", "json", *extra],
-                              cwd=ROOT, env=self.env(kubeconfig), capture_output=True, text=True, timeout=600,
-                              check=False)
-        assert done.returncode in (0, 1), f"gpuaas doctor exited {done.returncode}: {done.stderr[-2000:]}"
-        return done.returncode, json.loads(done.stdout), time.monotonic() - started
-
-    def run_fix(self, fix: str) -> None:
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", fix], cwd=ROOT, env=self.env(), capture_output=True,
-                              text=True, timeout=120, check=False)
-        assert done.returncode == 0, f"the printed fix failed ({done.returncode}):\n{fix}\n{done.stderr[-2000:]}"
-
-
-def not_ok(report: dict[str, Any]) -> dict[str, str]:
-    return {f["check"]: f["status"] for f in report["findings"] if f["status"] != "ok"}
-
-
-def finding(report: dict[str, Any], check: str) -> dict[str, Any]:
-    return next(f for f in report["findings"] if f["check"] == check)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +39,7 @@ def stack(argo_cluster: RealCluster) -> RealCluster:
 
 @pytest.fixture(scope="module")
 def doctor(stack: RealCluster) -> Doctor:
-    return Doctor(stack)
+    return Doctor(stack, stack.endpoint("prometheus"), stack.cluster.status()["endpoints"]["alertmanager"])
 
 
 def test_the_doctor_passes_on_the_stack_and_its_probe_goes_through_the_real_routing(doctor: Doctor) -> None:
@@ -174,9 +131,8 @@ def test_each_prerequisite_removed_is_named_alone_and_its_printed_fix_restores_i
     removal.remove(stack)
     try:
         code, report, seconds = doctor()
-        changed = {k: v for k, v in not_ok(report).items() if baseline.get(k) != v}
-        assert changed == {removal.check: removal.status}, json.dumps(
-            [f for f in report["findings"] if f["check"] in changed], indent=1)
+        assert changed(report, baseline) == {removal.check: removal.status}, json.dumps(
+            [f for f in report["findings"] if f["check"] in changed(report, baseline)], indent=1)
         broken = finding(report, removal.check)
         assert removal.words in broken["summary"], broken
         assert code == (1 if removal.status == "blocks" else 0)

@@ -179,6 +179,12 @@ def _why_no_route(facts: Facts) -> tuple[str, ...]:
     from gpuaas.doctor.openshift import is_openshift_monitoring, patch_user_workload_config
 
     details, fixes = [], []
+    selecting = [am for am in managed if not _not_selected(am, amc, facts.tenants.namespaces)]
+    if selecting and len(selecting) < len(managed):
+        names = ", ".join(f"{am.namespace}/{am.name}" for am in selecting)
+        fixes.append(f"# Alertmanager {names} reads AlertmanagerConfig {amc.namespace}/{amc.name}, the others do not: "
+                     "give --alertmanager its URL (and check that the rules' evaluator alerts to it: "
+                     "the prometheus finding lists where it sends)")
     for am in managed:
         why = _not_selected(am, amc, facts.tenants.namespaces)
         if not why:
@@ -189,6 +195,8 @@ def _why_no_route(facts: Facts) -> tuple[str, ...]:
             continue
         details.append(f"Alertmanager {am.namespace}/{am.name}: " + "; ".join(why))
         selector = am.spec.get("alertmanagerConfigSelector")
+        if selector is None and selecting:
+            continue  # another Alertmanager reads it: pointing the doctor there is the fix (above)
         if selector is None:
             if is_openshift_monitoring(am.namespace):
                 fixes.append(patch_user_workload_config(facts.openshift_user_workload_config, {
