@@ -252,19 +252,30 @@ class Runner:
             program = self.args.reloader
         else:
             program = shutil.which(MAIN_PROGRAMS[name]) or MAIN_PROGRAMS[name]
+        # the data folder: an emptyDir a DATA_FLAGS argument names is passed as its host folder (not mounted)
         data_dirs = {m["mountPath"]: str(self.dir / "volumes" / m["name"]) for m in container.get("volumeMounts") or []
-                     if any(v["name"] == m["name"] and "emptyDir" in v for v in pod.volumes)}
-        args = rewrite_args(container.get("args") or [], _container_ports(pod), pod.ip, data_dirs)
+                     if any(v["name"] == m["name"] and "emptyDir" in v for v in pod.volumes)
+                     and any(a == flag + m["mountPath"] for a in container.get("args") or [] for flag in DATA_FLAGS)}
+        # the kubelet expands $(VAR) in args from the container's env (e.g. Alertmanager's [$(POD_IP)]:9094)
+        env = self.env(pod, container)
+        raw = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container.get("args") or []]
+        args = rewrite_args(raw, _container_ports(pod), pod.ip, data_dirs)
         if name == "thanos-ruler":
             args = self.thanos_ruler_argv(pod, args)
+        elif name in ("prometheus", "alertmanager") and not any(a.startswith("--web.listen-address=") for a in args):
+            # without the flag the program listens on every address (its default, as in a pod's own network)
+            port = next(p["containerPort"] for p in container.get("ports") or [])
+            args.append(f"--web.listen-address={pod.ip}:{port}")
+        if name == "alertmanager" and not any(a.startswith("--cluster.listen-address") for a in args):
+            args.append("--cluster.listen-address=")  # one replica: no gossip on the machine's every address
         script = ["set -e"]
         for root in TMPFS_ROOTS:
             script.append(f"mkdir -p {root} && mount -t tmpfs tmpfs {root}")
         for target, source in self.mounts(pod, container):
             if target in data_dirs:
                 continue  # the data folder is passed as the host folder itself (rewrite_args)
-            kind = "touch" if source.is_file() else "mkdir -p"
-            script.append(f"{kind} '{target}' && mount --bind '{source}' '{target}'")
+            made = f"mkdir -p \"$(dirname '{target}')\" && touch '{target}'" if source.is_file() else f"mkdir -p '{target}'"
+            script.append(f"{made} && mount --bind '{source}' '{target}'")
         script.append('exec "$@"')
         return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "; ".join(script), name, program, *args]
 
@@ -279,6 +290,8 @@ class Runner:
                 env[entry["name"]] = pod.name
             elif (entry.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
                 env[entry["name"]] = pod.namespace
+            elif (entry.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") == "status.podIP":
+                env[entry["name"]] = pod.ip
         return env
 
     def start(self, pod: Pod, container: JSON) -> subprocess.Popen[bytes]:

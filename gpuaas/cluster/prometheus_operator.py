@@ -17,8 +17,11 @@ What the stack adapts, and why (every other field is the platform's):
 - the scrape jobs of the stack's stand-ins (the DCGM-like exporter, Kueue's metrics endpoint) as
   `additionalScrapeConfigs`: they are programs on loopback, and Endpoints may not hold loopback
   addresses, so a ServiceMonitor could not reach them;
-- `alerting.alertmanagers[].relabelings` rewrite the address Prometheus discovers for the Alertmanager
-  Service (the KWOK pod's IP, where nothing listens) to the Alertmanager program's loopback port.
+- the Alertmanager is named statically (`additionalAlertManagerConfigs`, its pod's loopback address) instead
+  of `alerting.alertmanagers`: Debian's Prometheus 2.42 is built without Kubernetes service discovery
+  (`kubernetes_sd_configs` is an unknown field to it: seen at the first start), and the operator renders
+  `alerting.alertmanagers` as Kubernetes endpoints discovery. The chart's endpoint (Service, port
+  `http-web`, API v2) is what it stands in for.
 """
 
 from __future__ import annotations
@@ -90,12 +93,16 @@ def _account(namespace: str, name: str) -> JSON:
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
 
 
-def to_loopback(state_dir: Path, alertmanager: str) -> list[JSON]:
-    """`relabelings` of an alerting endpoint: the discovered KWOK pod address -> the loopback address of the
-    Alertmanager's pod here (gpuaas.cluster.monitoring_pods.pod_ip)."""
+ALERTMANAGERS_SECRET = "gpuaas-stack-alertmanagers"
+
+
+def static_alertmanager(state_dir: Path, namespace: str, alertmanager: str) -> JSON:
+    """The Secret of `additionalAlertManagerConfigs`: the Alertmanager's pod at its loopback address here
+    (gpuaas.cluster.monitoring_pods.pod_ip), API v2 (module docstring: why not discovery)."""
     ip = pod_ip(state_dir, f"alertmanager-{alertmanager}-0")
-    return [{"action": "replace", "sourceLabels": ["__address__"], "targetLabel": "__address__",
-             "regex": "(.*)", "replacement": f"{ip}:9093"}]
+    configs = [{"api_version": "v2", "static_configs": [{"targets": [f"{ip}:9093"]}]}]
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": ALERTMANAGERS_SECRET, "namespace": namespace},
+            "stringData": {"alertmanagers.yaml": yaml.safe_dump(configs, sort_keys=False)}}
 
 
 def kube_prometheus_stack(env: StackEnv) -> list[JSON]:
@@ -128,7 +135,7 @@ def kube_prometheus_stack(env: StackEnv) -> list[JSON]:
          "stringData": {"alertmanager.yaml": yaml.safe_dump(default_config, sort_keys=False)}},
         _alertmanager_service(ns, router.name, "http-web", {"app.kubernetes.io/name": "alertmanager",
                                                              "alertmanager": router.name}),
-        env.scrape_secret(ns),
+        env.scrape_secret(ns), static_alertmanager(env.state_dir, ns, router.name),
         {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
          "metadata": {"name": evaluator.name, "namespace": ns, "labels": {"release": release}},
          "spec": {"version": env.prometheus_version, "replicas": 1, "serviceAccountName": prometheus_sa,
@@ -138,9 +145,7 @@ def kube_prometheus_stack(env: StackEnv) -> list[JSON]:
                   "podMonitorSelector": selector, "podMonitorNamespaceSelector": {},
                   "probeSelector": selector, "probeNamespaceSelector": {},
                   "additionalScrapeConfigs": {"name": SCRAPE_SECRET, "key": "scrape.yaml"},
-                  "alerting": {"alertmanagers": [{"namespace": ns, "name": router.name, "port": "http-web",
-                                                  "pathPrefix": "/", "apiVersion": "v2",
-                                                  "relabelings": to_loopback(env.state_dir, router.name)}]}}},
+                  "additionalAlertManagerConfigs": {"name": ALERTMANAGERS_SECRET, "key": "alertmanagers.yaml"}}},
         {"apiVersion": "monitoring.coreos.com/v1", "kind": "Alertmanager",
          "metadata": {"name": router.name, "namespace": ns, "labels": {"release": release}},
          "spec": {"version": env.alertmanager_version, "replicas": 1, "serviceAccountName": alertmanager_sa,
