@@ -114,6 +114,8 @@ class MonitoringResource:
     namespace: str
     name: str
     spec: JSON = field(default_factory=dict)
+    conditions: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    """The operator's status conditions (Reconciled, Available): type -> (status, reason, message)."""
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,11 @@ from gpuaas.doctor.facts import (
     SecretFact,
     WorkflowFact,
 )
+from gpuaas.manifests.gpu_health import GROUP as HEALTH_GROUP
+from gpuaas.manifests.observability import RULE_GROUP
 from steps.gpu_key import ENGINE_ACTIVE, GPU_UTIL
+
+PRODUCT_GROUPS = (RULE_GROUP, HEALTH_GROUP)
 
 PART_OF = "app.kubernetes.io/part-of=gpuaas"
 KUEUE_CONFIGMAP = "kueue-manager-config"
@@ -294,7 +298,7 @@ class Gatherer:
             for obj in self.kube.items(f"/apis/monitoring.coreos.com/v1/{plural}"):
                 meta = obj.get("metadata") or {}
                 target.append(MonitoringResource(kind, str(meta.get("namespace")), str(meta.get("name")),
-                                                 dict(obj.get("spec") or {})))
+                                                 dict(obj.get("spec") or {}), _conditions(obj)))
 
     def read_openshift(self) -> None:
         found = self.kube.get(f"/api/v1/namespaces/{UWM_NAMESPACE}/configmaps/{UWM_CONFIGMAP}")
@@ -436,6 +440,19 @@ class Gatherer:
         except Unreadable as error:
             facts.error = str(error)
             return
+        facts.rule_groups = self._rule_groups(http)
+        fresh = [g for g in facts.rule_groups if g.name in PRODUCT_GROUPS and g.last_evaluation_age_s is None]
+        if fresh:  # just loaded (a reload a moment ago): wait for its first evaluation, once, bounded
+            time.sleep(min(max(g.interval_s for g in fresh) + 1.0, 35.0))
+            facts.rule_groups = self._rule_groups(http)
+        try:
+            active = ((http.get_json("/api/v1/alertmanagers").get("data") or {}).get("activeAlertmanagers")) or []
+            facts.alertmanagers = tuple(str(a.get("url")) for a in active)
+        except Unreadable:
+            facts.alertmanagers = ()  # a querier (thanos-querier) has no such API
+
+    @staticmethod
+    def _rule_groups(http: Http) -> list[RuleGroup]:
         now = time.time()
         groups = []
         for group in (http.get_json("/api/v1/rules").get("data") or {}).get("groups") or []:
@@ -446,12 +463,7 @@ class Gatherer:
             age = None if not last or last.startswith("0001-") else _age(last, now)
             groups.append(RuleGroup(str(group.get("name")), str(group.get("file") or ""), health,
                                     "; ".join(errors)[:300], age, float(group.get("interval") or 60), rules))
-        facts.rule_groups = groups
-        try:
-            active = ((http.get_json("/api/v1/alertmanagers").get("data") or {}).get("activeAlertmanagers")) or []
-            facts.alertmanagers = tuple(str(a.get("url")) for a in active)
-        except Unreadable:
-            facts.alertmanagers = ()  # a querier (thanos-querier) has no such API
+        return groups
 
     def read_metrics(self) -> None:
         http = self.prometheus_http

@@ -37,7 +37,7 @@ IMAGES = {"argo-workflows": "quay.io/argoproj/workflow-controller:v4.0.5",
           "kueue": "registry.k8s.io/kueue/kueue:v0.19.2",
           "keda": "ghcr.io/kedacore/keda:2.20.2",
           "prometheus-operator": "quay.io/prometheus-operator/prometheus-operator:v0.93.0"}
-EVENT_SOURCES = ("gpuaas-workloads", "gpuaas-nodes", "gpuaas-alertmanager", "gpuaas-capacity-schedule")
+EVENT_SOURCES = ("gpuaas-workloads", "gpuaas-alertmanager", "gpuaas-gpu-nodes", "gpuaas-capacity-clock")
 SENSORS = ("gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-provision-quota")
 def operator_routing(namespace_matcher: str | None = NS, *, url: str | None = None, amc_namespace: str = NS
                      ) -> dict[str, Any]:

@@ -78,6 +78,12 @@ def running_evidence(facts: Facts, key: str) -> tuple[bool | None, str]:
         deployed = [o for o in facts.event_objects if o.kind in ("EventSource", "Sensor") and o.deployment is not None]
         if deployed:
             return True, f"it deployed {len(deployed)} of the product's EventSources and Sensors"
+    if key == "prometheus-operator":
+        reconciled = [r for r in [*facts.prometheus_resources, *facts.alertmanager_resources]
+                      if r.conditions.get("Reconciled", ("",))[0] == "True"]
+        if reconciled:
+            return True, (f"it reconciled {len(reconciled)} Prometheus/Alertmanager resource(s) (Reconciled=True on "
+                          f"{reconciled[0].kind} {reconciled[0].namespace}/{reconciled[0].name})")
     if key == "argo-workflows":
         ran = [w for w in facts.workflows if w.phase]
         if ran:

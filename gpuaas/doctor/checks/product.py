@@ -6,10 +6,15 @@ from __future__ import annotations
 from gpuaas.doctor.checks.components import not_installed
 from gpuaas.doctor.facts import EventObject, Facts
 from gpuaas.doctor.findings import Finding, Skipped, blocks, ok
+from sensors import all_event_sources, all_sensors
 
-EXPECTED = {"EventSource": ("gpuaas-workloads", "gpuaas-nodes", "gpuaas-alertmanager", "gpuaas-capacity-schedule"),
-            "Sensor": ("gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-provision-quota")}
-"""The product's EventSources and Sensors (manifests/base/events)."""
+
+def _names(objects: list[dict]) -> tuple[str, ...]:
+    return tuple(o["metadata"]["name"] for o in objects)
+
+
+EXPECTED = {"EventSource": _names(all_event_sources()), "Sensor": _names(all_sensors())}
+"""The product's EventSources and Sensors, as `gpuaas render` builds them (manifests/base/events)."""
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 RENDERED_STEP_IMAGE = "gpuaas-step"
 STUCK_S = 120.0
