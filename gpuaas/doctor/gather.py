@@ -445,11 +445,16 @@ class Gatherer:
         if fresh:  # just loaded (a reload a moment ago): wait for its first evaluation, once, bounded
             time.sleep(min(max(g.interval_s for g in fresh) + 1.0, 35.0))
             facts.rule_groups = self._rule_groups(http)
-        try:
-            active = ((http.get_json("/api/v1/alertmanagers").get("data") or {}).get("activeAlertmanagers")) or []
+        deadline = time.monotonic() + 15.0
+        while True:
+            try:
+                active = ((http.get_json("/api/v1/alertmanagers").get("data") or {}).get("activeAlertmanagers")) or []
+            except Unreadable:
+                break  # a querier (thanos-querier) has no such API
             facts.alertmanagers = tuple(str(a.get("url")) for a in active)
-        except Unreadable:
-            facts.alertmanagers = ()  # a querier (thanos-querier) has no such API
+            if facts.alertmanagers or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)  # right after a configuration reload the list is empty until discovery runs
 
     @staticmethod
     def _rule_groups(http: Http) -> list[RuleGroup]:
