@@ -226,15 +226,25 @@ class Runner:
         out.append(("/etc/hosts", hosts_file(self.dir / "etc-hosts", dict(self.args.host))))
         return out
 
-    def thanos_ruler_argv(self, pod: Pod, args: list[str]) -> list[str]:
+    def thanos_ruler_argv(self, pod: Pod, args: list[str], container: JSON | None = None) -> list[str]:
         """Thanos Ruler's args as a Debian Prometheus that does its job here (a STAND-IN): the same rule files
         (the operator's, as mounted), evaluated every `--eval-interval` over the series `--thanos-query`
         serves through remote read (what thanos-querier gives Thanos Ruler: the platform's series), alerts
         sent to `--thanos-alertmanager`, its HTTP API on `--http-address`."""
         def value(flag: str) -> list[str]:
             return [a.split("=", 1)[1] for a in args if a.startswith(f"--{flag}=")]
+        # Thanos globs folders too (`/etc/thanos/rules/*/*.yaml`); Prometheus only the file name: one entry per
+        # mounted folder the pattern names
+        import fnmatch
+        import posixpath
+
+        mounts = [m["mountPath"] for m in (container or {}).get("volumeMounts") or []]
+        rule_files = []
+        for pattern in value("rule-file"):
+            folder, name = posixpath.split(pattern)
+            rule_files += ([f"{m}/{name}" for m in mounts if fnmatch.fnmatch(m, folder)] if "*" in folder else [pattern])
         config = {"global": {"evaluation_interval": (value("eval-interval") or ["15s"])[0]},
-                  "rule_files": value("rule-file"),
+                  "rule_files": rule_files,
                   "remote_read": [{"url": f"{self.args.thanos_query}/api/v1/read", "read_recent": True}],
                   "alerting": {"alertmanagers": [{"api_version": "v2",
                                                   "static_configs": [{"targets": [self.args.thanos_alertmanager]}]}]}}
@@ -261,7 +271,7 @@ class Runner:
         raw = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container.get("args") or []]
         args = rewrite_args(raw, _container_ports(pod), pod.ip, data_dirs)
         if name == "thanos-ruler":
-            args = self.thanos_ruler_argv(pod, args)
+            args = self.thanos_ruler_argv(pod, args, container)
         elif name in ("prometheus", "alertmanager") and not any(a.startswith("--web.listen-address=") for a in args):
             # without the flag the program listens on every address (its default, as in a pod's own network)
             port = next(p["containerPort"] for p in container.get("ports") or [])

@@ -101,7 +101,7 @@ def resources(env: StackEnv) -> list[JSON]:
     not_run = {NOT_RUN: "true"}
     query = profiles.OPENSHIFT_QUERY
     return [
-        *[_namespace(n) for n in (MONITORING, UWM, "openshift-keda")],
+        *[_namespace(n) for n in (MONITORING, UWM, "openshift-keda", "openshift-machine-api")],
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "openshift-user-critical"},
          "value": 1000000000, "description": "OpenShift's priority class for user-critical pods (a stand-in)"},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",  # assets/cluster-monitoring-operator/cluster-role-view.yaml

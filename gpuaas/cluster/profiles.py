@@ -83,23 +83,9 @@ def chart(path: str, what: str = "") -> Source:
 def matches(selector: Selector, labels: Mapping[str, str]) -> bool:
     """Whether a LabelSelector selects `labels` (`{}` selects everything; None is handled by the callers,
     because an unset selector means different things on different fields)."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
+    from engine.kueue.controller import label_selector_matches
+
+    return selector is not None and label_selector_matches(dict(selector), dict(labels))
 
 
 def _namespace_selected(selector: Selector, own_namespace: str, namespace: str, labels: Mapping[str, str]) -> bool:

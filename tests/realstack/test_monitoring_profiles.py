@@ -31,11 +31,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -59,6 +61,16 @@ ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "docs" / "install.md"
 REUSE_ENV = "GPUAAS_REAL_KPS_CLUSTER"
 TENANT = "team-a"
+SERVING = "team-b"
+"""The example tenant whose policy enforces (team-a's is dry-run: on-admitted would only record its ScaledObject)."""
+SUFFIX = uuid.uuid4().hex[:5]
+"""The workloads' names carry it: a cluster reused across runs (REUSE_ENV) keeps an earlier run's."""
+XID_NODE = f"gpu-node-{1 + int(SUFFIX, 16) % 3}"
+XID = str((48, 63, 64, 74, 79, 92, 94, 95)[int(SUFFIX, 16) % 8])
+"""A GPU-fault XID (not an application one): GPUXidError pages once per NEW code (the same code within 15 min
+does not page again), so a run on a reused cluster picks its own."""
+"""The node whose GPUs report an XID: Alertmanager groups health alerts by node, and a group an earlier run
+(REUSE_ENV) notified waits its group_interval (5 min) before the next notification."""
 WINDOW, FOR = "30s", "5s"
 KEEP_RUNNING = {"pod-complete.stage.kwok.x-k8s.io/delay": "900s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "900s"}
 
@@ -146,6 +158,8 @@ def _install(cluster: RealCluster, platform: str, receiver: Receiver) -> None:
     """docs/install.md's block for `platform`, as written (the receiver's URL for YOUR-ALERT-WEBHOOK)."""
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
            "PATH": f"{program('kubernetes', 'kubectl').parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # a reused cluster (REUSE_ENV) holds the Secret with an earlier run's receiver: this run's is created
+    cluster.kubectl("-n", "gpuaas", "delete", "secret", obs.ADMINS_SECRET, "--ignore-not-found", check=False)
     for line in install_block(platform):
         line = line.replace("https://YOUR-ALERT-WEBHOOK", receiver.url)
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=ROOT, env=env, capture_output=True,
@@ -193,12 +207,14 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
                   "spec": {"groups": [{**g, "name": f"unselected-{g['name']}"} for g in rule["spec"]["groups"]]}}
     kps.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
                 input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [unlabelled, rule]}))
-    groups = eventually(lambda: (g := _rule_groups(prometheus)) >= {obs.RULE_GROUP, "gpuaas-gpu-health"} and g,
-                        timeout_s=120, what="the operator's rule ConfigMap loaded into Prometheus (the reloader)")
-    assert not {g for g in groups if g.startswith("unselected-")}, groups
-    loaded = [r for g in _get(f"{prometheus}/api/v1/rules")["data"]["groups"] for r in g["rules"]
-              if r["name"] == obs.ALERT_NAME]
-    assert loaded and f"[{WINDOW}]" in loaded[0]["query"], loaded
+    def reloaded() -> set[str] | None:
+        groups = _get(f"{prometheus}/api/v1/rules")["data"]["groups"]
+        idle = [r for g in groups for r in g["rules"] if r["name"] == obs.ALERT_NAME and f"[{WINDOW}]" in r["query"]]
+        return {g["name"] for g in groups} if idle else None
+    groups = eventually(reloaded, timeout_s=120, what="the operator's rule ConfigMap with the stack's window loaded "
+                                                      "into Prometheus (the operator's config-reloader)")
+    assert {obs.RULE_GROUP, "gpuaas-gpu-health"} <= groups and not {g for g in groups if g.startswith("unselected-")}, \
+        groups
 
     # The operator's AlertmanagerConfig conversion: the route in the generated config carries namespace="gpuaas"
     # (OnNamespace: the chart sets no strategy) and the webhook's bearer token from the Secret.
@@ -214,7 +230,7 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
     assert webhook["webhook_configs"][0]["url"] == prometheus_operator.webhook_url(), webhook
 
     # 2. An idle GPU pod of the tenant: the alert fires with the product's namespace, and reaches the webhook.
-    job = batch.create_namespaced_job(TENANT, _gpu_job("kps-idle", {UTILIZATION_ANNOTATION: "0", **KEEP_RUNNING}))
+    job = batch.create_namespaced_job(TENANT, _gpu_job(f"kps-idle-{SUFFIX}", {UTILIZATION_ANNOTATION: "0", **KEEP_RUNNING}))
     eventually(lambda: [p for p in core.list_namespaced_pod(TENANT, label_selector=f"batch.kubernetes.io/job-name="
                                                              f"{job.metadata.name}").items if p.status.phase == "Running"],
                timeout_s=120, what="the idle Job's pod Running (Kueue admitted it)")
@@ -230,26 +246,26 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
     assert posted
 
     # 3. A GPU health alert reaches the admins' receiver (the URL of Secret gpuaas-admin-alerts).
-    core.patch_node("gpu-node-3", {"metadata": {"annotations": {XID_ANNOTATION: "79"}}})
+    core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
     try:
         got = eventually(lambda: [a for a in receiver.alerts() if a["labels"].get("alertname") == "GPUXidError"],
                          timeout_s=180, what="GPUXidError at the admins' receiver")
-        assert got[0]["labels"]["node"] == "gpu-node-3" and got[0]["labels"]["namespace"] == "gpuaas", got[0]
+        assert got[0]["labels"]["node"] == XID_NODE and got[0]["labels"]["namespace"] == "gpuaas", got[0]
     finally:
-        core.patch_node("gpu-node-3", {"metadata": {"annotations": {XID_ANNOTATION: None}}})
+        core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: None}}})
 
     # 4. An inference server admitted: on-admitted (as gpuaas-steps, with the overlay's gpuaas-prometheus
     # environment, what the pod's envFrom gives it) makes its ScaledObject; KEDA's scaler answers through
     # the URL it names.
     settings = core.read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data
-    apps.create_namespaced_deployment(TENANT, _server("kps-server"))
-    workload = eventually(lambda: _admitted_workload(custom, "kps-server"), timeout_s=120,
+    apps.create_namespaced_deployment(SERVING, _server(f"kps-server-{SUFFIX}"))
+    workload = eventually(lambda: _admitted_workload(custom, f"kps-server-{SUFFIX}"), timeout_s=120,
                           what="the server's pod Workload admitted")
     steps = RealSteps(kps, tmp_path / "steps", environ=settings)
-    run = steps.run("on-admitted", namespace=TENANT, workload=workload)
+    run = steps.run("on-admitted", namespace=SERVING, workload=workload)
     assert run.outcome == "applied", run.describe()
     scaled = eventually(lambda: [s for s in custom.list_namespaced_custom_object(
-        "keda.sh", "v1alpha1", TENANT, "scaledobjects")["items"] if s["spec"]["scaleTargetRef"]["name"] == "kps-server"],
+        "keda.sh", "v1alpha1", SERVING, "scaledobjects")["items"] if s["spec"]["scaleTargetRef"]["name"] == f"kps-server-{SUFFIX}"],
         timeout_s=60, what="the server's ScaledObject")[0]
     assert scaled["spec"]["triggers"][0]["metadata"]["serverAddress"] == settings["GPUAAS_PROMETHEUS_URL"]
     _keda_metric_answers(kps, custom, scaled)
@@ -292,9 +308,9 @@ def _gpu_job(name: str, annotations: dict[str, str]) -> dict[str, Any]:
                         "limits": {"nvidia.com/gpu": "1"}}}]}}}}
 
 
-def _server(name: str, utilization: str = "50") -> dict[str, Any]:
+def _server(name: str, utilization: str = "50", namespace: str = SERVING) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": TENANT, "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
+            "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": namespace}},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {
                 "metadata": {"labels": {"app": name}, "annotations": {UTILIZATION_ANNOTATION: utilization}},
                 "spec": {"containers": [{"name": "server", "image": "registry.invalid/llm-server:1",
@@ -302,8 +318,8 @@ def _server(name: str, utilization: str = "50") -> dict[str, Any]:
                                                        "limits": {"nvidia.com/gpu": "1"}}}]}}}}
 
 
-def _admitted_workload(custom: client.CustomObjectsApi, app: str) -> str | None:
-    for workload in custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads")["items"]:
+def _admitted_workload(custom: client.CustomObjectsApi, app: str, namespace: str = SERVING) -> str | None:
+    for workload in custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads")["items"]:
         owners = workload["metadata"].get("ownerReferences") or []
         if any(o["kind"] == "Pod" and o["name"].startswith(f"{app}-") for o in owners) and \
                 _condition(workload, "Admitted") == "True":
@@ -312,18 +328,33 @@ def _admitted_workload(custom: client.CustomObjectsApi, app: str) -> str | None:
 
 
 def _keda_metric_answers(cluster: RealCluster, custom: client.CustomObjectsApi, scaled: dict[str, Any]) -> None:
-    """KEDA's external metric for the ScaledObject answers with a value: its scaler queried Prometheus."""
-    name = scaled["metadata"]["name"]
+    """KEDA's scaler reaches Prometheus with the product's trigger: same serverAddress and authentication, with
+    `vector(1)` as the query. (The product's own query answers nothing until the server's pods have reported
+    for the tenant's whole window: on-admitted's activity_query; KEDA then keeps the replicas.) Its external
+    metric answering proves the URL resolves, the token is accepted and the CA trusted."""
+    trigger = scaled["spec"]["triggers"][0]
+    probe = f"keda-probe-{SUFFIX}"
+    client.AppsV1Api(cluster.admin).create_namespaced_deployment(SERVING, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": probe},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": probe}}, "template": {
+            "metadata": {"labels": {"app": probe}},
+            "spec": {"containers": [{"name": "main", "image": "registry.invalid/probe:1",
+                                     "resources": {"requests": {"cpu": "10m"}}}]}}}})
+    custom.create_namespaced_custom_object("keda.sh", "v1alpha1", SERVING, "scaledobjects", {
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": probe},
+        "spec": {"scaleTargetRef": {"name": probe}, "minReplicaCount": 1, "maxReplicaCount": 1, "pollingInterval": 5,
+                 "triggers": [{**trigger, "name": "probe", "metadata": {**trigger["metadata"], "query": "vector(1)"}}]}})
     metric = eventually(lambda: ((custom.get_namespaced_custom_object(
-        "keda.sh", "v1alpha1", TENANT, "scaledobjects", name).get("status") or {}).get("externalMetricNames") or [None])[0],
-        timeout_s=60, what="KEDA naming the ScaledObject's external metric")
-    selector = urllib.parse.quote(f"scaledobject.keda.sh/name={name}")
+        "keda.sh", "v1alpha1", SERVING, "scaledobjects", probe).get("status") or {}).get("externalMetricNames")
+        or [None])[0], timeout_s=60, what="KEDA naming the probe's external metric")
+    selector = urllib.parse.quote(f"scaledobject.keda.sh/name={probe}")
 
     def answer() -> str | None:
-        done = cluster.kubectl("get", "--raw", f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{TENANT}/{metric}"
+        done = cluster.kubectl("get", "--raw", f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{SERVING}/{metric}"
                                f"?labelSelector={selector}", check=False, timeout=60)
-        return done.stdout if done.returncode == 0 and '"items"' in done.stdout else None
-    eventually(answer, timeout_s=120, what=f"KEDA's external metric {metric} answered (its Prometheus scaler worked)")
+        return done.stdout if done.returncode == 0 and '"value"' in done.stdout else None
+    eventually(answer, timeout_s=120, what=f"KEDA's external metric {metric} answered through the product's "
+                                           f"serverAddress {trigger['metadata']['serverAddress']}")
 
 
 # -- OpenShift ----------------------------------------------------------------------------------------------
@@ -343,6 +374,25 @@ def _rule_file(cluster: RealCluster, namespace: str, configmap: str, rule_namesp
     return texts[0]
 
 
+def _query_as_a_pod(cluster: RealCluster, tmp: Path, url: str, token: str, ca: Path, promql: str) -> str:
+    """The steps' MetricsGateway query at the overlay's URL, as a pod makes it: the Service name resolved (an
+    /etc/hosts of its own: the querier's address), the token from its file, the service CA from its file."""
+    from gpuaas.cluster.monitoring_pods import hosts_file, with_hosts
+    from gpuaas.cluster.prometheus_operator import cluster_names
+
+    token_file = tmp / f"token-{len(token)}"
+    token_file.write_text(token)
+    hosts = hosts_file(tmp / "etc-hosts", cluster_names(profiles.OPENSHIFT, cluster.state_dir))
+    script = ("import sys\nfrom steps.gateways.metrics import MetricsGateway\n"
+              "try:\n    found = MetricsGateway(sys.argv[1], token_file=sys.argv[2], ca_file=sys.argv[3], retries=0)"
+              ".query(sys.argv[4])\n    print(f'GPU series: {len(found)}')\n"
+              "except Exception as error:\n    print(f'{type(error).__name__}: {error}')\n")
+    done = subprocess.run(with_hosts([sys.executable, "-c", script, url, str(token_file) if token else "", str(ca),
+                                      promql], hosts), cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    return done.stdout + done.stderr
+
+
 def _token(cluster: RealCluster, namespace: str, account: str) -> str:
     return cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
 
@@ -350,13 +400,11 @@ def _token(cluster: RealCluster, namespace: str, account: str) -> str:
 def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_querier(
         openshift: RealCluster, receiver: Receiver, tmp_path: Path) -> None:
     from gpuaas.cluster import openshift_platform as osp
-    from steps.gateways.metrics import MetricsGateway
 
     core, apps = client.CoreV1Api(openshift.admin), client.AppsV1Api(openshift.admin)
     custom, batch = client.CustomObjectsApi(openshift.admin), client.BatchV1Api(openshift.admin)
     status = openshift.cluster.status()
-    querier, ruler = status["endpoints"]["thanos-querier"], status["endpoints"][
-        f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
+    ruler = status["endpoints"][f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
 
     # cluster-monitoring-operator's translation of the install's ConfigMap (its stand-in): gpuaas exempt from the
     # enforcement of Thanos Ruler, the user-workload Alertmanager reading AlertmanagerConfigs.
@@ -378,9 +426,9 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     enforced = eventually(lambda: _rule_file(openshift, osp.UWM, configmap, "team-b"), timeout_s=60,
                           what="the operator's Thanos Ruler rule file for team-b")
     assert 'namespace="team-b"' in enforced and 'namespace="gpuaas"' not in ours.split("labels:")[0], ours[:800]
-    groups = eventually(lambda: (g := _rule_groups(ruler)) >= {obs.RULE_GROUP, "gpuaas-gpu-health"} and g,
-                        timeout_s=120, what="Thanos Ruler (stand-in) evaluating the product's groups")
-    assert any(g.startswith("enforced-") for g in groups), groups
+    eventually(lambda: (g := _rule_groups(ruler)) >= {obs.RULE_GROUP, "gpuaas-gpu-health",
+                                                       f"enforced-{obs.RULE_GROUP}"} and g,
+               timeout_s=120, what="Thanos Ruler (stand-in) evaluating the product's groups and the probe's")
 
     # alertmanager-main (the operator's config from CMO's Secret) reads no AlertmanagerConfig; the user-workload
     # Alertmanager does, with the OnNamespace matcher.
@@ -394,9 +442,10 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     assert routes and 'namespace="gpuaas"' in routes[0]["matchers"], uwm["route"]
 
     # OpenShift AI's Kueue frameworks: a batch Job is not managed (no Workload); a Deployment's pods are.
-    batch.create_namespaced_job(TENANT, _gpu_job("os-job", KEEP_RUNNING))
-    apps.create_namespaced_deployment(TENANT, _server("os-idle", utilization="0"))
-    eventually(lambda: _admitted_workload(custom, "os-idle"), timeout_s=120, what="the idle server's pod admitted")
+    batch.create_namespaced_job(TENANT, _gpu_job(f"os-job-{SUFFIX}", KEEP_RUNNING))
+    apps.create_namespaced_deployment(TENANT, _server(f"os-idle-{SUFFIX}", utilization="0", namespace=TENANT))
+    eventually(lambda: _admitted_workload(custom, f"os-idle-{SUFFIX}", TENANT), timeout_s=120,
+               what="the idle server's pod admitted")
     assert not [w for w in custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads")["items"]
                 if any(o["kind"] == "Job" for o in w["metadata"].get("ownerReferences") or [])], \
         "Kueue made a Workload for a batch Job: OpenShift AI's default frameworks do not include batch/job"
@@ -411,38 +460,34 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     eventually(lambda: [line for line in proxy_log.read_text(errors="replace").splitlines()
                         if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
                timeout_s=120, what="the user-workload Alertmanager POSTing GPUWorkloadIdle with the token")
-    core.patch_node("gpu-node-3", {"metadata": {"annotations": {XID_ANNOTATION: "79"}}})
+    core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
     try:
         eventually(lambda: [a for a in receiver.alerts() if a["labels"].get("alertname") == "GPUXidError"],
                    timeout_s=180, what="GPUXidError at the admins' receiver")
     finally:
-        core.patch_node("gpu-node-3", {"metadata": {"annotations": {XID_ANNOTATION: None}}})
+        core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: None}}})
 
     # thanos-querier behind the real kube-rbac-proxy: no token 401, a token without cluster-monitoring-view 403,
     # the steps' own token (the overlay binds the role) answers, over the service CA the overlay's ConfigMap holds.
     ca = tmp_path / "service-ca.crt"
     ca.write_text(eventually(lambda: (core.read_namespaced_config_map("gpuaas-prometheus-ca", "gpuaas").data or {})
                              .get("service-ca.crt"), timeout_s=60, what="the service CA injected into gpuaas-prometheus-ca"))
-    for token, expected in (("", "401"), (_token(openshift, "gpuaas", "gpuaas-eventsources"), "403")):
-        path = tmp_path / "token"
-        path.write_text(token)
-        with pytest.raises(Exception, match=expected):
-            MetricsGateway(querier, token_file=str(path) if token else "", ca_file=str(ca), retries=0).query("vector(1)")
-    steps_token = tmp_path / "steps-token"
-    steps_token.write_text(_token(openshift, "gpuaas", "gpuaas-steps"))
-    assert MetricsGateway(querier, token_file=str(steps_token), ca_file=str(ca), retries=0).query(
-        'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}'), "the steps' query through thanos-querier found no GPU series"
+    url = core.read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data["GPUAAS_PROMETHEUS_URL"]
+    for token, expected in (("", "401"), (_token(openshift, "gpuaas", "gpuaas-eventsources"), "403"),
+                            (_token(openshift, "gpuaas", "gpuaas-steps"), "GPU series: [1-9]")):
+        answer = _query_as_a_pod(openshift, tmp_path, url, token, ca, 'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}')
+        assert re.search(expected, answer), (expected, answer)
 
     # KEDA's ScaledObject for a server, made by on-admitted with the overlay's settings, authenticates.
     settings = core.read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data
-    apps.create_namespaced_deployment(TENANT, _server("os-server"))
-    workload = eventually(lambda: _admitted_workload(custom, "os-server"), timeout_s=120,
+    apps.create_namespaced_deployment(SERVING, _server(f"os-server-{SUFFIX}"))
+    workload = eventually(lambda: _admitted_workload(custom, f"os-server-{SUFFIX}"), timeout_s=120,
                           what="the server's pod Workload admitted")
-    run = RealSteps(openshift, tmp_path / "steps", environ=settings).run("on-admitted", namespace=TENANT,
+    run = RealSteps(openshift, tmp_path / "steps", environ=settings).run("on-admitted", namespace=SERVING,
                                                                           workload=workload)
     assert run.outcome == "applied", run.describe()
     scaled = eventually(lambda: [s for s in custom.list_namespaced_custom_object(
-        "keda.sh", "v1alpha1", TENANT, "scaledobjects")["items"] if s["spec"]["scaleTargetRef"]["name"] == "os-server"],
+        "keda.sh", "v1alpha1", SERVING, "scaledobjects")["items"] if s["spec"]["scaleTargetRef"]["name"] == f"os-server-{SUFFIX}"],
         timeout_s=60, what="the server's ScaledObject")[0]
     assert scaled["spec"]["triggers"][0]["authenticationRef"]["kind"] == "ClusterTriggerAuthentication"
     _keda_metric_answers(openshift, custom, scaled)
