@@ -494,19 +494,25 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
 
     # gpuaas doctor on OpenShift: thanos-querier's authentication, the enforced namespace label (and the
     # cluster-monitoring-operator setting that lifts it), alertmanager-main reading no AlertmanagerConfig.
-    _doctor_on_openshift(openshift, querier, ruler, ca, steps_token, tmp_path)
+    _doctor_on_openshift(openshift, url, ruler, ca, tmp_path)
 
 
-def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Path, token: Path, tmp_path: Path) -> None:
+def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Path, tmp_path: Path) -> None:
     from gpuaas.cluster import openshift_platform as osp
+    from gpuaas.cluster.monitoring_pods import hosts_file, with_hosts
+    from gpuaas.cluster.prometheus_operator import cluster_names
     from gpuaas.doctor import checks
     from gpuaas.doctor.clients import Http, Kube
     from gpuaas.doctor.facts import Alertmanager
     from gpuaas.doctor.gather import Gatherer
 
-    # thanos-querier behind kube-rbac-proxy: without a token the doctor says it did not answer (401); with the
-    # steps' token (cluster-monitoring-view) and the service CA it answers.
-    querier_doctor = Doctor(cluster, querier)
+    # thanos-querier behind kube-rbac-proxy, at its Service name (the serving certificate's; an /etc/hosts of its own
+    # stands in for the cluster's DNS, as for the steps' pods): without a token the doctor says it did not answer
+    # (401); with a token of cluster-monitoring-view (the steps') and the service CA it answers.
+    hosts = hosts_file(tmp_path / "doctor-hosts", cluster_names(profiles.OPENSHIFT, cluster.state_dir))
+    token = tmp_path / "doctor-token"
+    token.write_text(_token(cluster, "gpuaas", "gpuaas-steps"))
+    querier_doctor = Doctor(cluster, querier, wrap=lambda argv: with_hosts(argv, hosts))
     _, denied, _ = querier_doctor("--ca-file", str(ca))
     assert finding(denied, "prometheus")["status"] == "blocks" and "HTTP 401" in finding(denied, "prometheus")["summary"]
     _, allowed, _ = querier_doctor("--ca-file", str(ca), "--bearer-token-file", str(token))

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ class Doctor:
     alertmanager: str | None = None
     options: tuple[str, ...] = field(default_factory=tuple)
     """More options on every run (--bearer-token-file, --ca-file)."""
+    wrap: Callable[[list[str]], list[str]] | None = None
+    """Turns the command line into another (e.g. gpuaas.cluster.monitoring_pods.with_hosts: Service names resolved
+    as a pod resolves them, for a serving certificate issued to the Service's name)."""
 
     def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
         return {**os.environ, "KUBECONFIG": str(kubeconfig or self.cluster.kubeconfig),
@@ -38,9 +42,9 @@ class Doctor:
         if self.alertmanager:
             urls += ["--alertmanager", self.alertmanager]
         started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "gpuaas.cli", "doctor", *urls, "--output", "json", *self.options,
-                               *extra], cwd=ROOT, env=self.env(kubeconfig), capture_output=True, text=True,
-                              timeout=600, check=False)
+        argv = [sys.executable, "-m", "gpuaas.cli", "doctor", *urls, "--output", "json", *self.options, *extra]
+        done = subprocess.run(self.wrap(argv) if self.wrap else argv, cwd=ROOT, env=self.env(kubeconfig),
+                              capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode in (0, 1), f"gpuaas doctor exited {done.returncode}: {done.stderr[-2000:]}"
         return done.returncode, json.loads(done.stdout), time.monotonic() - started
 
