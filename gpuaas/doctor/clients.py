@@ -89,7 +89,9 @@ class Http:
 
     url: str
     session: Any
-    """requests.Session, shared with prometheus-api-client."""
+    """requests.Session, shared with prometheus-api-client. Every request passes `verify` itself: requests lets
+    $REQUESTS_CA_BUNDLE override a session's own CA otherwise (Session.merge_environment_settings), and --ca-file
+    must win (seen: an SSL error against thanos-querier's service-CA certificate in an environment setting it)."""
 
     @classmethod
     def connect(cls, url: str, *, token: str | None = None, ca_file: str | None = None) -> Http:
@@ -112,7 +114,7 @@ class Http:
         import requests
 
         try:
-            response = self.session.get(self.url + path, timeout=20)
+            response = self.session.get(self.url + path, timeout=20, verify=self.session.verify)
         except requests.RequestException as error:
             raise Unreadable(f"GET {self.url}{path}: {type(error).__name__}: {str(error)[:200]}") from None
         if response.status_code != 200:
@@ -126,7 +128,7 @@ class Http:
         import requests
 
         try:
-            response = self.session.post(self.url + path, json=body, timeout=20)
+            response = self.session.post(self.url + path, json=body, timeout=20, verify=self.session.verify)
         except requests.RequestException as error:
             raise Unreadable(f"POST {self.url}{path}: {type(error).__name__}: {str(error)[:200]}") from None
         if response.status_code >= 300:

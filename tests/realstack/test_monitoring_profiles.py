@@ -514,7 +514,8 @@ def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Pat
     token.write_text(_token(cluster, "gpuaas", "gpuaas-steps"))
     querier_doctor = Doctor(cluster, querier, wrap=lambda argv: with_hosts(argv, hosts))
     _, denied, _ = querier_doctor("--ca-file", str(ca))
-    assert finding(denied, "prometheus")["status"] == "blocks" and "HTTP 401" in finding(denied, "prometheus")["summary"]
+    assert finding(denied, "prometheus")["status"] == "blocks" and "HTTP 401" in finding(denied, "prometheus")["summary"], \
+        finding(denied, "prometheus")
     _, allowed, _ = querier_doctor("--ca-file", str(ca), "--bearer-token-file", str(token))
     assert finding(allowed, "prometheus")["status"] == "ok", finding(allowed, "prometheus")
 
