@@ -157,7 +157,11 @@ class Gatherer:
 
     # -- Kubernetes ----------------------------------------------------------------------------------
     def read_crds(self) -> None:
-        groups = (self.kube.get("/apis") or {}).get("groups") or []
+        discovery = self.kube.get("/apis")
+        if discovery is None:
+            raise Unreadable(f"GET {self.kube.server}/apis: 404: this API serves no discovery (not a Kubernetes API "
+                             "server?), so which CRDs are served is unknown")
+        groups = discovery.get("groups") or []
         wanted = {name.split(".", 1)[1] for c in V.COMPONENTS for name, _ in c.crds}
         wanted |= {"serving.kserve.io", "serving.knative.dev", "datasciencecluster.opendatahub.io",
                    "monitoring.coreos.com", "apiregistration.k8s.io"}

@@ -45,7 +45,10 @@ def doctor(stack: RealCluster) -> Doctor:
 def test_the_doctor_passes_on_the_stack_and_its_probe_goes_through_the_real_routing(doctor: Doctor) -> None:
     code, report, seconds = doctor("--probe")
     print(f"gpuaas doctor --probe: {seconds:.1f}s, {report['counts']}")
-    assert not_ok(report) == STACK_GAPS, json.dumps([f for f in report["findings"] if f["status"] != "ok"], indent=1)
+    # tenants other tests of the session made are theirs to keep labelled; the example tenants must pass
+    ours = {check: status for check, status in not_ok(report).items() if not check.startswith("tenant:")}
+    assert ours == STACK_GAPS, json.dumps([f for f in report["findings"] if f["status"] != "ok"], indent=1)
+    assert finding(report, "tenant:team-a")["status"] == finding(report, "tenant:team-b")["status"] == "ok"
     assert code == 0 and report["status"] == "warn" and not report["notChecked"] and not report["unreadable"]
     probe = finding(report, "probe")
     assert "nothing was released" in probe["summary"], probe
