@@ -68,9 +68,9 @@ class IdleRule:
         except PolicyError:
             raise ValueError(f"--idle-window: expected a duration such as 30s, 2m or 1h30m (or seconds), "
                              f"found {window!r}") from None
-        if seconds < 10 or seconds != round(seconds):
+        if seconds < 10 or seconds != round(seconds) or seconds > 86400:
             raise ValueError(f"--idle-window: expected whole seconds, at least 10s (two of the stack's 5 s "
-                             f"scrapes), found {window!r}")
+                             f"scrapes) and at most 24h, found {window!r}")
         return cls(_duration(seconds), _duration(max(FOR_MIN, round(seconds / 6))))
 
 

@@ -355,17 +355,18 @@ def dashboard_configmap(namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
 
 
 def rule_window(policy_text: str | None = None) -> str:
-    """The alert's window: the SHORTEST idle window of the policy (default: the policy gpuaas renders).
+    """The alert's window: the SHORTEST idle window of the policy, over every tenant and kind (default:
+    the policy gpuaas renders).
 
-    The rule cannot know tenants, and an alert can only start the on-idle step. With the window of
-    the shortest policy, a tenant whose `idle.window` is shorter than the default is looked at as soon
-    as its own window is idle (not after the default's); tenants with longer windows are confirmed by
-    the step over their own window (it reads Prometheus over the tenant's `idle.window`).
+    The rule cannot know tenants or kinds, and an alert can only start the on-idle step. With the
+    shortest window, a tenant or kind whose `idle.window` is shorter than the default is looked at as
+    soon as its own window is idle; longer windows are confirmed by the step over their own window (it
+    reads Prometheus over the tenant's and kind's `idle.window`).
     """
     from steps.policy import default_policy_text, parse_policy
 
     policy = parse_policy(policy_text if policy_text is not None else default_policy_text())
-    seconds = min([policy.idle.window_seconds, *(s.window_seconds for s in policy.tenants.values())])
+    seconds = min(policy.windows())
     whole = round(seconds)
     return f"{whole // 3600}h" if whole % 3600 == 0 else f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
 

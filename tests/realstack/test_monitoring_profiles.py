@@ -239,11 +239,18 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
                                  and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT],
                         timeout_s=180, what="GPUWorkloadIdle firing for the tenant's pod")
     assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
-    proxy_log = Path(next(c["log"] for c in kps.cluster.status()["components"] if c["name"] == "webhook-proxy"))
-    posted = eventually(lambda: [line for line in proxy_log.read_text(errors="replace").splitlines()
-                                 if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
-                        timeout_s=120, what="Alertmanager POSTing GPUWorkloadIdle to the webhook with the token")
-    assert posted
+    components = {c["name"]: c for c in kps.cluster.status()["components"]}
+    proxy_log = Path(components["webhook-proxy"]["log"])
+    try:
+        eventually(lambda: [line for line in proxy_log.read_text(errors="replace").splitlines()
+                            if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
+                   timeout_s=300, what="Alertmanager POSTing GPUWorkloadIdle to the webhook with the token")
+    except AssertionError as error:
+        alertmanager = kps.endpoint("alertmanager")
+        pod_logs = sorted(Path(kps.cluster.state_dir / "pods").glob("alertmanager-*/alertmanager.log"))
+        raise AssertionError(f"{error}\nAlertmanager alerts: {_get(f'{alertmanager}/api/v2/alerts')}\n"
+                             f"Alertmanager log: {pod_logs[0].read_text()[-3000:] if pod_logs else 'none'}\n"
+                             f"proxy log: {proxy_log.read_text()[-1500:]}") from None
 
     # 3. A GPU health alert reaches the admins' receiver (the URL of Secret gpuaas-admin-alerts).
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
