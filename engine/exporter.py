@@ -10,6 +10,11 @@ alert on, with dcgm-exporter's field names: temperatures, the last XID error (a 
 the last code until the exporter restarts), volatile ECC error counters and row-remapping counters.
 Incidents are injected with `set(uuid, temperature_c=..., xid=...)` and `add_ecc_errors(...)`.
 
+A GPU split with MIG is one device per slice (`add_gpu(..., mig_instance="3", mig_profile="3g.40gb")`):
+each slice's series carry the PHYSICAL GPU's UUID plus `GPU_I_ID` and `GPU_I_PROFILE`, as dcgm-exporter
+labels them, and its `DCGM_FI_DEV_GPU_UTIL` reads 0 (MIG does not report it). A device is addressed by
+its `key` (the UUID for a whole GPU, `UUID/GI<n>` for a slice).
+
 `label_style="exported"` emits `exported_pod`/`exported_namespace`/`exported_container` instead:
 what Prometheus stores behind the usual ServiceMonitor (`honorLabels: false`), where the exporter
 pod's own `pod`/`namespace` target labels win. Both spellings must work end to end.
@@ -81,10 +86,19 @@ class GpuDevice:
     correctable_remapped_rows: int = 0
     uncorrectable_remapped_rows: int = 0
     row_remap_failure: bool = False
+    mig_instance: str = ""
+    """GPU_I_ID of this MIG slice; '' for a whole GPU."""
+    mig_profile: str = ""
+    """GPU_I_PROFILE of this MIG slice (e.g. 3g.40gb)."""
 
     @property
     def device(self) -> str:
         return f"nvidia{self.gpu}"
+
+    @property
+    def key(self) -> str:
+        """How the exporter addresses this device: the UUID, or `UUID/GI<n>` for a MIG slice (slices share a UUID)."""
+        return f"{self.uuid}/GI{self.mig_instance}" if self.mig_instance else self.uuid
 
     def values(self) -> dict[str, float]:
         util = max(0.0, min(100.0, float(self.utilization)))
@@ -99,7 +113,7 @@ class GpuDevice:
         temperature = self.temperature_c if self.temperature_c is not None else 32.0 + 0.4 * util
         memory_temperature = (self.memory_temperature_c if self.memory_temperature_c is not None
                               else temperature + 4.0)
-        out = {"DCGM_FI_DEV_GPU_UTIL": util, "DCGM_FI_DEV_POWER_USAGE": power,
+        out = {"DCGM_FI_DEV_GPU_UTIL": 0.0 if self.mig_instance else util, "DCGM_FI_DEV_POWER_USAGE": power,
                "DCGM_FI_DEV_FB_USED": used, "DCGM_FI_DEV_FB_FREE": max(0.0, self.framebuffer_mib - used),
                "DCGM_FI_DEV_GPU_TEMP": temperature, "DCGM_FI_DEV_MEMORY_TEMP": memory_temperature,
                "DCGM_FI_DEV_XID_ERRORS": float(self.xid),
@@ -146,16 +160,17 @@ class DcgmExporter:
         self._thread: threading.Thread | None = None
         self.scrapes = 0
         for device in gpus:
-            self._gpus[device.uuid] = device
+            self._gpus[device.key] = device
 
     # -- GPUs ------------------------------------------------------------------------------------
     def add_gpu(self, hostname: str, gpu: int, uuid: str | None = None, **fields: Any) -> GpuDevice:
-        """Add (or replace) a GPU; `uuid` defaults to a stable one derived from host and index."""
+        """Add (or replace) a GPU, or a MIG slice of one (`mig_instance`, `mig_profile`); `uuid` defaults to a
+        stable one derived from host and index. Address it later by the returned device's `key`."""
         uuid = uuid or f"GPU-{zlib.crc32(hostname.encode()):08x}-0000-4000-8000-{gpu:012d}"
         fields.setdefault("pci_bus_id", f"00000000:{0x10 + gpu:02X}:00.0")
         device = GpuDevice(hostname=hostname, gpu=gpu, uuid=uuid, **fields)
         with self._lock:
-            self._gpus[uuid] = device
+            self._gpus[device.key] = device
         return device
 
     def remove_gpu(self, uuid: str) -> None:
@@ -213,6 +228,8 @@ class DcgmExporter:
     def _labels(self, device: GpuDevice) -> dict[str, str]:
         labels = {"gpu": str(device.gpu), "UUID": device.uuid, "pci_bus_id": device.pci_bus_id,
                   "device": device.device, "modelName": device.model_name, "Hostname": device.hostname}
+        if device.mig_instance:
+            labels.update(GPU_I_PROFILE=device.mig_profile, GPU_I_ID=device.mig_instance)
         if self.kubernetes_mode and device.pod:
             prefix = "exported_" if self.label_style == "exported" else ""
             labels[f"{prefix}pod"] = device.pod

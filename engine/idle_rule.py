@@ -18,6 +18,8 @@ import urllib.request
 from datetime import UTC, datetime
 from typing import Any
 
+from steps.gpu_key import reports
+
 log = logging.getLogger(__name__)
 
 ALERT_NAME = "GPUWorkloadIdle"
@@ -58,8 +60,8 @@ class InProcessIdleRule:
         now = time.monotonic()
         busiest: dict[tuple[str, str], float] = {}
         for sample in self.exporter.samples():
-            if sample.name != UTIL_METRIC:
-                continue
+            if sample.name != UTIL_METRIC or not reports(sample.name, sample.labels):
+                continue  # a MIG slice's GPU_UTIL is not a reading (steps.gpu_key): it never looks idle here
             pod = sample.labels.get("pod") or sample.labels.get("exported_pod")
             namespace = sample.labels.get("namespace") or sample.labels.get("exported_namespace")
             if pod and namespace:

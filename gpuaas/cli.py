@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "quota": "GPU quota advice from usage: `gpuaas quota advise --prometheus URL --since 7d` (applies nothing).",
     "simulate": "Replay GPU history through the idle policy: what it would have reclaimed, whom it would have interrupted.",
     "cluster": "Build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on this machine.",
+    "doctor": "Check every prerequisite on a live cluster and its Prometheus; say what blocks and how to fix it.",
 }
 EXIT_DEFECT = 70
 """EX_SOFTWARE: the command failed on a defect of its own (one line; GPUAAS_TRACEBACK=1 shows where)."""

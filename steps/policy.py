@@ -219,7 +219,7 @@ IDLE_FIELDS: tuple[Field, ...] = (
     Field("requestMetric", "request_metric", "metric", "serving: a request counter the server's pods export, "
           "besides the known ones (vLLM, Triton, TGI)"),
     Field("signalUrl", "signal_url", "url", "notebook: the Jupyter server's base URL; ray: the Ray dashboard's; "
-          "{name} and {namespace} are the owner's (defaults: Kubeflow's and KubeRay's services)"),
+          "{name} and {namespace} are the owner's, {domain} the cluster's (defaults: Kubeflow's and KubeRay's services)"),
 )
 FIELDS_BY_KEY = {f.key: f for f in IDLE_FIELDS}
 _ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
@@ -364,8 +364,13 @@ def _value(where: str, spec: Field, value: object) -> object:
         if not isinstance(value, str) or not _METRIC.match(value):
             raise PolicyError(where, "a Prometheus metric name (letters, digits, _ and :)", repr(value))
         return value
+    expected = "an http(s) URL (with {name}, {namespace} and {domain} where the owner's and the cluster's go)"
     if not isinstance(value, str) or not value.startswith(("http://", "https://")) or len(value) > 500:
-        raise PolicyError(where, "an http(s) URL (with {name} and {namespace} where the owner's go)", repr(value))
+        raise PolicyError(where, expected, repr(value))
+    try:  # the step formats it with these three (steps.gateways.workload_apis): any other brace is an error there
+        value.format(name="n", namespace="ns", domain="cluster.local")
+    except (KeyError, IndexError, ValueError):
+        raise PolicyError(where, expected, repr(value)) from None
     return value
 
 

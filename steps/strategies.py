@@ -9,6 +9,7 @@
 | elastic Job / RayJob / RayCluster            | scale-worker-groups | worker replicas 0 in the owner               | reservation shrinks            |
 | RayCluster, RayJob, PyTorchJob, Job, JobSet, TrainJob, other jobs, no owner | deactivate-workload | Workload spec.active: false | released, Workload kept |
 | plain Pod / pod group, InferenceService without KEDA | none        | nothing (would delete pods / cannot scale)   | kept                           |
+| Deployment a Knative Revision controls (KServe Serverless) | none  | nothing: Knative scales it to zero itself    | Knative's                      |
 
 WHY not scale non-elastic jobs: changing worker replicas changes the podSets, Kueue stops the job
 and recreates the Workload (reservation lost) and owns `suspend`; its maintainers recommend
@@ -86,6 +87,8 @@ KIND_TABLE: tuple[tuple[str, str, str], ...] = (
     ("RayCluster, RayJob, PyTorchJob, Job, JobSet, TrainJob", DEACTIVATE,
      "changing replicas would recreate the Workload; spec.active=false frees quota and keeps it"),
     ("Pod, pod group, InferenceService without KEDA", NONE, "nothing can stop them without deleting tenant pods"),
+    ("Deployment of a Knative Revision (KServe Serverless)", NONE,
+     "Knative's autoscaler owns its replicas and scales it to zero itself; gpuaas never fights it"),
 )
 
 
@@ -131,6 +134,8 @@ def is_elastic(workload: Workload, owners: OwnerChain) -> bool:
 def strategy_for(workload: Workload, owners: OwnerChain, scaled_object: Mapping[str, Any] | None) -> ReleaseStrategy:
     """Pick the release strategy from the live owner chain (pure)."""
     kinds = owners.kinds()
+    if owners.knative:
+        return ReleaseStrategy(NONE, owners.top, knative_reason(owners.knative))
     if "Notebook" in kinds:
         return ReleaseStrategy(STOP_NOTEBOOK, owners.find("Notebook"),
                                "Notebook: the kubeflow-resource-stopped annotation scales its StatefulSet to 0")
@@ -159,6 +164,13 @@ def strategy_for(workload: Workload, owners: OwnerChain, scaled_object: Mapping[
     kind = direct_kind or "no owner"
     return ReleaseStrategy(DEACTIVATE, dict(workload.obj),
                            f"{kind}: spec.active=false releases the quota and keeps the Workload (kueue#14702)")
+
+
+def knative_reason(why: str) -> str:
+    """The record's words for a Knative-scaled server (OwnerChain.knative says which object and Revision)."""
+    return (f"{why}: Knative's autoscaler sets its replicas and scales it to zero itself when it gets no requests "
+            "(autoscaling.knative.dev/min-scale, scale-to-zero-grace-period), so gpuaas neither makes a ScaledObject "
+            "for it nor patches its replicas (either would fight Knative)")
 
 
 def _record(strategy: ReleaseStrategy, previous: JSON, *, tenant: str | None, gpus: float, now: datetime,

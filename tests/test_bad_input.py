@@ -167,6 +167,21 @@ GPUAAS_CASES = [
                                      "99999999999999999999h"], 2, ("--idle-window", "at most 24h")),
     ("cluster-up-idle-window-short", ["cluster", "up", "--no-build", "--with", "events", "--idle-window", "5s"], 2,
      ("--idle-window", "at least 10s")),
+    # doctor
+    ("doctor-prometheus-not-a-url", ["doctor", "--prometheus", "localhost:9090"], 2,
+     ("--prometheus", "expected an http(s) URL", "found 'localhost:9090'")),
+    ("doctor-alertmanager-not-a-url", ["doctor", "--alertmanager", "ftp://x"], 2, ("--alertmanager", "found 'ftp://x'")),
+    ("doctor-token-file-missing", ["doctor", "--bearer-token-file", "nope"], 2, ("--bearer-token-file", "found no file at nope")),
+    ("doctor-token-file-a-folder", ["doctor", "--bearer-token-file", "empty-folder"], 2, ("found no file at empty-folder",)),
+    ("doctor-ca-file-missing", ["doctor", "--ca-file", "nope.pem"], 2, ("--ca-file", "found no file at nope.pem")),
+    ("doctor-probe-timeout", ["doctor", "--probe-timeout", "-5"], 2, ("--probe-timeout", "found -5")),
+    ("doctor-probe-timeout-not-a-number", ["doctor", "--probe-timeout", "soon"], 2, ("invalid float value: 'soon'",)),
+    ("doctor-namespace", ["doctor", "--namespace", "Not_A_Namespace"], 2, ("--namespace", "found 'Not_A_Namespace'")),
+    ("doctor-probe-without-alertmanager", ["doctor", "--probe"], 2, ("--probe", "expected --alertmanager URL")),
+    ("doctor-output", ["doctor", "--output", "xml"], 2, ("--output: unknown value 'xml'", "expected one of table, json")),
+    ("doctor-kubeconfig-garbage", ["doctor", "--kubeconfig", "kubeconfig"], 2, ("expected a cluster to check",)),
+    ("doctor-api-unreachable", ["doctor", "--kube-url", "http://127.0.0.1:9"], 2,
+     ("the Kubernetes API did not answer", "--kube-url")),
     # quota (each fails before anything is read)
     ("quota-since-huge", ["quota", "advise", "--prometheus", "http://127.0.0.1:9", "--since", "99999999999999d"], 2,
      ("--since: expected a window of at most 366d",)),
@@ -251,7 +266,7 @@ def test_gpuaas_answers_bad_input_with_one_line(workdir: Path, capsys: pytest.Ca
     except SystemExit as stop:  # argparse
         exit_code = int(stop.code or 0)
     captured = capsys.readouterr()
-    command = "gpuaas" + (f" {argv[0]}" if argv and argv[0] in ("render", "route", "demo", "audit") else "")
+    command = "gpuaas" + (f" {argv[0]}" if argv and argv[0] in ("render", "route", "demo", "audit", "doctor") else "")
     check_one_line_error(exit_code, captured.out, captured.err, expected_code=code, prefix=command, words=words)
 
 

@@ -68,12 +68,12 @@ def sync(exporter: Any, core: Any) -> None:
     for gpu in exporter.gpus():
         key = (gpu.namespace, gpu.pod)
         if gpu.pod and key not in wanted:
-            exporter.unassign(gpu.uuid)
+            exporter.unassign(gpu.key)
         elif gpu.pod:
-            held.setdefault(key, []).append(gpu.uuid)
+            held.setdefault(key, []).append(gpu.key)
     for (namespace, name), (node, count, utilization) in wanted.items():
         have = held.get((namespace, name), [])
-        free = [g.uuid for g in exporter.gpus() if g.hostname == node and not g.pod]
+        free = [g.key for g in exporter.gpus() if g.hostname == node and not g.pod]
         for uuid in free[:max(0, count - len(have))]:
             exporter.assign(uuid, namespace=namespace, pod=name, container="main")
         exporter.set_pod_utilization(namespace, name, utilization)

@@ -545,6 +545,12 @@ class Cluster:
         config = self.state_dir / "kueue" / "configuration.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(yaml.safe_dump(self._kueue_configuration(), sort_keys=False))
+        # The ConfigMap a Deployment of Kueue mounts its configuration from, holding what this Kueue runs with
+        # (upstream's install applied its own default there): what reads Kueue's configuration from the
+        # cluster, as `gpuaas doctor` does, sees the selector and frameworks in force.
+        self.apply([{"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "kueue-manager-config", "namespace": KUEUE_SA[0]},
+                     "data": {"controller_manager_config.yaml": config.read_text()}}], "Kueue's configuration ConfigMap")
         self._kueue_certificates()
         health = self.state.port("kueue-health")
         # --kubeconfig, not $KUBECONFIG: Kueue's visibility API server reads the flag for its delegated

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 GROUP = "gpuaas-gpu-health"
+PRESENCE_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_TEMP")
+"""What says a GPU is there (`gpuaas:gpu_info`): any of these, because a GPU split with MIG does not
+report DCGM_FI_DEV_GPU_UTIL (steps.gpu_key), and its slices report under the physical GPU's UUID."""
 NOTIFY_LABEL = "gpuaas_notify"
 NOTIFY_ADMINS = "gpu-admins"
 GPU_KEY = "node, gpu, UUID, modelName"
@@ -94,7 +97,7 @@ def _memory_errors_expr() -> str:
 def recording_rules() -> list[dict[str, Any]]:
     """Per-GPU health series, in evaluation order."""
     return [
-        {"record": GPU_INFO, "expr": per_gpu("DCGM_FI_DEV_GPU_UTIL", "group")},
+        {"record": GPU_INFO, "expr": per_gpu(f'{{__name__=~"{"|".join(PRESENCE_METRICS)}"}}', "group")},
         {"record": TEMPERATURE, "expr": per_gpu("DCGM_FI_DEV_GPU_TEMP")},
         {"record": MEMORY_TEMPERATURE, "expr": per_gpu("DCGM_FI_DEV_MEMORY_TEMP")},
         {"record": POWER, "expr": per_gpu("DCGM_FI_DEV_POWER_USAGE")},

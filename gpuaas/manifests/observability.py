@@ -12,6 +12,10 @@ series with `exported_pod` get their `namespace`/`pod` replaced from the exporte
 series are taken as they are, except those in the exporter's own namespaces (a GPU no pod holds
 carries only the exporter's target labels in the exported setup; it must not look like a workload).
 
+MIG. The slices of one GPU share its UUID, so a GPU is keyed by UUID plus `GPU_I_ID`
+(steps.gpu_key.BY_GPU), and `DCGM_FI_DEV_GPU_UTIL`, which MIG does not report (0 or absent), is read
+for whole GPUs only: a slice's activity is `DCGM_FI_PROF_GR_ENGINE_ACTIVE` or nothing.
+
 Tenants. A tenant is a Kueue ClusterQueue. Allocation per tenant comes from Kueue itself
 (`kueue_cluster_queue_resource_usage`, needs `metrics.enableClusterQueueResources: true`);
 utilisation per tenant joins GPU activity to the tenant through the namespace label
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaas.manifests import gpu_health
+from steps.gpu_key import ENGINE_ACTIVE, GPU_UTIL, by_gpu, whole_gpu_only
 from steps.reactions.idle_alerts import WORKLOAD_NAMESPACE_LABEL
 
 ALERT_NAME = "GPUWorkloadIdle"
@@ -82,19 +87,22 @@ DASHBOARD_CONFIGMAP = "gpuaas-gpu-dashboard"
 
 # -- PromQL ------------------------------------------------------------------------------------
 def _normalised(metric: str, exporter_namespaces: tuple[str, ...]) -> str:
-    """`metric` restricted to GPUs held by a pod, with `namespace`/`pod` of THAT pod in either spelling."""
-    exported = (f'label_replace(label_replace({metric}{{exported_pod!=""}}, '
+    """`metric` restricted to GPUs held by a pod, with `namespace`/`pod` of THAT pod in either spelling,
+    and to the GPUs that report it (GPU_UTIL: whole GPUs, no MIG slice; steps.gpu_key)."""
+    only = "".join(f", {m}" for m in [whole_gpu_only(metric)] if m)
+    exported = (f'label_replace(label_replace({metric}{{exported_pod!=""{only}}}, '
                 f'"namespace", "$1", "exported_namespace", "(.+)"), "pod", "$1", "exported_pod", "(.+)")')
     skip = "|".join(exporter_namespaces)
-    plain = f'{metric}{{exported_pod="", pod!="", namespace!~"{skip}"}}'
+    plain = f'{metric}{{exported_pod="", pod!="", namespace!~"{skip}"{only}}}'
     return f"({exported} or {plain})"
 
 
 def gpu_activity_expr(exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> str:
-    """Per GPU activity 0-1: engine-active where profiling metrics exist, else GPU_UTIL/100."""
-    by = "namespace, pod, Hostname, hostname, gpu, UUID"
-    engine = _normalised("DCGM_FI_PROF_GR_ENGINE_ACTIVE", exporter_namespaces)
-    util = _normalised("DCGM_FI_DEV_GPU_UTIL", exporter_namespaces)
+    """Per GPU (or MIG slice) activity 0-1: engine-active where profiling metrics exist, else GPU_UTIL/100
+    (whole GPUs only: a MIG slice without engine-active has no activity series, never a false 0)."""
+    by = by_gpu("namespace", "pod")
+    engine = _normalised(ENGINE_ACTIVE, exporter_namespaces)
+    util = _normalised(GPU_UTIL, exporter_namespaces)
     return f"max by ({by}) ({engine})\nor\nmax by ({by}) ({util}) / 100"
 
 

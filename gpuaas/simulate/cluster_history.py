@@ -7,7 +7,9 @@ prometheus-api-client):
   / 100) of every GPU held by a pod, in both label spellings, exactly as the recording rule
   `gpuaas:gpu_activity:ratio` reads them: `namespace`/`pod` outside the exporter's namespaces, or
   `exported_namespace`/`exported_pod`. Queried as range vectors in chunks, so samples are raw (no
-  lookback filling a gap: a missing sample stays "no data").
+  lookback filling a gap: a missing sample stays "no data"). A GPU is keyed by UUID plus MIG
+  instance (`steps.gpu_key.GpuKey`), and a MIG slice's `DCGM_FI_DEV_GPU_UTIL` (not reported on MIG)
+  is never read.
 - **Who holds them** (kube-state-metrics): `kube_pod_owner` (pod -> owner), `kube_replicaset_owner`
   (ReplicaSet -> Deployment), `kube_job_owner` (Job -> JobSet, ...; a CronJob's Jobs stay
   workloads of their own, as Kueue admits them), `kube_pod_labels`
@@ -39,6 +41,7 @@ import numpy as np
 from gpuaas.manifests.observability import DEFAULT_EXPORTER_NAMESPACES, TENANT_NAMESPACE_LABEL
 from gpuaas.simulate.history import NOT_HELD, History, Pods, Workloads, allocate
 from steps.gateways.metrics import ENGINE_ACTIVE, GPU_UTIL, MetricsGateway
+from steps.gpu_key import GpuKey, reports
 
 CHUNK_SECONDS = 3 * 3600.0
 OWNERS_NOT_WORKLOADS = ("CronJob",)
@@ -140,9 +143,10 @@ class ClusterReader:
                     if not len(points):
                         continue
                     metric = labels.get("__name__", "")
+                    if not reports(metric, labels):
+                        continue  # GPU_UTIL of a MIG slice: not a reading (steps.gpu_key)
                     scale = 0.01 if metric == GPU_UTIL else 1.0
-                    gpu = labels.get("UUID") or f"{labels.get('Hostname', labels.get('hostname', '?'))}/{labels.get('gpu', '?')}"
-                    key = (labels.get(ns_label, ""), labels.get(pod_label, ""), gpu)
+                    key = (labels.get(ns_label, ""), labels.get(pod_label, ""), str(GpuKey.from_labels(labels)))
                     samples[key][metric].append((points[:, 0], points[:, 1] * scale))
             if self.progress:
                 self.progress("reading GPU samples", (index + 1) / chunks)

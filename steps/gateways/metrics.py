@@ -10,6 +10,9 @@ DCGM series reach Prometheus under two label spellings: the exporter's own `pod`
 (with `honorLabels: true` or relabelling), or `exported_pod`/`exported_namespace` (the usual
 ServiceMonitor, where the target's own `pod`/`namespace` labels win). Both are queried.
 
+A GPU is keyed by UUID plus MIG instance (steps.gpu_key.GpuKey): the slices of one GPU share its
+UUID. A MIG slice is judged on DCGM_FI_PROF_GR_ENGINE_ACTIVE only (it does not report GPU_UTIL).
+
 `prometheus_api_client` (and with it `requests`) is imported on first use, so a step process that
 never reads metrics does not pay ~0.2 s for it.
 """
@@ -28,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from prometheus_api_client import PrometheusConnect
 
-DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+from steps.gpu_key import ENGINE_ACTIVE, GPU_UTIL, HOSTNAME_LABELS, PROFILE_LABEL, GpuKey, reports
+
 TOKEN_FILE_ENV = "GPUAAS_PROMETHEUS_TOKEN_FILE"
 """A file whose content is sent as `Authorization: Bearer` (OpenShift's thanos-querier: the pod's own
 ServiceAccount token, /var/run/secrets/kubernetes.io/serviceaccount/token, bound to cluster-monitoring-view)."""
@@ -36,10 +40,7 @@ CA_FILE_ENV = "GPUAAS_PROMETHEUS_CA_FILE"
 """PEM file of the CA that signed the query endpoint's serving certificate (OpenShift: the service CA,
 `service-ca.crt`); without it an https endpoint is checked against the system's trusted CAs."""
 
-ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-"""Fraction of time the graphics/compute engine was active (0-1); needs DCGM profiling metrics."""
-GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
-"""Coarse GPU utilisation in percent (0-100); always available. Used when ENGINE_ACTIVE is absent."""
+DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 
 LABEL_SPELLINGS: tuple[tuple[str, str], ...] = (("namespace", "pod"), ("exported_namespace", "exported_pod"))
 """(namespace label, pod label) as Prometheus may store them; see the module docstring."""
@@ -63,9 +64,10 @@ class MetricsQueryError(MetricsError):
 
 @dataclass(frozen=True)
 class GpuObservation:
-    """One physical GPU as seen in the window: who used it and how busy it got."""
+    """One GPU (or MIG slice) as seen in the window: who used it and how busy it got."""
 
     uuid: str
+    """The physical GPU's UUID (else `node/index` for an exporter without UUIDs)."""
     hostname: str
     gpu: str
     namespace: str
@@ -82,10 +84,25 @@ class GpuObservation:
     coverage: float | None = None
     """Share (0-1) of the window covered by THIS GPU's own samples (gaps over the tolerance uncovered);
     None when only the window's coverage is known (then GpuActivity.coverage stands for every GPU)."""
+    instance: str = ""
+    """The MIG instance (GPU_I_ID) this observation is about; '' for a whole GPU."""
+    profile: str = ""
+    """The MIG profile (GPU_I_PROFILE, e.g. 1g.10gb); '' for a whole GPU."""
+
+    @property
+    def key(self) -> GpuKey:
+        return GpuKey(self.uuid, self.instance)
+
+    @property
+    def name(self) -> str:
+        """`node/gpu3`, or `node/gpu3 MIG 1g.10gb (GI 5)` for a slice: how the record names it."""
+        base = f"{self.hostname}/gpu{self.gpu}"
+        return f"{base} MIG {self.profile or '?'} (GI {self.instance})" if self.instance else base
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "uuid": self.uuid, "hostname": self.hostname, "gpu": self.gpu, "namespace": self.namespace,
+            "uuid": self.uuid, **({"instance": self.instance, "profile": self.profile} if self.instance else {}),
+            "hostname": self.hostname, "gpu": self.gpu, "namespace": self.namespace,
             "pod": self.pod, "metric": self.metric, "labelSpelling": self.label_spelling,
             "maxActivity": self.max_activity, "samples": self.samples,
             "coverage": None if self.coverage is None else round(self.coverage, 4),
@@ -172,7 +189,7 @@ class GpuActivity:
                     f"(neither {ENGINE_ACTIVE} nor {GPU_UTIL}, in either label spelling): idleness not confirmed")
         thin = min(self.gpus, key=self.gpu_coverage)
         if failed == SHORT_COVERAGE or self.gpu_coverage(thin) < min_coverage:
-            return (f"DCGM samples for {thin.hostname}/gpu{thin.gpu} (pod {self.namespace}/{thin.pod}) cover "
+            return (f"DCGM samples for {thin.name} (pod {self.namespace}/{thin.pod}) cover "
                     f"{self.gpu_coverage(thin):.0%} of the {self.window_seconds:g}s window (need every GPU covering at least "
                     f"{min_coverage:.0%}; largest gap {self.largest_gap_seconds:.1f}s): idleness not confirmed")
         missing = self._missing_evidence(min_coverage, expected or {}, held)
@@ -181,7 +198,7 @@ class GpuActivity:
         if failed is None:
             return None
         busy = [g for g in self.gpus if g.max_activity > threshold]
-        parts = ", ".join(f"{g.hostname}/gpu{g.gpu} reached {g.max_activity:.0%}" for g in busy)
+        parts = ", ".join(f"{g.name} reached {g.max_activity:.0%}" for g in busy)
         return f"pod {target} used its GPUs in the last {self.window_seconds:g}s ({parts}; threshold {threshold:.0%})"
 
     def gpu_coverage(self, gpu: GpuObservation) -> float:
@@ -365,8 +382,9 @@ class MetricsGateway:
                      *, at: float | None = None, gap_tolerance_seconds: float | None = None) -> GpuActivity:
         """GPU activity of `pods` in `namespace` over the `window_seconds` before `at` (default now).
 
-        Per GPU (UUID, else Hostname+gpu index), ENGINE_ACTIVE is preferred; GPU_UTIL/100 is used
-        when a GPU has no ENGINE_ACTIVE series. Coverage counts time between consecutive samples no
+        Per GPU (steps.gpu_key.GpuKey: UUID plus MIG instance), ENGINE_ACTIVE is preferred;
+        GPU_UTIL/100 is used when a whole GPU has no ENGINE_ACTIVE series, never for a MIG slice
+        (MIG does not report it: a slice without ENGINE_ACTIVE has no data). Coverage counts time between consecutive samples no
         further apart than `gap_tolerance_seconds` (default: 3x the median scrape interval, at
         least 1 s), so an exporter outage inside the window lowers the coverage.
         """
@@ -381,34 +399,33 @@ class MetricsGateway:
         end = time.time() if at is None else at
         start = end - window_seconds
 
-        per_gpu: dict[tuple[str, str], dict[str, Any]] = {}
+        per_gpu: dict[tuple[GpuKey, str], dict[str, Any]] = {}
         for spelling, selector in activity_selectors(namespace, pod_list, window_seconds).items():
             ns_label, pod_label = LABEL_SPELLINGS[0] if spelling == "plain" else LABEL_SPELLINGS[1]
             for series in self.query(selector, at=end):
                 labels = series.get("metric", {})
                 values = series.get("values") or []
                 name = labels.get("__name__", "")
-                if name not in (ENGINE_ACTIVE, GPU_UTIL) or not values:
+                if name not in (ENGINE_ACTIVE, GPU_UTIL) or not values or not reports(name, labels):
                     continue
                 scale = 0.01 if name == GPU_UTIL else 1.0
                 points = [(float(ts), float(v) * scale) for ts, v in values
                           if not math.isnan(float(v)) and float(ts) > start]
                 if not points:
                     continue
-                gpu_key = labels.get("UUID") or f"{labels.get('Hostname', labels.get('hostname', '?'))}/{labels.get('gpu', '?')}"
-                entry = per_gpu.setdefault((gpu_key, name), {
+                entry = per_gpu.setdefault((GpuKey.from_labels(labels), name), {
                     "labels": labels, "spelling": spelling, "points": [],
                     "namespace": labels.get(ns_label, ""), "pod": labels.get(pod_label, ""),
                 })
                 entry["points"].extend(points)
 
-        chosen: list[tuple[str, str, dict[str, Any], list[tuple[float, float]]]] = []
+        chosen: list[tuple[GpuKey, str, dict[str, Any], list[tuple[float, float]]]] = []
         intervals: list[float] = []
-        for uuid in sorted({k[0] for k in per_gpu}):
-            metric = ENGINE_ACTIVE if (uuid, ENGINE_ACTIVE) in per_gpu else GPU_UTIL
-            entry = per_gpu[(uuid, metric)]
+        for key in sorted({k[0] for k in per_gpu}):
+            metric = ENGINE_ACTIVE if (key, ENGINE_ACTIVE) in per_gpu else GPU_UTIL
+            entry = per_gpu[(key, metric)]
             points = sorted(entry["points"])
-            chosen.append((uuid, metric, entry, points))
+            chosen.append((key, metric, entry, points))
             stamps = sorted({ts for ts, _ in points})
             intervals.extend(b - a for a, b in itertools.pairwise(stamps) if b > a)
         if gap_tolerance_seconds is None:
@@ -418,12 +435,13 @@ class MetricsGateway:
 
         observations: list[GpuObservation] = []
         largest = window_seconds if not chosen else 0.0
-        for uuid, metric, entry, points in chosen:
+        for key, metric, entry, points in chosen:
             covered, gap = _coverage([ts for ts, _ in points], start, end, gap_tolerance_seconds)
             largest = max(largest, gap)
             labels = entry["labels"]
             observations.append(GpuObservation(
-                uuid=uuid, hostname=labels.get("Hostname", labels.get("hostname", "")), gpu=labels.get("gpu", ""),
+                uuid=key.uuid, instance=key.instance, profile=labels.get(PROFILE_LABEL, "") if key.instance else "",
+                hostname=next((labels[h] for h in HOSTNAME_LABELS if labels.get(h)), ""), gpu=labels.get("gpu", ""),
                 namespace=entry["namespace"], pod=entry["pod"], metric=metric,
                 label_spelling=entry["spelling"], max_activity=max(v for _, v in points),
                 samples=len(points), first_seen=points[0][0], last_seen=points[-1][0], coverage=covered,

@@ -12,6 +12,13 @@ Kueue links a Workload to its job in three ways (facts/kueue.md):
 The chain climbs controllers (Pod -> ReplicaSet -> Deployment -> InferenceService, StatefulSet ->
 Notebook) because the release must act on the TOP object: scaling a Deployment that a KServe
 InferenceService or KEDA manages would be undone within seconds.
+
+Knative. A Deployment controlled by a Knative Revision (KServe's Serverless mode, or any Knative
+Service) is scaled by Knative's autoscaler, which also takes it to zero itself: knative/serving
+makes each Revision's Deployment with a controller ownerReference to the Revision
+(`pkg/reconciler/revision/resources/deploy.go` MakeDeployment) and the KPA sets its replicas
+(`pkg/reconciler/autoscaling/kpa/scaler.go`). The chain stops there (a Revision is never read: no
+grant is needed to know it) and `OwnerChain.knative` says so, so nothing gpuaas does fights Knative.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
 JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
 GROUP_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KNATIVE_SERVING_GROUP = "serving.knative.dev"
+KSERVE_DEPLOYMENT_MODE = "serving.kserve.io/deploymentMode"
+KSERVE_KNATIVE_MODES = frozenset({"Serverless", "Knative"})
+"""KServe's deployment modes served by Knative (`Serverless`, renamed `Knative`; kserve pkg/constants)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,19 @@ class OwnerChain:
     def kinds(self) -> list[str]:
         return [str(o.get("kind")) for o in self.objects]
 
+    @property
+    def knative(self) -> str | None:
+        """Why Knative, not gpuaas, scales this workload's server ("Deployment x is controlled by Knative
+        Revision y"), or None. Pure: read from the chain's own objects."""
+        for obj in self.objects:
+            name = (obj.get("metadata") or {}).get("name")
+            revision = knative_revision(obj)
+            if revision is not None:
+                return f"{obj.get('kind')} {name} is controlled by Knative Revision {revision}"
+            if obj.get("kind") == "InferenceService" and kserve_mode(obj) in KSERVE_KNATIVE_MODES:
+                return f"InferenceService {name} runs in KServe's {kserve_mode(obj)} (Knative) mode"
+        return None
+
     def to_dict(self) -> JSON:
         return {"reference": self.reference.to_dict() if self.reference else None,
                 "chain": [f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}" for o in self.objects],
@@ -116,6 +140,25 @@ class OwnerChain:
 def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return next((r for r in refs if isinstance(r, Mapping) and r.get("controller")), None)
+
+
+def is_knative_revision(ref: Mapping[str, Any] | None) -> bool:
+    """Whether an ownerReference names a Knative Serving Revision (serving.knative.dev/*)."""
+    return bool(ref) and ref.get("kind") == "Revision" and \
+        str(ref.get("apiVersion") or "").split("/")[0] == KNATIVE_SERVING_GROUP
+
+
+def knative_revision(obj: Mapping[str, Any]) -> str | None:
+    """The name of the Knative Revision that controls `obj`, else None."""
+    ref = controller_of(obj)
+    return str(ref.get("name")) if ref is not None and is_knative_revision(ref) else None
+
+
+def kserve_mode(isvc: Mapping[str, Any]) -> str:
+    """An InferenceService's deployment mode: its annotation (KServe's defaulting webhook sets it for the
+    non-Knative modes), else its status (`status.deploymentMode`), else ''."""
+    annotations = (isvc.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(KSERVE_DEPLOYMENT_MODE) or (isvc.get("status") or {}).get("deploymentMode") or "")
 
 
 def resolve_owners(kube: Any, workload: Mapping[str, Any], *, limit: int = 4) -> OwnerChain:
@@ -140,8 +183,8 @@ def resolve_owners(kube: Any, workload: Mapping[str, Any], *, limit: int = 4) ->
             break
         objects.append(obj)
         parent = controller_of(obj)
-        if parent is None:
-            break
+        if parent is None or is_knative_revision(parent):
+            break  # a Knative Revision: Knative scales this object (OwnerChain.knative), nothing above is read
         api_version, kind, name = str(parent.get("apiVersion") or ""), str(parent.get("kind") or ""), \
             str(parent.get("name") or "")
         if kind == "Workload":

@@ -84,8 +84,9 @@ class WorkloadState:
         return self.event.summary() if self.event is not None else None
 
     def keda_target(self) -> JSON | None:
-        """The Deployment/StatefulSet KEDA would scale (None for Notebooks: their controller owns replicas)."""
-        if "Notebook" in self.owners.kinds():
+        """The Deployment/StatefulSet KEDA would scale (None for Notebooks: their controller owns replicas;
+        None for Knative-scaled servers: Knative's autoscaler owns them and scales them to zero itself)."""
+        if "Notebook" in self.owners.kinds() or self.owners.knative:
             return None
         for kind in KEDA_KINDS:
             found = self.owners.find(kind)

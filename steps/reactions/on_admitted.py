@@ -17,7 +17,9 @@ plan (pure):
   the tenant's idle window and minimum runtime. Owner reference to the owner (garbage collected with
   it), label gpuaas.io/managed-by=gpuaas. A tenant's own ScaledObject on the same target is
   respected (KEDA allows one per target), and so is any other HorizontalPodAutoscaler on it (e.g.
-  KServe's: KEDA's webhook refuses a ScaledObject for a target an HPA scales);
+  KServe's: KEDA's webhook refuses a ScaledObject for a target an HPA scales); a server Knative scales
+  (a Deployment controlled by a Knative Revision: KServe Serverless) gets none: Knative takes it to
+  zero itself, and the record says so;
 - for other kinds: record the release strategy on-idle will use (no write).
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from steps.gpu_key import ENGINE_ACTIVE, GPU_UTIL, whole_gpu_only
 from steps.model.state import (
     MANAGED_BY,
     MANAGED_BY_VALUE,
@@ -43,7 +46,7 @@ from steps.strategies import strategy_for
 REACTION = "on-admitted"
 RUN_ANNOTATION = "gpuaas.io/created-by-run"
 """On a ScaledObject gpuaas created: the Argo run (workflow uid) that created it."""
-METRICS = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL")
+METRICS = (ENGINE_ACTIVE, GPU_UTIL)
 
 
 def observe(context: Any, request: ReactionRequest) -> WorkloadState:
@@ -63,7 +66,8 @@ PRESENCE_STEP = "10s"
 
 
 def activity_query(namespace: str, target: JSON, window_seconds: float, min_runtime_seconds: float = 0.0) -> str:
-    """Highest GPU activity (0-1) of the target's pods over the window, in both DCGM label spellings.
+    """Highest GPU activity (0-1) of the target's pods over the window, in both DCGM label spellings
+    (GPU_UTIL of whole GPUs only: a MIG slice does not report it, steps.gpu_key).
 
     One element (max) as KEDA requires. A series counts only if it exists now (a deleted pod's series
     is stale at once, so the pods a server had before it went to 0 do not count). Nothing is judged
@@ -89,9 +93,10 @@ def activity_query(namespace: str, target: JSON, window_seconds: float, min_runt
     pods = pod_regex(target).replace("\\", "\\\\")   # a PromQL string literal: the regex's backslashes doubled
     parts, young = [], []
     for metric in METRICS:
-        scale = " / 100" if metric == "DCGM_FI_DEV_GPU_UTIL" else ""
+        scale = " / 100" if metric == GPU_UTIL else ""
+        only = "".join(f",{m}" for m in [whole_gpu_only(metric)] if m)   # GPU_UTIL: never a MIG slice's
         for ns_label, pod_label in (("namespace", "pod"), ("exported_namespace", "exported_pod")):
-            series = f'{metric}{{{ns_label}="{namespace}",{pod_label}=~"{pods}"}}'
+            series = f'{metric}{{{ns_label}="{namespace}",{pod_label}=~"{pods}"{only}}}'
             parts.append(f"(max_over_time({series}[{window}]) and {series}){scale}")
             young.append(f"({series} unless (count_over_time({series}[{age}]) >= on () group_left () {steps}"
                          f" and {series} offset {held}))")
@@ -201,6 +206,9 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
     if exempt:
         return Plan((), (*reasons, f"{exempt} is annotated gpuaas.io/idle-policy: exempt: no idle handling"),
                     Outcome.SKIPPED_BY_POLICY, metrics)
+    if state.owners.knative:
+        return Plan((), (*reasons, (f"{state.owners.knative}: Knative scales it to zero itself; gpuaas makes no "
+                                    "ScaledObject and never patches its replicas")), Outcome.NO_OP, metrics)
     if target is None or desired is None:
         return Plan((), (*reasons, "owner is not scaled by KEDA; on-idle applies the release strategy"),
                     Outcome.NO_OP, metrics)

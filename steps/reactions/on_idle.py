@@ -474,7 +474,10 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
             metrics_error = str(error)
     evidence = demand = None
     if pods and not metrics_error and ws.release is None:
-        evidence = read_evidence(context, kind, settings, ws.owners, idle_request.namespace, pods, now)
+        try:
+            evidence = read_evidence(context, kind, settings, ws.owners, idle_request.namespace, pods, now)
+        except MetricsError as error:  # transient only (read_evidence): Prometheus failed between two reads
+            metrics_error = str(error)
         if settings.release_on == "demand":
             demand = observe_demand(kube, ws, workload, pod_gpus, settings)
     idle = IdleState(now=now, workload=workload, resolution=resolution or f"Workload {name} read by name",
@@ -487,7 +490,10 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
 def read_evidence(context: Any, kind: str, settings: IdleSettings, owners: Any, namespace: str,
                   pods: tuple[str, ...], now: datetime) -> Evidence | None:
     """The kind's own evidence over its window, from the API the kind has (steps.signals); None when the
-    policy reads none for this kind. A source that cannot be read is Evidence(done=None), never a failure."""
+    policy reads none for this kind. A source that cannot be read is Evidence(done=None), never a failure,
+    except Prometheus failing (MetricsUnavailable, transient): the step has just read GPU activity from it,
+    so that is raised and retried like GPU activity, not read as missing evidence (`withoutSignal: gpu`
+    would then release on GPU activity alone because of a timeout)."""
     from steps import signals
     from steps.gateways.metrics import MetricsError
     from steps.gateways.workload_apis import WorkloadApiError, WorkloadApis, jupyter_url, ray_dashboard_url
@@ -525,6 +531,8 @@ def read_evidence(context: Any, kind: str, settings: IdleSettings, owners: Any, 
             served = metrics.counter_increase(counters, namespace, pods, window, at=at)
             in_flight = metrics.gauge_max(signals.REQUEST_GAUGES, namespace, pods, window, at=at)
         except MetricsError as error:
+            if getattr(error, "transient", False):
+                raise
             return signals.requests_evidence(None, None, window, counters, error=str(error))
         return signals.requests_evidence(served, in_flight, window, (*counters, *signals.REQUEST_GAUGES))
     if source == "progress":
@@ -533,6 +541,8 @@ def read_evidence(context: Any, kind: str, settings: IdleSettings, owners: Any, 
         try:
             increase = metrics.counter_increase((settings.progress_metric,), namespace, pods, window, at=at)
         except MetricsError as error:
+            if getattr(error, "transient", False):
+                raise
             return signals.progress_evidence(None, settings.progress_metric, window, error=str(error))
         return signals.progress_evidence(increase, settings.progress_metric, window)
     return None

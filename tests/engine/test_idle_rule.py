@@ -44,3 +44,19 @@ def test_idle_pod_fires_once_busy_pod_never(monkeypatch) -> None:
         exporter.unassign(idle.uuid)  # the pod went away: the alert resolves
         rule.evaluate()
         assert [e["data"]["body"]["status"] for e in received] == ["firing", "resolved"]
+
+
+def test_a_mig_slice_never_looks_idle_to_the_fallback_rule() -> None:
+    """MIG does not report GPU_UTIL (it reads 0 on a slice): the in-process rule, which reads only GPU_UTIL,
+    must not take that 0 for idle (steps.gpu_key)."""
+    from engine.exporter import DcgmExporter
+    from engine.idle_rule import InProcessIdleRule
+
+    exporter = DcgmExporter()
+    busy_slice = exporter.add_gpu("node-m", 0, mig_instance="3", mig_profile="3g.40gb")
+    exporter.assign(busy_slice.key, namespace="team-a", pod="mig-0")
+    exporter.set_utilization(busy_slice.key, 80)
+    rule = InProcessIdleRule(exporter, "http://127.0.0.1:9/alertmanager", "t", for_seconds=0.0)
+    rule.evaluate()
+    rule.evaluate()
+    assert rule.notifications == 0 and not rule._idle_since

@@ -7,6 +7,7 @@ The GPUs and who holds them (every label spelling a cluster produces):
 | plain    | `pod`/`namespace` as the exporter wrote them (honorLabels: true) | node-a: team-a/nb-idle x2 at 0%, team-a/nb-busy at 70% |
 | renamed  | the exporter writes `pod`/`namespace`, the scrape adds the exporter pod's own, Prometheus itself renames the GPU's to `exported_*` (a ServiceMonitor with honorLabels: false) | node-b: team-b/train-idle 0%, team-b/train-partly 0% + 50%, one GPU nobody holds |
 | exported | the exporter writes `exported_*` directly, no profiling metrics (GPU_UTIL only) | node-c: team-c/infer-idle 0% |
+| plain (MIG) | slices of one GPU: the physical UUID plus `GPU_I_ID`, GPU_UTIL reading 0 | node-m GPU 0: team-m/mig-idle (GI 1) 0%, team-m/mig-partly (GI 2) 60% + (GI 3) 0%; GPU 1: team-m/mig-noprof (GI 4) without profiling metrics |
 
 Rules use a 4 s window and a 2 s `for`, evaluated every 0.5 s, so the idle alert reaches the
 webhook receiver ~10 s after start instead of 35 minutes.
@@ -48,9 +49,9 @@ class GpuStack:
 
 def _hold(exporter: DcgmExporter, host: str, index: int, ns: str, pod: str, percent: float, **fields: object) -> str:
     device = exporter.add_gpu(host, index, **fields)
-    exporter.assign(device.uuid, namespace=ns, pod=pod)
-    exporter.set_utilization(device.uuid, percent)
-    return device.uuid
+    exporter.assign(device.key, namespace=ns, pod=pod)
+    exporter.set_utilization(device.key, percent)
+    return device.key
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +66,10 @@ def gpu_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuStack]:
     _hold(renamed, "node-b", 2, "team-b", "train-partly", 50)
     renamed.add_gpu("node-b", 3)  # nobody holds it: only the exporter pod's labels
     _hold(exported, "node-c", 0, "team-c", "infer-idle", 0, profiling=False)
+    for index, instance, pod, percent, extra in ((0, "1", "mig-idle", 0, {}), (0, "2", "mig-partly", 60, {}),
+                                                 (0, "3", "mig-partly", 0, {}),
+                                                 (1, "4", "mig-noprof", 0, {"profiling": False})):
+        _hold(plain, "node-m", index, "team-m", pod, percent, mig_instance=instance, mig_profile="3g.40gb", **extra)
     receiver = AlertWebhookReceiver()
     for exporter in (plain, renamed, exported):
         exporter.start()

@@ -66,6 +66,7 @@ def _run(series: list[tuple[str, str]], checks: list[tuple[str, str, list[dict[s
 
 
 TEMP, XID, UTIL = "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_GPU_UTIL"
+ENGINE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 DBE, SBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"
 REMAP_U, REMAP_FAIL = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 
@@ -168,6 +169,20 @@ def test_a_gpu_that_vanishes_from_an_existing_node_pages(spelling: str) -> None:
          [("40m", health.ALERT_VANISHED, []),
           ("41m", health.ALERT_VANISHED, [firing(health.ALERT_VANISHED, "1", gpu=1)]),
           ("90m", health.ALERT_VANISHED, [firing(health.ALERT_VANISHED, "1", gpu=1)])])
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_a_gpu_split_with_mig_that_vanishes_pages_too(spelling: str) -> None:
+    """A MIG GPU reports no DCGM_FI_DEV_GPU_UTIL (dcgm-exporter issues 105, 430): its presence is read from its
+    slices' engine-active and its temperature, under the physical UUID; its two slices are one GPU here."""
+    def mig(metric: str, gpu: int, instance: str) -> str:
+        return dcgm(metric, gpu=gpu, spelling=spelling, ns="team-a", pod=f"nb-{instance}", GPU_I_ID=instance,
+                    GPU_I_PROFILE="3g.40gb")
+    _run([(mig(ENGINE, 0, "1"), "0.5x90"), (mig(ENGINE, 0, "2"), "0.1x90"),
+          (mig(ENGINE, 1, "3"), "0.5x30"), (mig(ENGINE, 1, "4"), "0.2x30"), (mig(TEMP, 1, "3"), "40x30"),
+          _node("node-a", "1x90")],
+         [("40m", health.ALERT_VANISHED, []),
+          ("41m", health.ALERT_VANISHED, [firing(health.ALERT_VANISHED, "1", gpu=1)])])
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)

@@ -73,6 +73,26 @@ def test_all_pods_of_a_workload_count(gateway: MetricsGateway) -> None:
     assert len(activity.gpus) == 3 and not activity.idle_confirmed(THRESHOLD)
 
 
+def test_mig_slices_are_keyed_by_uuid_and_instance_and_judged_on_engine_active(gateway: MetricsGateway) -> None:
+    """Two slices of one GPU (one UUID) held by one pod are two GPUs; their GPU_UTIL (0 on MIG) is never read."""
+    partly = gateway.gpu_activity("team-m", "mig-partly", WINDOW_S)
+    assert sorted((g.instance, g.metric, g.max_activity) for g in partly.gpus) == [
+        ("2", ENGINE_ACTIVE, pytest.approx(0.6)), ("3", ENGINE_ACTIVE, 0.0)]
+    assert len({g.uuid for g in partly.gpus}) == 1
+    assert not partly.idle_confirmed(THRESHOLD)
+    assert "node-m/gpu0 MIG 3g.40gb (GI 2) reached 60%" in (partly.why_not_idle(THRESHOLD) or "")
+    idle = gateway.gpu_activity("team-m", "mig-idle", WINDOW_S)
+    assert [(g.instance, g.profile, g.metric) for g in idle.gpus] == [("1", "3g.40gb", ENGINE_ACTIVE)]
+    assert idle.why_not_idle(THRESHOLD, expected={"mig-idle": 1}, held=1) is None
+    assert idle.as_dict()["gpus"][0]["instance"] == "1"
+
+
+def test_a_mig_slice_without_profiling_metrics_has_no_data_never_gpu_util(gateway: MetricsGateway) -> None:
+    activity = gateway.gpu_activity("team-m", "mig-noprof", WINDOW_S)
+    assert not activity.has_data
+    assert "no DCGM samples" in (activity.why_not_idle(THRESHOLD) or "")
+
+
 def test_no_data_is_not_idle(gateway: MetricsGateway) -> None:
     activity = gateway.gpu_activity("team-a", "no-such-pod", WINDOW_S)
     assert not activity.has_data and activity.max_activity is None
@@ -134,5 +154,6 @@ def test_idle_alert_reaches_the_webhook_with_bearer_token(gpu_stack: GpuStack) -
         assert set(alert) >= {"labels", "annotations", "startsAt", "endsAt", "generatorURL", "fingerprint"}
         assert alert["annotations"]["summary"].startswith("GPUs of pod ")
     # busy, partly busy and the GPU nobody holds never alert
-    assert not seen() & {("team-a", "nb-busy"), ("team-b", "train-partly"), ("gpu-operator", "nvidia-dcgm-exporter-b7x9q")}
+    assert not seen() & {("team-a", "nb-busy"), ("team-b", "train-partly"), ("gpu-operator", "nvidia-dcgm-exporter-b7x9q"),
+                         ("team-m", "mig-partly"), ("team-m", "mig-noprof")}
     assert receiver.rejected == 0

@@ -103,6 +103,34 @@ def test_busy_pod_is_not_released(world: World) -> None:
     assert decision.verdict == "no-op" and "reached 70%" in decision.reasons[0]
 
 
+class KindsMetricsUnreachable:
+    """GPU activity from the real Prometheus; the kinds' own metrics (requests, progress) from a closed port:
+    Prometheus failing between the two reads of one run, a fault a test cannot otherwise cause."""
+
+    def __init__(self, real: MetricsGateway) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.real, self.dead = real, MetricsGateway(f"http://127.0.0.1:{port}", timeout_seconds=2, retries=0)
+
+    def gpu_activity(self, *args: Any, **kwargs: Any) -> Any:
+        return self.real.gpu_activity(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.dead, name)
+
+
+def test_prometheus_failing_for_the_servers_request_metrics_is_a_retry(world: World) -> None:
+    ctx = context(world, params("team-c", "infer-idle"), replace(SETTINGS, min_runtime_seconds=0),
+                  metrics=KindsMetricsUnreachable(world.metrics))
+    state = observe_step(ctx, ReactionRequest.from_params("on-idle", ctx.params))
+    decision = decide(state.request, state.idle, replace(SETTINGS, min_runtime_seconds=0, kind="serving"))
+    assert state.idle.kind == "serving" and state.idle.evidence is None
+    assert decision.verdict == "retry" and "unreachable" in decision.reasons[0]
+
+
 def test_workload_with_one_idle_and_one_busy_pod_is_not_released(world: World) -> None:
     # The alert names the idle pod; the other pod of the same RayCluster is working.
     state, decision = judge(world, "team-b", "train-idle")

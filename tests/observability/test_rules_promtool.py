@@ -33,6 +33,14 @@ def gpu(metric: str, *, ns: str, pod: str, gpu_index: int, spelling: str = "plai
     return f"{metric}{{{body}}}"
 
 
+def mig_slice(metric: str, *, ns: str, pod: str, instance: int, spelling: str = "plain", gpu_index: int = 0,
+              host: str = "node-m") -> str:
+    """A MIG slice of GPU `gpu_index` as dcgm-exporter labels it: the PHYSICAL GPU's UUID plus GPU_I_ID and
+    GPU_I_PROFILE (NVIDIA/dcgm-exporter internal/pkg/rendermetrics/render_metrics.go)."""
+    base = gpu(metric, ns=ns, pod=pod, gpu_index=gpu_index, spelling=spelling, host=host)
+    return base[:-1] + f',GPU_I_ID="{instance}",GPU_I_PROFILE="3g.40gb"}}'
+
+
 def unassigned_gpu(gpu_index: int) -> str:
     """A GPU no pod holds, as seen behind a ServiceMonitor: only the exporter's target labels."""
     return (f'DCGM_FI_DEV_GPU_UTIL{{gpu="{gpu_index}",UUID="GPU-node-a-{gpu_index}",Hostname="node-a",'
@@ -83,6 +91,25 @@ ALERT_CASES: list[tuple[str, list[tuple[str, str]], list[tuple[str, list[dict[st
      [(gpu(UTIL, ns="team-a", pod="nb-7", gpu_index=0), "_x20 0x40")],
      [("45m", []), ("54m", []), ("55m", [firing("team-a", "nb-7")])]),
     ("unassigned-gpu-behind-servicemonitor-is-not-a-workload", [(unassigned_gpu(5), "0x60")], [("60m", [])]),
+    # MIG: two slices of one GPU share its UUID; each is judged on its own, and on engine-active only
+    # (GPU_UTIL reads 0 on a MIG slice: dcgm-exporter issues 216, 105, 430).
+    ("mig-two-pods-on-slices-of-one-gpu-only-the-idle-one-fires",
+     [(mig_slice(ENGINE, ns="team-a", pod="nb-m1", instance=1), "0x60"),
+      (mig_slice(UTIL, ns="team-a", pod="nb-m1", instance=1), "0x60"),
+      (mig_slice(ENGINE, ns="team-b", pod="infer-m2", instance=2, spelling="exported"), "0.6x60"),
+      (mig_slice(UTIL, ns="team-b", pod="infer-m2", instance=2, spelling="exported"), "0x60")],
+     [("35m", [firing("team-a", "nb-m1")]), ("60m", [firing("team-a", "nb-m1")])]),
+    ("mig-busy-slice-whose-gpu-util-reads-0-never-fires",
+     [(mig_slice(ENGINE, ns="team-a", pod="train-m", instance=3), "0.5x60"),
+      (mig_slice(UTIL, ns="team-a", pod="train-m", instance=3), "0x60")],
+     [("40m", []), ("60m", [])]),
+    ("mig-slice-without-profiling-metrics-has-no-activity-so-never-fires",
+     [(mig_slice(UTIL, ns="team-a", pod="nb-m4", instance=4), "0x60")],
+     [("40m", []), ("60m", [])]),
+    ("mig-one-pod-two-slices-of-one-gpu-one-busy-is-not-idle",
+     [(mig_slice(ENGINE, ns="team-a", pod="nb-m5", instance=5), "0x60"),
+      (mig_slice(ENGINE, ns="team-a", pod="nb-m5", instance=6), "0.4x60")],
+     [("60m", [])]),
     ("two-pods-only-the-idle-one-fires",
      [(gpu(UTIL, ns="team-a", pod="nb-8", gpu_index=0), "0x60"),
       (gpu(UTIL, ns="team-c", pod="infer-0", gpu_index=1, spelling="exported"), "70x60")],
@@ -126,6 +153,19 @@ def test_gpu_activity_normalises_both_spellings_and_skips_unassigned() -> None:
              {"labels": f'{obs.GPU_ACTIVITY}{{namespace="team-b",pod="train-0",Hostname="node-a",gpu="1",UUID="GPU-node-a-1"}}',
               "value": 0.25},
          ]}])
+
+
+def test_gpu_activity_keys_mig_slices_by_uuid_and_instance() -> None:
+    """Two slices of one GPU held by one pod are two series of the recording rule (one per GPU_I_ID),
+    and a slice's GPU_UTIL (0 on MIG) is never its activity."""
+    _run([(mig_slice(ENGINE, ns="team-a", pod="nb-0", instance=1), "0.2x10"),
+          (mig_slice(UTIL, ns="team-a", pod="nb-0", instance=1), "0x10"),
+          (mig_slice(ENGINE, ns="team-a", pod="nb-0", instance=2), "0.7x10"),
+          (mig_slice(UTIL, ns="team-a", pod="nb-1", instance=3), "0x10")],
+         promql=[{"eval_time": "5m", "expr": obs.GPU_ACTIVITY, "exp_samples": [
+             {"labels": f'{obs.GPU_ACTIVITY}{{namespace="team-a",pod="nb-0",Hostname="node-m",gpu="0",'
+                        f'UUID="GPU-node-m-0",GPU_I_ID="{instance}"}}', "value": value}
+             for instance, value in ((1, 0.2), (2, 0.7))]}])
 
 
 def _namespace_tenant(ns: str, tenant: str) -> tuple[str, str]:

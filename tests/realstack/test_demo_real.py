@@ -142,6 +142,8 @@ def test_a_demo_stopped_mid_story_keeps_the_users_cluster_and_the_previous_repor
     report = tmp_path / "demo-report"
     report.mkdir()
     (report / "summary.json").write_text('{"runs": 1}\n')
+    before = set(processes_naming(str(argo_cluster.state_dir)))
+    """The cluster's own processes (its `argo server` among them): not the demo's commands."""
     process = subprocess.Popen([sys.executable, "-m", "gpuaas.cli", "demo", "--stack", "real", "--state-dir",
                                 str(argo_cluster.state_dir), "--output-dir", str(report)], cwd=REPO, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -164,7 +166,7 @@ def test_a_demo_stopped_mid_story_keeps_the_users_cluster_and_the_previous_repor
     assert sorted(p.name for p in report.iterdir()) == ["summary.json"]
     assert (report / "summary.json").read_text() == '{"runs": 1}\n'
     time.sleep(0.5)
-    commands = [p for p in processes_naming(str(argo_cluster.state_dir))
+    commands = [p for p in set(processes_naming(str(argo_cluster.state_dir))) - before
                 if p.split(": ", 1)[1].split(" ", 1)[0].rsplit("/", 1)[-1] in ("kubectl", "argo")]
     assert commands == [], commands
     status = argo_cluster.cluster.status()

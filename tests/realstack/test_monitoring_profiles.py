@@ -53,6 +53,7 @@ from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION, XID_ANNOTATION
 from gpuaas.cluster.stack import Cluster, ClusterError
 from gpuaas.manifests import observability as obs
 from tests.realstack.test_kueue_admission import _condition
+from tests.support.doctor import Doctor, changed, finding, not_ok
 from tests.support.real_cluster import RealCluster, eventually
 from tests.support.real_steps import RealSteps
 
@@ -276,6 +277,32 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
     assert scaled["spec"]["triggers"][0]["metadata"]["serverAddress"] == settings["GPUAAS_PROMETHEUS_URL"]
     _keda_metric_answers(kps, custom, scaled)
 
+    # 5. gpuaas doctor: the PrometheusRule without the chart's release label is reported (the operator silently
+    # drops it), with the label as the fix; running the printed fix loads it again.
+    _doctor_names_the_unlabelled_rule(kps, prometheus)
+
+
+def _doctor_names_the_unlabelled_rule(cluster: RealCluster, prometheus: str) -> None:
+    doctor = Doctor(cluster, prometheus, cluster.cluster.status()["endpoints"]["alertmanager"])
+    _, report, seconds = doctor()
+    baseline = not_ok(report)
+    print(f"gpuaas doctor on kube-prometheus-stack: {seconds:.1f}s; not ok: {baseline}")
+    assert not set(baseline) & {"prometheus.rules", "alertmanager.routing", "webhook.token", "prometheus-operator",
+                                "kueue.namespaces", "prometheus", "dcgm-exporter"}, json.dumps(report, indent=1)
+    cluster.kubectl("-n", "gpuaas", "label", "prometheusrule", "gpuaas-gpu", "release-")
+    eventually(lambda: obs.RULE_GROUP not in _rule_groups(prometheus), timeout_s=120,
+               what="the unlabelled PrometheusRule dropped by the operator and Prometheus reloaded")
+    _, report, _ = doctor()
+    assert changed(report, baseline) == {"prometheus.rules": "blocks"}, not_ok(report)
+    broken = finding(report, "prometheus.rules")
+    assert f"Prometheus {profiles.KPS_NAMESPACE}/" in " ".join(broken["details"]), broken
+    assert broken["fix"] == f"kubectl -n gpuaas label prometheusrule gpuaas-gpu release={profiles.KPS_RELEASE}"
+    doctor.run_fix(broken["fix"])
+    eventually(lambda: obs.RULE_GROUP in _rule_groups(prometheus), timeout_s=120,
+               what="the labelled PrometheusRule loaded again")
+    _, after, _ = doctor()
+    assert not_ok(after) == baseline, not_ok(after)
+
 
 def _gpu_job(name: str, annotations: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job",
@@ -385,6 +412,9 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     custom, batch = client.CustomObjectsApi(openshift.admin), client.BatchV1Api(openshift.admin)
     status = openshift.cluster.status()
     ruler = status["endpoints"][f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
+    proxy_log = Path(next(c["log"] for c in status["components"] if c["name"] == "webhook-proxy"))
+    proxy_log_start = proxy_log.stat().st_size if proxy_log.exists() else 0
+    """Where this test's POSTs begin: a reused cluster ($GPUAAS_REAL_KPS_CLUSTER) holds an earlier run's."""
 
     # cluster-monitoring-operator's translation of the install's ConfigMap (its stand-in): gpuaas exempt from the
     # enforcement of Thanos Ruler, the user-workload Alertmanager reading AlertmanagerConfigs.
@@ -436,10 +466,13 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
                                  and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT],
                         timeout_s=240, what="GPUWorkloadIdle firing in Thanos Ruler for the idle server")
     assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
-    proxy_log = Path(next(c["log"] for c in status["components"] if c["name"] == "webhook-proxy"))
-    eventually(lambda: [line for line in proxy_log.read_text(errors="replace").splitlines()
+    # Up to 300 s, as for kube-prometheus-stack: the route exists only once the config-reloader reloads the
+    # operator's regenerated Secret, and it may take its --watch-interval poll (3 min by default) to do so (seen:
+    # the AlertmanagerConfig applied about 16:07:20, the reload and the first POST at 16:08:31, 3 min after the
+    # reloader started watching; the alert had been firing in the Alertmanager since 16:06:19).
+    eventually(lambda: [line for line in proxy_log.read_bytes()[proxy_log_start:].decode(errors="replace").splitlines()
                         if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
-               timeout_s=120, what="the user-workload Alertmanager POSTing GPUWorkloadIdle with the token")
+               timeout_s=300, what="the user-workload Alertmanager POSTing GPUWorkloadIdle with the token")
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
     try:
         eventually(lambda: [a for a in receiver.alerts() if a["labels"].get("alertname") == "GPUXidError"],
@@ -471,3 +504,73 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
         timeout_s=60, what="the server's ScaledObject")[0]
     assert scaled["spec"]["triggers"][0]["authenticationRef"]["kind"] == "ClusterTriggerAuthentication"
     _keda_metric_answers(openshift, custom, scaled)
+
+    # gpuaas doctor on OpenShift: thanos-querier's authentication, the enforced namespace label (and the
+    # cluster-monitoring-operator setting that lifts it), alertmanager-main reading no AlertmanagerConfig.
+    _doctor_on_openshift(openshift, url, ruler, ca, tmp_path)
+
+
+def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Path, tmp_path: Path) -> None:
+    from gpuaas.cluster import openshift_platform as osp
+    from gpuaas.cluster.monitoring_pods import hosts_file, with_hosts
+    from gpuaas.cluster.prometheus_operator import cluster_names
+    from gpuaas.doctor import checks
+    from gpuaas.doctor.clients import Http, Kube
+    from gpuaas.doctor.facts import Alertmanager
+    from gpuaas.doctor.gather import Gatherer
+
+    # thanos-querier behind kube-rbac-proxy, at its Service name (the serving certificate's; an /etc/hosts of its own
+    # stands in for the cluster's DNS, as for the steps' pods): without a token the doctor says it did not answer
+    # (401); with a token of cluster-monitoring-view (the steps') and the service CA it answers.
+    hosts = hosts_file(tmp_path / "doctor-hosts", cluster_names(profiles.OPENSHIFT, cluster.state_dir))
+    token = tmp_path / "doctor-token"
+    token.write_text(_token(cluster, "gpuaas", "gpuaas-steps"))
+    querier_doctor = Doctor(cluster, querier, wrap=lambda argv: with_hosts(argv, hosts))
+    _, denied, _ = querier_doctor("--ca-file", str(ca))
+    assert finding(denied, "prometheus")["status"] == "blocks" and "HTTP 401" in finding(denied, "prometheus")["summary"], \
+        finding(denied, "prometheus")
+    _, allowed, _ = querier_doctor("--ca-file", str(ca), "--bearer-token-file", str(token))
+    assert finding(allowed, "prometheus")["status"] == "ok", finding(allowed, "prometheus")
+
+    # The product's rules as Thanos Ruler evaluates them (the stand-in's API: the real thanos-querier also serves
+    # the ruler's rules, this stand-in querier serves the platform Prometheus' only); its Alertmanager is found
+    # from the ruler's own alerting (the user-workload one).
+    doctor = Doctor(cluster, ruler)
+    _, report, seconds = doctor()
+    baseline = not_ok(report)
+    print(f"gpuaas doctor on OpenShift (Thanos Ruler): {seconds:.1f}s; not ok: {baseline}")
+    assert not set(baseline) & {"prometheus.rules", "alertmanager.routing", "webhook.token", "kueue.namespaces"}, \
+        json.dumps(report, indent=1)
+    core = client.CoreV1Api(cluster.admin)
+    config = yaml.safe_load(core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"])
+    core.patch_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM, {"data": {"config.yaml": yaml.safe_dump(
+        {**config, "namespacesWithoutLabelEnforcement": []})}})
+
+    def loaded_activity() -> str:
+        return next((r["query"] for g in _get(f"{ruler}/api/v1/rules")["data"]["groups"] for r in g["rules"]
+                     if r["name"] == obs.GPU_ACTIVITY), "")
+    eventually(lambda: 'namespace="gpuaas"' in loaded_activity(), timeout_s=120,
+               what="Thanos Ruler's rules enforced to namespace=gpuaas once gpuaas is no longer exempt")
+    _, report, _ = doctor()
+    assert changed(report, baseline) == {"prometheus.rules": "blocks"}, not_ok(report)
+    broken = finding(report, "prometheus.rules")
+    assert "enforced namespace matcher" in broken["summary"], broken
+    assert broken["fix"].startswith(f"kubectl -n {osp.UWM} patch configmap {osp.UWM_CONFIGMAP}"), broken["fix"]
+    doctor.run_fix(broken["fix"])
+    eventually(lambda: (q := loaded_activity()) and 'namespace="gpuaas"' not in q, timeout_s=120,
+               what="Thanos Ruler's rules as written again")
+    _, after, _ = doctor()
+    assert not_ok(after) == baseline, not_ok(after)
+    assert yaml.safe_load(core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"]) == config
+
+    # alertmanager-main (its pod is not run here: its configuration as the operator generated it, the same
+    # document its /api/v2/status would give) reads no AlertmanagerConfig: the doctor names it, and the
+    # user-workload Alertmanager that does.
+    gatherer = Gatherer(Kube.connect(str(cluster.kubeconfig)), "gpuaas", prometheus=Http.connect(ruler))
+    facts = gatherer.gather()
+    main = yaml.safe_load(prometheus_operator.generated_config(cluster.cluster, osp.MONITORING,
+                                                                "alertmanager-main-generated", "alertmanager.yaml.gz"))
+    facts.alertmanager = Alertmanager("alertmanager-main (the operator's generated configuration)", True, "", main)
+    routing = checks.run(facts).by_id()["alertmanager.routing"]
+    assert routing.status == "blocks" and "no route to the idle webhook" in routing.summary, routing
+    assert f"{osp.UWM}/user-workload reads AlertmanagerConfig gpuaas/gpuaas-idle" in routing.fix, routing.fix

@@ -38,11 +38,15 @@ JOBS = [
         pods=["infer-d-7f9c-x2"]),
     Job("infer-e", 300, [run((100, 0.6), (200, 0.0))], kind="Deployment", tenant="tenant-b", namespace="team-c",
         exempt=True, pods=["infer-e-5d8b-k1"]),
+    Job("mig-f", 300, [run((120, 0.5), (180, 0.0)), run((300, 0.0))], tenant="tenant-b", namespace="team-d",
+        pods=["mig-f-0", "mig-f-0"]),
 ]
 EXPORTED = {"ray-b"}
 """Series written in the ServiceMonitor spelling (exported_namespace / exported_pod)."""
 UTIL_ONLY = {"nb-c"}
 """GPUs without profiling metrics: DCGM_FI_DEV_GPU_UTIL in percent."""
+MIG = {"mig-f"}
+"""GPUs that are MIG slices of ONE physical GPU (one UUID, GPU_I_ID 1, 2, ...), whose GPU_UTIL reads 0."""
 
 
 def _labels(values: dict[str, str]) -> str:
@@ -62,6 +66,8 @@ def openmetrics(jobs: list[Job]) -> str:
             pod = job.pods[gpu]
             gpu_labels = {"gpu": str(gpu), "UUID": f"GPU-{job.name}-{gpu:02d}", "Hostname": "node-a",
                           "modelName": "NVIDIA A100"}
+            if job.name in MIG:
+                gpu_labels.update(gpu="0", UUID=f"GPU-{job.name}", GPU_I_ID=str(gpu + 1), GPU_I_PROFILE="3g.40gb")
             if job.name in EXPORTED:
                 gpu_labels.update(exported_namespace=job.namespace, exported_pod=pod, namespace="gpu-operator",
                                   pod="nvidia-dcgm-exporter-x7k2p")
@@ -71,6 +77,9 @@ def openmetrics(jobs: list[Job]) -> str:
             scale = 100.0 if job.name in UTIL_ONLY else 1.0
             families[metric] += [f"{metric}{_labels(gpu_labels)} {v * scale!r} {start + m * 60}"
                                  for m, v in enumerate(samples) if v is not None]
+            if job.name in MIG:  # MIG does not report GPU_UTIL: 0 at every scrape, which must never be read
+                families["DCGM_FI_DEV_GPU_UTIL"] += [f"DCGM_FI_DEV_GPU_UTIL{_labels(gpu_labels)} 0.0 {start + m * 60}"
+                                                     for m in minutes]
         for pod in pods:
             base = {"namespace": job.namespace, "pod": pod}
             if job.kind == "Deployment":

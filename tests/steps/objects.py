@@ -75,6 +75,8 @@ class Scene:
     workers: int = 2
     elastic: bool = False
     exempt_on: str | None = None
+    knative: bool = False
+    """Deployment only: controlled by a Knative Revision (KServe Serverless), as knative/serving makes it."""
     name: str = "train"
     owners: list[tuple[Any, JSON]] = field(default_factory=list)
     workload: JSON = field(default_factory=dict)
@@ -150,6 +152,11 @@ class Scene:
             deployment = self._add(R.DEPLOYMENT, {"metadata": self._meta(f"{n}-predictor" if parent else n, "uid-dep",
                                                                          parent),
                                                   "spec": {"replicas": self.workers, "template": tpl}})
+            if self.knative:  # knative/serving MakeDeployment: a controller reference to the Revision (never read)
+                deployment[1]["metadata"]["ownerReferences"] = [{
+                    "apiVersion": "serving.knative.dev/v1", "kind": "Revision", "name": f"{n}-predictor-00001",
+                    "uid": "uid-revision", "controller": True, "blockOwnerDeletion": True}]
+                deployment[1]["metadata"]["labels"] = {"serving.knative.dev/revision": f"{n}-predictor-00001"}
             rs = self._add(R.REPLICA_SET, {"metadata": self._meta(f"{deployment[1]['metadata']['name']}-5d9f",
                                                                   "uid-rs", deployment),
                                            "spec": {"replicas": self.workers}})

@@ -111,3 +111,19 @@ def test_a_resumed_server_is_not_judged_while_its_old_pods_still_terminate(tmp_p
     done = _evaluate(tmp_path, [_util("srv-abc12-aaaaa", "0x20"), _util("srv-abc12-bbbbb", "_x13 0x20")],
                      {"150s": [], "180s": [], "190s": [{"labels": "{}", "value": 0}]})
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _mig(metric: str, pod: str, values: str) -> dict:
+    return {"series": f'{metric}{{namespace="ns",pod="{pod}",gpu="0",UUID="GPU-1",GPU_I_ID="3",'
+                      f'GPU_I_PROFILE="3g.40gb"}}', "values": values}
+
+
+def test_a_server_on_a_mig_slice_is_never_judged_on_gpu_util(tmp_path: Path) -> None:
+    """MIG does not report GPU_UTIL (0 or absent): a slice with only GPU_UTIL gives NO value (KEDA keeps the
+    replicas), never 0 (which would take a busy server to 0); engine-active is its activity."""
+    done = _evaluate(tmp_path, [_mig("DCGM_FI_DEV_GPU_UTIL", "srv-abc12-aaaaa", "0x13")], {"120s": []})
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = _evaluate(tmp_path, [_mig("DCGM_FI_DEV_GPU_UTIL", "srv-abc12-aaaaa", "0x13"),
+                                _mig("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "srv-abc12-aaaaa", "0.5x13")],
+                     {"120s": [{"labels": "{}", "value": 0.5}]})
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -62,6 +62,13 @@ def test_durations(text: object, seconds: float) -> None:
     ("idle: {window: " + "9" * 400 + "}", "policy.yaml idle.window", "digits"),
     ("idle: {window: " + "9" * 400 + "s}", "policy.yaml idle.window", "a finite duration"),
     ("idle: " + "[" * 5000 + "]" * 5000, "policy.yaml (document)", "nested"),
+    # signalUrl is formatted with the owner's {name}, {namespace} and {domain} in the step: any other
+    # placeholder (or a lone brace) failed there with a KeyError, after the policy had been accepted
+    ("idle: {kinds: {notebook: {signalUrl: 'http://{notebook}.svc/x'}}}", "policy.yaml idle.kinds.notebook.signalUrl",
+     "'http://{notebook}.svc/x'"),
+    ("idle: {kinds: {ray: {signalUrl: 'http://{name}:8265/{'}}}", "policy.yaml idle.kinds.ray.signalUrl",
+     "'http://{name}:8265/{'"),
+    ("idle: {kinds: {ray: {signalUrl: 'http://{0}:8265'}}}", "policy.yaml idle.kinds.ray.signalUrl", "'http://{0}:8265'"),
 ])
 def test_errors_name_the_key(text: str, field: str, found: str) -> None:
     with pytest.raises(PolicyError) as caught:

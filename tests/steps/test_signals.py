@@ -97,6 +97,13 @@ def test_progress(increase, metric, done, says) -> None:  # type: ignore[no-unty
     ((), 0, 4, (), False, False, "nothing is queued in cohort c (and the node pool is not autoscaled)"),
     ((), 0, 8, ("node-7",), True, True, "empties GPU node(s) node-7"),
     ((), 0, 8, ("node-7",), False, False, "nothing is queued"),
+    # a pending Workload that fits into the free quota already does not wait for this release: Kueue would
+    # admit it without it, so it waits for what the books do not show (another flavor, a lending or
+    # borrowing limit, CPU or memory, a StrictFIFO head): releasing helps it nothing
+    ((("a/j1", 2),), 4, 4, (), False, False, "1 pending Workload(s) in cohort c fit into the 4 GPU(s) free already"),
+    ((("a/j1", 2), ("a/j2", 6)), 4, 4, (), False, True,
+     "1 pending Workload(s) in cohort c fit into the 8 GPU(s) free after the release (first: a/j2, 6 GPU(s))"),
+    ((("a/cpu-only", 0),), 4, 4, (), False, False, "nothing that asks for GPUs is queued in cohort c"),
 ])
 def test_demand_verdict(pending, free, releasing, emptied, autoscaled, helps, says) -> None:  # type: ignore[no-untyped-def]
     verdict = demand_model.verdict(demand_model.Demand("c", pending, free, emptied, autoscaled), releasing)

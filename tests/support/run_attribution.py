@@ -112,7 +112,7 @@ def alert_group(alertname: str, namespace: str, pod_prefix: str) -> EventCheck:
         alerts = body.get("alerts") or []
         found = [(a.get("labels") or {}) for a in alerts]
         if body.get("status") != "firing" or not found or not all(
-                a.get("alertname") == alertname and a.get("namespace") == namespace
+                a.get("alertname") == alertname and a.get("workload_namespace") == namespace
                 and str(a.get("pod", "")).startswith(pod_prefix) for a in found):
             return f"expected {alertname} firing for pods {namespace}/{pod_prefix}*, found {body.get('status')} {found}"
         return ""
