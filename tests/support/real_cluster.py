@@ -122,3 +122,22 @@ def audited_since(log: Path, start: int) -> list[Any]:
                              f"when this began, found {len(every)}: it was rotated meanwhile (--audit-log-maxsize), "
                              f"so what happened since cannot be judged; run again on a fresh cluster")
     return every[start:]
+
+
+@dataclass(frozen=True)
+class LogSince:
+    """A component's log read from where a test began: an earlier module's lines (the demo's POSTs) or an
+    earlier run's on a reused cluster are not the test's."""
+
+    path: Path
+    start: int
+
+    @classmethod
+    def now(cls, path: Path | str) -> LogSince:
+        path = Path(path)
+        return cls(path, path.stat().st_size if path.is_file() else 0)
+
+    def lines(self) -> list[str]:
+        with self.path.open("rb") as handle:
+            handle.seek(self.start)
+            return handle.read().decode(errors="replace").splitlines()
