@@ -31,7 +31,19 @@ from gpuaas.doctor.gather import workflow_fact
 from gpuaas.manifests import observability as obs
 
 ON_IDLE = "gpuaas-on-idle"
+ON_IDLE_SELECTOR = "gpuaas.io/reaction=on-idle"
+"""How the Sensor's runs are found: the label its Workflow carries (sensors/, and the template's workflowMetadata).
+Not `workflows.argoproj.io/workflow-template`: only `argo submit --from` sets that one, and the Sensor submits a
+Workflow that references the template (seen on the real stack: the probe's run arrived within a second, unlabelled,
+and a probe listing by that label waited its whole 180 s)."""
 PROBE_LABEL = "gpuaas_probe"
+
+
+def _is_on_idle(workflow: dict) -> bool:
+    """A run of the gpuaas-on-idle template, however it was submitted (Sensor, UI, `argo submit --from`)."""
+    labels = (workflow.get("metadata") or {}).get("labels") or {}
+    ref = ((workflow.get("spec") or {}).get("workflowTemplateRef") or {}).get("name")
+    return ON_IDLE in (ref, labels.get("workflows.argoproj.io/workflow-template"))
 
 
 def probe_alert(probe_id: str, namespace: str = obs.DEFAULT_NAMESPACE) -> dict[str, str]:
@@ -97,7 +109,7 @@ def run(kube: Kube, alertmanager: Http, namespace: str, *, timeout_s: float = 18
     path = f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/workflows"
     while time.monotonic() - started < timeout_s:
         try:
-            workflows = kube.items(path, label_selector=f"workflows.argoproj.io/workflow-template={ON_IDLE}")
+            workflows = [w for w in kube.items(path, label_selector=ON_IDLE_SELECTOR) if _is_on_idle(w)]
         except Unreadable as error:
             return ProbeResult(labels, alertmanager.url, True, str(error), waited_s=time.monotonic() - started)
         now = time.time()

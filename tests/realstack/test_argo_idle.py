@@ -67,7 +67,7 @@ from tests.realstack.argo_product import (
     workload_of,
 )
 from tests.realstack.test_kueue_admission import _condition
-from tests.support.real_cluster import RealCluster, eventually
+from tests.support.real_cluster import LogSince, RealCluster, eventually
 from tests.support.run_attribution import alert_group, expect_by_hand, expect_sensor, resource_condition
 
 WINDOW_S = 30
@@ -237,8 +237,7 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     active = [a["url"] for a in _get(f"{prometheus}/api/v1/alertmanagers")["data"]["activeAlertmanagers"]]
     assert any(url.startswith(alertmanager + "/") for url in active), (alertmanager, active)
     # The proxy's log is read from here on: an earlier module's (the demo's) POSTs are not this test's.
-    proxy_log = Path(components["webhook-proxy"]["log"])
-    proxy_log_start = proxy_log.stat().st_size if proxy_log.is_file() else 0
+    proxy_log = LogSince.now(components["webhook-proxy"]["log"])
 
     # The idle Job: 2 pods x 1 GPU at 0 %, kept running by KWOK; it takes the tenant's whole quota.
     idle = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name="idle", pods=2, gpus_per_pod=1, annotations={
@@ -287,11 +286,9 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
                              f"EventSource:\n{logs(core, 'eventsource-name=gpuaas-alertmanager', 15)}\n"
                              f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-idle', 15)}") from None
     # The POSTs went through the stack's proxy to the EventSource's pod, which took them (200), since this test began.
-    with proxy_log.open("rb") as handle:
-        handle.seek(proxy_log_start)
-        proxied = handle.read().decode(errors="replace").splitlines()
+    proxied = proxy_log.lines()
     assert [line for line in proxied if line.startswith(f"POST {obs.WEBHOOK_PATH} -> ") and ": 200 (" in line], \
-        (f"no POST answered 200 in the webhook proxy's log since byte {proxy_log_start} (this test's start): "
+        (f"no POST answered 200 in the webhook proxy's log since byte {proxy_log.start} (this test's start): "
          f"{proxied[-20:]}")
 
     # The release, in the live objects: the Workload deactivated with gpuaas' record, Kueue evicted it.

@@ -54,7 +54,7 @@ from gpuaas.cluster.stack import Cluster, ClusterError
 from gpuaas.manifests import observability as obs
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.doctor import Doctor, changed, finding, not_ok
-from tests.support.real_cluster import RealCluster, eventually
+from tests.support.real_cluster import LogSince, RealCluster, eventually
 from tests.support.real_steps import RealSteps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,6 +197,7 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
     profile = profiles.KUBE_PROMETHEUS_STACK
     (router,) = profile.routers
     prometheus = kps.endpoint("prometheus")
+    proxy_log = LogSince.now(next(c["log"] for c in kps.cluster.status()["components"] if c["name"] == "webhook-proxy"))
 
     # 1. The operator's rule selection: the product's rule (labelled release: kube-prometheus-stack by the
     # overlay) loads; the same rule without the label never does.
@@ -239,10 +240,8 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
                                  and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT],
                         timeout_s=180, what="GPUWorkloadIdle firing for the tenant's pod")
     assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
-    components = {c["name"]: c for c in kps.cluster.status()["components"]}
-    proxy_log = Path(components["webhook-proxy"]["log"])
     try:
-        eventually(lambda: [line for line in proxy_log.read_text(errors="replace").splitlines()
+        eventually(lambda: [line for line in proxy_log.lines()
                             if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
                    timeout_s=300, what="Alertmanager POSTing GPUWorkloadIdle to the webhook with the token")
     except AssertionError as error:
@@ -250,7 +249,7 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
         pod_logs = sorted(Path(kps.cluster.state_dir / "pods").glob("alertmanager-*/alertmanager.log"))
         raise AssertionError(f"{error}\nAlertmanager alerts: {_get(f'{alertmanager}/api/v2/alerts')}\n"
                              f"Alertmanager log: {pod_logs[0].read_text()[-3000:] if pod_logs else 'none'}\n"
-                             f"proxy log: {proxy_log.read_text()[-1500:]}") from None
+                             f"proxy log: {proxy_log.path.read_text()[-1500:]}") from None
 
     # 3. A GPU health alert reaches the admins' receiver (the URL of Secret gpuaas-admin-alerts).
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
@@ -412,9 +411,7 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     custom, batch = client.CustomObjectsApi(openshift.admin), client.BatchV1Api(openshift.admin)
     status = openshift.cluster.status()
     ruler = status["endpoints"][f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
-    proxy_log = Path(next(c["log"] for c in status["components"] if c["name"] == "webhook-proxy"))
-    proxy_log_start = proxy_log.stat().st_size if proxy_log.exists() else 0
-    """Where this test's POSTs begin: a reused cluster ($GPUAAS_REAL_KPS_CLUSTER) holds an earlier run's."""
+    proxy_log = LogSince.now(next(c["log"] for c in status["components"] if c["name"] == "webhook-proxy"))
 
     # cluster-monitoring-operator's translation of the install's ConfigMap (its stand-in): gpuaas exempt from the
     # enforcement of Thanos Ruler, the user-workload Alertmanager reading AlertmanagerConfigs.
@@ -470,7 +467,7 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     # operator's regenerated Secret, and it may take its --watch-interval poll (3 min by default) to do so (seen:
     # the AlertmanagerConfig applied about 16:07:20, the reload and the first POST at 16:08:31, 3 min after the
     # reloader started watching; the alert had been firing in the Alertmanager since 16:06:19).
-    eventually(lambda: [line for line in proxy_log.read_bytes()[proxy_log_start:].decode(errors="replace").splitlines()
+    eventually(lambda: [line for line in proxy_log.lines()
                         if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
                timeout_s=300, what="the user-workload Alertmanager POSTing GPUWorkloadIdle with the token")
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})

@@ -48,9 +48,7 @@ class RealCluster:
 
     def audited(self) -> list[Any]:
         """This session's audited requests of the product's ServiceAccounts (gpuaas.cluster.audit)."""
-        from gpuaas.cluster import audit
-
-        return list(audit.requests(self.cluster.audit_log))[self.audit_start:]
+        return audited_since(self.cluster.audit_log, self.audit_start)
 
     @property
     def state_dir(self) -> Path:
@@ -111,3 +109,35 @@ def eventually(check: Callable[[], Any], *, timeout_s: float = 60.0, poll_s: flo
         return wait_until(check, timeout_s=timeout_s, what=what or "the condition", poll_s=poll_s)
     except InstallError as error:
         raise AssertionError(str(error)) from None
+
+
+def audited_since(log: Path, start: int) -> list[Any]:
+    """The audited requests after the first `start` ones, refusing a log that holds fewer: kube-apiserver rotates
+    it (--audit-log-maxsize), and a slice past a rotated log's end is empty, which would judge nothing."""
+    from gpuaas.cluster import audit
+
+    every = list(audit.requests(log))
+    if len(every) < start:
+        raise AssertionError(f"expected kube-apiserver's audit log {log} to hold at least the {start} requests seen "
+                             f"when this began, found {len(every)}: it was rotated meanwhile (--audit-log-maxsize), "
+                             f"so what happened since cannot be judged; run again on a fresh cluster")
+    return every[start:]
+
+
+@dataclass(frozen=True)
+class LogSince:
+    """A component's log read from where a test began: an earlier module's lines (the demo's POSTs) or an
+    earlier run's on a reused cluster are not the test's."""
+
+    path: Path
+    start: int
+
+    @classmethod
+    def now(cls, path: Path | str) -> LogSince:
+        path = Path(path)
+        return cls(path, path.stat().st_size if path.is_file() else 0)
+
+    def lines(self) -> list[str]:
+        with self.path.open("rb") as handle:
+            handle.seek(self.start)
+            return handle.read().decode(errors="replace").splitlines()

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from gpuaas.cluster import audit
-from tests.support.real_cluster import RealCluster
+from tests.support.real_cluster import RealCluster, audited_since
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "manifests" / "base" / "workflows"
@@ -161,7 +161,7 @@ class RealSteps:
         done = subprocess.run([sys.executable, "-m", "steps", reaction, str(params_file)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=180, check=False)
         user = f"system:serviceaccount:{STEPS_NAMESPACE}:{account}"
-        denied = [r for r in list(audit.requests(self.cluster.cluster.audit_log))[audited_before:]
+        denied = [r for r in audited_since(self.cluster.cluster.audit_log, audited_before)
                   if r.user == user and r.denied]
         files = {p.name: p.read_text() for p in outputs.iterdir() if p.is_file()}
         record = json.loads(files["record"]) if files.get("record") else {}

@@ -21,8 +21,12 @@ import binascii
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import yaml
+
+RENDERED_EVENTS = Path(__file__).resolve().parents[2] / "manifests" / "base" / "events"
 SENSOR_LABEL = "events.argoproj.io/sensor"
 TRIGGER_LABEL = "events.argoproj.io/trigger"
 JSON = dict[str, Any]
@@ -119,6 +123,16 @@ def alert_group(alertname: str, namespace: str, pod_prefix: str) -> EventCheck:
     return check
 
 
+def rendered_triggers(sensor: str) -> set[str]:
+    """The trigger names of the Sensor as rendered (manifests/base/events/sensor-NAME.yaml): Argo Events labels
+    the Workflow it submits with the trigger template's name (argo-workflow.go, v1.9.11)."""
+    path = RENDERED_EVENTS / f"sensor-{sensor}.yaml"
+    if not path.is_file():
+        raise AssertionError(f"expected the rendered Sensor {sensor} at {path}; run `gpuaas render`")
+    sensor_object = yaml.safe_load(path.read_text())
+    return {t["template"]["name"] for t in sensor_object["spec"].get("triggers") or []}
+
+
 def expect_sensor(run: JSON, sensor: str, event_check: EventCheck) -> list[str]:
     """What is wrong with the claim "Sensor `sensor` submitted this run for the event `event_check` accepts"."""
     who = attribution(run)
@@ -126,8 +140,10 @@ def expect_sensor(run: JSON, sensor: str, event_check: EventCheck) -> list[str]:
     if who.sensor != sensor:
         problems.append(f"{who.name}: expected Sensor {sensor}'s label, found {who.sensor or 'none'} "
                         f"({who.describe()})")
-    if not who.trigger:
-        problems.append(f"{who.name}: no {TRIGGER_LABEL} label")
+    triggers = rendered_triggers(sensor)
+    if who.trigger not in triggers:
+        problems.append(f"{who.name}: expected {TRIGGER_LABEL} naming one of Sensor {sensor}'s rendered triggers "
+                        f"{sorted(triggers)}, found {who.trigger or 'none'}")
     if who.event is None:
         problems.append(f"{who.name}: expected the Sensor's event, found {who.event_error or 'none'}")
     else:
