@@ -155,6 +155,8 @@ def _relay(shard: Shard, prefix: str) -> None:
                          or "no tests ran" in stripped) and " in " in stripped and line.startswith("="):
             shard.summary = stripped
         _say(f"{prefix}{line}")
+    shard.process.wait()
+    shard.seconds = time.monotonic() - shard.started  # its own end (run() waits for the shards in turn)
 
 
 def interrupt(shards: Iterable[Shard]) -> None:
@@ -196,9 +198,10 @@ def run(pytest_args: list[str]) -> int:
                 break
             except KeyboardInterrupt:  # Ctrl-C reaches the shards too (one process group): wait for their teardown
                 continue
-        shard.seconds = time.monotonic() - shard.started
     for relay in relays:
         relay.join(timeout=10)
+    for shard in shards.values():
+        shard.seconds = shard.seconds or time.monotonic() - shard.started  # a relay that had not ended
     failed = [s for s in shards.values() if s.process is not None and s.process.returncode != 0]
     for shard in sorted(shards.values(), key=lambda s: -s.seconds):
         assert shard.process is not None
