@@ -10,8 +10,9 @@ use" in a fresh-clone run.
 So a port is chosen (1) below the ephemeral range (`net.ipv4.ip_local_port_range`), where no outgoing
 connection takes it, and above the ports servers commonly use (the kubelet's 10250, NATS, Prometheus);
 (2) free now; and (3) reserved on this machine for `RESERVE_S`: a file created exclusively per port in
-a folder per user. A reservation older than that is stale (by then the program listens, so the port is
-no longer free for anyone, or it was never started and the port may go again).
+a folder per user (`reservations()`, the same whatever TMPDIR says). A reservation older than that is
+stale (by then the program listens, so the port is no longer free for anyone, or it was never started
+and the port may go again) and is pruned.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import os
 import random
 import socket
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +31,23 @@ ATTEMPTS = 200
 
 
 def reservations() -> Path:
-    return Path(tempfile.gettempdir()) / f"gpuaas-ports-{os.getuid()}"
+    """One folder for every process of this user, whatever its TMPDIR (a demo or a test sets its own): /run/lock
+    (a tmpfs every user may write to on Debian, emptied at boot), else the user's cache folder."""
+    name = f"gpuaas-ports-{os.getuid()}"
+    run_lock = Path("/run/lock")
+    if run_lock.is_dir() and os.access(run_lock, os.W_OK | os.X_OK):
+        return run_lock / name
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuaas" / name
+
+
+def _prune(folder: Path, now: float) -> None:
+    """Remove the stale reservations, so the folder holds only the last RESERVE_S's ports."""
+    for marker in folder.iterdir():
+        try:
+            if now - marker.stat().st_mtime >= RESERVE_S:
+                marker.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def ephemeral_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
@@ -87,9 +103,10 @@ def free_port(host: str = "127.0.0.1", rng: random.Random | None = None) -> int:
     """A port outside the ephemeral range, free now, and reserved for RESERVE_S on this machine."""
     rng = rng or random.SystemRandom()
     folder = reservations()
-    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     candidates = _candidates(rng)
     now = time.time()
+    _prune(folder, now)
     for _ in range(ATTEMPTS):
         port = rng.choice(candidates)
         if bindable(port, host) and _reserve(folder, port, now):

@@ -103,3 +103,21 @@ def test_processes_choosing_at_once_never_share_a_port(folder: Path) -> None:
         ports._candidates = original
     assert len(chosen) == 320
     assert len(set(chosen)) == 320
+
+
+def test_the_folder_is_the_same_whatever_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every process of a user must see the same reservations: a demo or a test sets TMPDIR of its own."""
+    before = ports.reservations()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert ports.reservations() == before
+    assert not before.is_relative_to(tmp_path)
+
+
+def test_stale_reservations_are_pruned(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    old = time.time() - ports.RESERVE_S - 1
+    for port in (20001, 20002):
+        (folder / str(port)).write_text("1\n")
+        os.utime(folder / str(port), (old, old))
+    fresh = ports.free_port()
+    assert sorted(p.name for p in folder.iterdir()) == [str(fresh)]
