@@ -198,6 +198,19 @@ def demo(argo_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) ->
         assert not left, f"the demo's namespaces not deleted after 300 s: {left}"
 
 
+def _not_succeeded(output: Path) -> list[tuple]:
+    """Each run of runs.json that did not succeed: its name, Argo's message, and its nodes that did not
+    succeed (the step, the exit handler...) with theirs, so a failure says where it happened."""
+    found = []
+    for run in json.loads((output / "runs.json").read_text()):
+        status = run.get("status") or {}
+        if status.get("phase") != "Succeeded":
+            nodes = [(n.get("displayName"), n.get("type"), n.get("phase"), n.get("message"))
+                     for n in (status.get("nodes") or {}).values() if n.get("phase") not in ("Succeeded", "Skipped")]
+            found.append((run["metadata"]["name"], status.get("phase"), status.get("message"), nodes))
+    return found
+
+
 def test_the_report_counts_each_reaction_as_the_story_expects(demo: tuple[Path, float, float]) -> None:
     output, _, _ = demo
     for name in ("index.html", "gpu-allocation.png", "summary.json", "runs.json"):
@@ -205,9 +218,9 @@ def test_the_report_counts_each_reaction_as_the_story_expects(demo: tuple[Path, 
     summary = json.loads((output / "summary.json").read_text())
     reactions = summary["reactions"]
     assert reactions["gpuaas-on-admitted"]["runs"] == 7, reactions["gpuaas-on-admitted"]
-    assert reactions["gpuaas-on-admitted"]["phases"] == {"Succeeded": 7}
+    assert reactions["gpuaas-on-admitted"]["phases"] == {"Succeeded": 7}, _not_succeeded(output)
     assert reactions["gpuaas-on-finished"]["runs"] == 2 and reactions["gpuaas-on-finished"]["phases"] == {
-        "Succeeded": 2}, reactions["gpuaas-on-finished"]
+        "Succeeded": 2}, (reactions["gpuaas-on-finished"], _not_succeeded(output))
     idle = reactions["gpuaas-on-idle"]
     assert set(idle["phases"]) == {"Succeeded"} and idle["steps"]["on-idle"].get("applied") == 1, idle
     resume = reactions["gpuaas-resume-workers"]
