@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,17 @@ def _mounted(path: Path) -> bool:
     return any(line.split()[4] == str(path) for line in Path("/proc/self/mountinfo").read_text().splitlines())
 
 
+def _inside(namespace: MountNamespace, argv: list[str]) -> subprocess.Popen:
+    """argv started in the namespace, returned once it is in it (nsenter joins it just after it starts: a
+    namespace stopped before that leaves nsenter failing with exit 1 instead of the program being killed)."""
+    program = subprocess.Popen(namespace.command(argv), start_new_session=True)
+    deadline = time.monotonic() + 10
+    while program.pid not in namespace.pids():
+        assert program.poll() is None and time.monotonic() < deadline, "expected the program in the namespace"
+        time.sleep(0.01)
+    return program
+
+
 def test_a_node_killed_before_it_stopped_leaves_what_reap_kills(tmp_path: Path) -> None:
     """What `python -m gpuaas.cluster.node` leaves when SIGKILLed: the holder and its programs in the namespace
     (the namespace and its mounts stay while they run). The next node on that folder, or `cluster down`,
@@ -134,7 +146,7 @@ def test_a_node_killed_before_it_stopped_leaves_what_reap_kills(tmp_path: Path) 
     target.mkdir()
     namespace = MountNamespace(tmp_path / "host", paths=(target,))
     namespace.start()
-    program = subprocess.Popen(namespace.command(["sleep", "600"]), start_new_session=True)
+    program = _inside(namespace, ["sleep", "600"])
     try:
         assert (tmp_path / "host" / RECORD).exists()
         assert not _mounted(target), "expected the bind in the node's namespace only"
@@ -156,7 +168,7 @@ def test_stop_kills_everything_inside_and_removes_the_record(tmp_path: Path) -> 
     target.mkdir()
     namespace = MountNamespace(tmp_path / "host", paths=(target,))
     namespace.start()
-    program = subprocess.Popen(namespace.command(["sleep", "600"]), start_new_session=True)
+    program = _inside(namespace, ["sleep", "600"])
     namespace.stop()
     assert program.wait(10) == -9
     assert not (tmp_path / "host" / RECORD).exists()
