@@ -61,11 +61,6 @@ def availability() -> Availability:
                         promtool)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port for Prometheus or Alertmanager (engine.ports: outside the ephemeral range, reserved while they start)."""
-    return ports.free_port(host)
-
-
 def _http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
@@ -105,7 +100,7 @@ class _Process:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.port = free_port()
+        self.port = ports.free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / f"{self.name}.log"
 

@@ -90,7 +90,7 @@ def _reserve(folder: Path, port: int, now: float) -> bool:
     return False
 
 
-def _candidates(rng: random.Random) -> range:
+def _candidates() -> range:
     low, high = ephemeral_range()
     if low - 1 - LOWEST >= 1000:
         return range(LOWEST, low)
@@ -104,7 +104,7 @@ def free_port(host: str = "127.0.0.1", rng: random.Random | None = None) -> int:
     rng = rng or random.SystemRandom()
     folder = reservations()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    candidates = _candidates(rng)
+    candidates = _candidates()
     now = time.time()
     _prune(folder, now)
     for _ in range(ATTEMPTS):

@@ -116,9 +116,10 @@ def npm_command(path: str) -> list[str] | None:
     """How to run npm: the wheel's npm-cli.js with its node (the wheel's bin/npm is a copy of that script,
     whose relative `require('../lib/cli.js')` resolves only from its own folder), else the npm on `path`."""
     wheel = _wheel_node()
-    cli = None if wheel is None else wheel / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
-    if wheel is not None and cli is not None and cli.exists() and shutil.which("node", path=path) == str(wheel / "bin" / "node"):
-        return [str(wheel / "bin" / "node"), str(cli)]
+    if wheel is not None:
+        node, cli = wheel / "bin" / "node", wheel / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+        if cli.exists() and shutil.which("node", path=path) == str(node):
+            return [str(node), str(cli)]
     npm = shutil.which("npm", path=path)
     return None if npm is None else [npm]
 

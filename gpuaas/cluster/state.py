@@ -24,19 +24,8 @@ def default_state_dir() -> Path:
     return cache_dir() / "cluster"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port for a server of the cluster: outside the ephemeral range and reserved on this machine while the
-    cluster starts (engine.ports: clusters side by side chose the same port)."""
-    return ports.free_port(host)
-
-
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether a server could listen on `port` now (a port recorded by a previous run may have been taken since).
-
-    With SO_REUSEADDR, as every server the cluster starts binds (Go's net.Listen, Python's http.server):
-    a port whose last connections linger in TIME_WAIT is free for them; a live listener is not.
-    """
-    return ports.bindable(port, host)
+port_free = ports.bindable
+"""Whether a server could listen on a port now (a port recorded by a previous run may have been taken since)."""
 
 
 @dataclass
@@ -90,9 +79,9 @@ class ClusterState:
         """The port recorded under `name`, choosing a free one the first time."""
         if name not in self.ports:
             taken = set(self.ports.values())
-            port = free_port()
+            port = ports.free_port()
             while port in taken:
-                port = free_port()
+                port = ports.free_port()
             self.ports[name] = port
         return self.ports[name]
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from engine import monitoring
+from engine import monitoring, ports
 from gpuaas.cluster import alerting, webhook_proxy
 from gpuaas.cluster.stack import Cluster, ClusterError
 from gpuaas.manifests import observability as obs
@@ -165,7 +165,7 @@ def receiver() -> Iterator[AlertWebhookReceiver]:
 
 
 def _proxy(resolver: _FixedResolver) -> tuple[int, Any]:
-    server = webhook_proxy.serve(resolver, monitoring.free_port())  # type: ignore[arg-type]
+    server = webhook_proxy.serve(resolver, ports.free_port())  # type: ignore[arg-type]
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server.server_address[1], server
@@ -176,7 +176,7 @@ def test_a_real_alertmanager_reaches_the_token_checking_receiver_through_the_pro
     found = require_monitoring()
     host, port = receiver.url.removeprefix("http://").split("/")[0].split(":")
     proxy_port, server = _proxy(_FixedResolver((host, int(port))))
-    am_port = monitoring.free_port()
+    am_port = ports.free_port()
     config = _write(tmp_path / "alertmanager.yml", alerting.alertmanager_file(proxy_port,
                                                                               receiver.write_credentials(tmp_path)))
     process = subprocess.Popen(monitoring.alertmanager_argv(found.alertmanager, config, tmp_path / "data", am_port),
@@ -248,7 +248,7 @@ def test_a_service_reference_must_be_namespace_name_port(text: str) -> None:
 def test_the_readiness_check_sees_the_rules_and_the_alertmanager_in_a_real_prometheus(tmp_path: Path) -> None:
     found = require_monitoring()
     config = _stack_prometheus_config(tmp_path, with_alerting=True)
-    am_port, port = monitoring.free_port(), monitoring.free_port()
+    am_port, port = ports.free_port(), ports.free_port()
     config["alerting"] = monitoring.alerting(am_port)
     path = _write(tmp_path / "prometheus.yml", config)
     process = subprocess.Popen(monitoring.prometheus_argv(found.prometheus, path, tmp_path / "tsdb", port),

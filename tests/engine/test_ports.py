@@ -35,7 +35,7 @@ class Sequence(random.Random):
 
 def _unbound_ports(count: int) -> list[int]:
     found = []
-    candidates = list(ports._candidates(random.Random(1)))
+    candidates = list(ports._candidates())
     random.Random(2).shuffle(candidates)
     for port in candidates:
         if ports.bindable(port):
@@ -91,7 +91,7 @@ def test_processes_choosing_at_once_never_share_a_port(folder: Path) -> None:
     queue = context.Queue()
     low = ports.LOWEST
     original = ports._candidates
-    ports._candidates = lambda rng: range(low, low + 2000)  # inherited by the forked children
+    ports._candidates = lambda: range(low, low + 2000)  # inherited by the forked children
     try:
         workers = [context.Process(target=_choose, args=(40, queue)) for _ in range(8)]
         for worker in workers:

@@ -20,10 +20,10 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
+from engine.ports import free_port
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.images import ARGOEXEC_IMAGE
 from gpuaas.upstream import upstream_file
-from tests.realstack.control_plane import free_port
 
 ARGO_MODULE = "github.com/argoproj/argo-workflows/v4"
 CRDS = ("workflows", "workflowtemplates", "workflowtaskresults", "workflowtasksets", "workflowartifactgctasks",

@@ -23,13 +23,9 @@ from pathlib import Path
 
 import yaml
 
-from engine import ports
+from engine.ports import free_port
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.debian import debian_tool
-
-
-def free_port() -> int:
-    return ports.free_port()
 
 
 def _openssl(*arguments: str) -> None:
