@@ -162,6 +162,18 @@ def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle:
 
 
 def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
+    """The reaction's plan for this delivery (steps.delivery's exactly-once rule): nothing for a
+    duplicate or superseded delivery; else the plan, then the marker that the transition was handled."""
+    from steps.delivery import guard, with_marker
+
+    stop = guard(state.delivery, state.event_notes())
+    if stop is not None:
+        return stop
+    return with_marker(plan_transition(request, state, policy), state.delivery, state.workload_object,
+                       run=state.run_id, now=state.now, dry_run_requested=request.dry_run)
+
+
+def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
     wl = state.workload
     notes = state.event_notes()
     if wl is None:
