@@ -15,6 +15,7 @@ from gpuaas.manifests.platform import (
     POLICY_CONFIGMAP,
     SENSORS_ACCOUNT,
     STEPS_ACCOUNT,
+    SWEEP_ACCOUNT,
     labels,
 )
 
@@ -84,6 +85,34 @@ SENSOR_NAMESPACE_RULES: list[Rule] = [
     (["argoproj.io"], ["workflowtemplates"], ["get"],
      ("`argo submit` (Argo Workflows v4 CLI, kube mode) validates the Workflow against the WorkflowTemplate "
       "its workflowTemplateRef names before creating it (resourceNames: the templates the Sensors submit)")),
+]
+
+SWEEP_CLUSTER_RULES: list[Rule] = [
+    (["kueue.x-k8s.io"], ["workloads"], ["get", "list", "patch"],
+     ("steps/reactions/sweep.py: list every Workload (list), observe one as its reaction would (get, through "
+      "steps/model/state.py), write the handled-transition marker of a run it recorded (patch)")),
+    (["kueue.x-k8s.io"], ["clusterqueues"], ["get"],
+     "steps/model/tenancy.py (the reaction's observe, run by the sweep): the tenant and cohort"),
+    (["kueue.x-k8s.io"], ["localqueues"], ["get"],
+     "steps/model/tenancy.py: the Workload's LocalQueue -> tenant, when the Workload is not admitted"),
+    (["batch"], ["jobs"], ["get"], "steps/model/owners.py: the owner chain of a Job's Workload"),
+    (["ray.io"], ["rayclusters", "rayjobs"], ["get"],
+     "steps/model/owners.py: a RayCluster's or RayJob's Workload; on-finished's observe reads a RayJob's kept cluster"),
+    (["kubeflow.org"], ["pytorchjobs"], ["get"], "steps/model/owners.py: a PyTorchJob's Workload"),
+    (["keda.sh"], ["scaledobjects"], ["list"],
+     "steps/model/state.py observe_workload: the ScaledObjects in the Workload's namespace (read only)"),
+]
+"""Read-only but for the marker: the sweep plans the reactions of job kinds (whose owners are these) with
+their own observe and plan, and never applies a plan: a plan with a write goes to a step run."""
+
+SWEEP_NAMESPACE_RULES: list[Rule] = [
+    ([""], ["configmaps"], ["get"],
+     "steps/policy.py: on-admitted's plan reads ConfigMap gpuaas-policy (resourceNames restricts it to that one)"),
+    (["argoproj.io"], ["workflows"], ["create", "list", "get"],
+     ("steps/reactions/sweep.py: the runs in flight (list), a run of the reaction's template it records or "
+      "delivers (create), the run an earlier pass created under the same name (get)")),
+    (["argoproj.io"], ["workflowtaskresults"], ["create", "patch"],
+     "Argo's executor in the sweep's pod reports outputs (Argo Workflows >= 3.4)"),
 ]
 
 EVENT_SOURCE_CLUSTER_RULES: list[Rule] = [
@@ -162,6 +191,7 @@ def objects(ns: str = NAMESPACE) -> list[JSON]:
         ("gpuaas-steps", STEPS_ACCOUNT, "reaction", STEPS_CLUSTER_RULES, STEPS_NAMESPACE_RULES),
         ("gpuaas-sensors", SENSORS_ACCOUNT, "sensor", [], SENSOR_NAMESPACE_RULES),
         ("gpuaas-eventsources", EVENT_SOURCES_ACCOUNT, "event-source", EVENT_SOURCE_CLUSTER_RULES, []),
+        ("gpuaas-sweep", SWEEP_ACCOUNT, "sweep", SWEEP_CLUSTER_RULES, SWEEP_NAMESPACE_RULES),
     ):
         if cluster:
             out.append(_role("ClusterRole", name, cluster, component, None))
