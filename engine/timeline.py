@@ -54,18 +54,34 @@ def _outputs(nodes: list[dict[str, Any]], parameter: str) -> list[str]:
     return values
 
 
+def _swept(workflow: dict[str, Any]) -> dict[str, Any] | None:
+    """The record of a run the catch-up sweep recorded without a pod (steps.delivery), else None."""
+    from steps.delivery import recorded_run_record
+
+    parameters = {p.get("name"): p.get("value") for p in
+                  ((workflow.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
+    return recorded_run_record(parameters)
+
+
 def reaction_outcomes(workflow: dict[str, Any]) -> list[str]:
     """Each reaction node's `outcome` output (fan-out children give several).
 
     The exit handler (`record-outcome`) counts only when no reaction node recorded anything,
     which is the case it exists for: the reaction's own step failed before writing a record.
+    A run the sweep recorded without a pod has its record as a parameter.
     """
+    swept = _swept(workflow)
+    if swept is not None:
+        return [str(swept["data"].get("outcome", "?"))]
     main, exit_handler = _pod_nodes(workflow)
     return [v.strip() for v in (_outputs(main, "outcome") or _outputs(exit_handler, "outcome"))]
 
 
 def reaction_records(workflow: dict[str, Any], *, include_exit_handler: bool = False) -> list[dict[str, Any]]:
     """The audit records (`record` output parameters) of the reaction nodes; see reaction_outcomes."""
+    swept = _swept(workflow)
+    if swept is not None:
+        return [swept]
     main, exit_handler = _pod_nodes(workflow)
     texts = _outputs(main, "record")
     if include_exit_handler or not texts:
@@ -99,6 +115,12 @@ def summarize_outcome(workflow: dict[str, Any]) -> str:
     return f"{phase}: " + "; ".join(f"{reaction} {words(outcomes)}" for reaction, outcomes in by_reaction.items())
 
 
+def _workload_of(workflow: dict[str, Any]) -> str:
+    parameters = {p.get("name"): p.get("value") for p in
+                  ((workflow.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
+    return f"{parameters.get('namespace', '?')}/{parameters.get('workload', '?')}"
+
+
 class Timeline:
     """Thread-safe list of rows; the executor's listener fills in outcomes."""
 
@@ -129,13 +151,28 @@ class Timeline:
         return row
 
     def finished(self, workflow: dict[str, Any]) -> None:
+        labels = workflow["metadata"].get("labels") or {}
         with self._lock:
             row = self._by_workflow.get(workflow["metadata"]["name"])
         if row is None:
-            row = TimelineRow(time=self._stamp(), event="hand submission", sensor="(by hand)",
-                              workflow=workflow["metadata"]["name"],
-                              template=workflow["metadata"]["labels"].get("workflows.argoproj.io/workflow-template",
-                                                                          ""))
+            template = labels.get("workflows.argoproj.io/workflow-template", "")
+            event, sensor = "hand submission", "(by hand)"
+            if labels.get("workflows.argoproj.io/cron-workflow"):
+                records = reaction_records(workflow)
+                delivered = sum(float(((r.get("data") or {}).get("metrics") or {}).get("delivered") or 0)
+                                for r in records)
+                if records and not delivered and all((r.get("data") or {}).get("outcome") != "failed"
+                                                     for r in records):
+                    # A pass that delivered nothing to a step: the runs it recorded have rows of their own,
+                    # and the pass is in the archive.
+                    return
+                event, sensor = "catch-up sweep", f"(CronWorkflow {labels['workflows.argoproj.io/cron-workflow']})"
+            elif labels.get("gpuaas.io/workload-uid") and _swept(workflow) is not None:
+                event, sensor = f"{labels.get('gpuaas.io/reaction', '')} {_workload_of(workflow)}", "(sweep: recorded)"
+            elif labels.get("gpuaas.io/workload-uid"):
+                event, sensor = f"{labels.get('gpuaas.io/reaction', '')} {_workload_of(workflow)}", "(sweep: delivered)"
+            row = TimelineRow(time=self._stamp(), event=event, sensor=sensor, workflow=workflow["metadata"]["name"],
+                              template=template)
             with self._lock:
                 self.rows.append(row)
         row.outcome = summarize_outcome(workflow)
