@@ -56,7 +56,7 @@ from benchmarks.burst import (
     wait_for_reactions,
 )
 from gpuaas.cluster.binaries import build_all
-from gpuaas.cluster.install import IDLE_LISTENING, LISTENING, running_pod
+from gpuaas.cluster.install import IDLE_LISTENING, LISTENING
 from gpuaas.cluster.product import stack_objects
 from gpuaas.cluster.stack import Cluster, ClusterError
 from tests.realstack.argo_product import PRODUCT_NAMESPACE, apply, install
