@@ -30,9 +30,11 @@ first), `dry-run` (list what it would do, create and mark nothing).
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import hashlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -63,6 +65,8 @@ TEMPLATE_LABEL = "workflows.argoproj.io/workflow-template"
 COMPLETED_LABEL = "workflows.argoproj.io/completed"
 DEFAULT_GRACE = "5m"
 DEFAULT_MAX_PER_PASS = 500
+THREADS = 8
+"""Transitions decided, created and marked in parallel: each is a few API round trips."""
 LISTED_IN_RECORD = 100
 """At most this many runs are listed one by one in the sweep's own record (the counts cover all)."""
 
@@ -235,6 +239,7 @@ class CachedReads:
         self._kube = kube
         self._gets: dict[tuple[str, str, str | None], JSON | None] = {}
         self._lists: dict[tuple[str, str | None, str | None], list[JSON]] = {}
+        self._lock = threading.Lock()
 
     def prime(self, resource: Any, obj: JSON) -> None:
         meta = obj.get("metadata") or {}
@@ -244,16 +249,26 @@ class CachedReads:
         if subresource:
             return self._kube.get(resource, name, namespace, subresource=subresource)
         key = (str(resource), name, namespace)
-        if key not in self._gets:
-            self._gets[key] = self._kube.get(resource, name, namespace)
-        return copy.deepcopy(self._gets[key])
+        with self._lock:
+            known = key in self._gets
+        if not known:  # two threads may both read it once: harmless
+            found = self._kube.get(resource, name, namespace)
+            with self._lock:
+                self._gets.setdefault(key, found)
+        with self._lock:
+            return copy.deepcopy(self._gets[key])
 
     def list(self, resource: Any, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[JSON]:
         key = (str(resource), namespace, f"{label_selector}|{field_selector}")
-        if key not in self._lists:
-            self._lists[key] = self._kube.list(resource, namespace, label_selector, field_selector)
-        return copy.deepcopy(self._lists[key])
+        with self._lock:
+            known = key in self._lists
+        if not known:
+            found = self._kube.list(resource, namespace, label_selector, field_selector)
+            with self._lock:
+                self._lists.setdefault(key, found)
+        with self._lock:
+            return copy.deepcopy(self._lists[key])
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._kube, name)
@@ -261,7 +276,7 @@ class CachedReads:
 
 # -- the step ---------------------------------------------------------------------------------------------
 def step(context: Any) -> StepReport:
-    from steps.gateways.errors import Conflict, KubernetesError
+    from steps.gateways.errors import KubernetesError
     from steps.gateways.resources import WORKFLOW, WORKLOAD
 
     started = time.perf_counter()
@@ -281,19 +296,21 @@ def step(context: Any) -> StepReport:
     reads = CachedReads(kube)
     for workload in workloads:
         reads.prime(WORKLOAD, workload)
-    plan_s = apply_s = 0.0
     actions: list[JSON] = []
     results: list[JSON] = []
-    for candidate in found[: settings.max_per_pass]:
+    lock = threading.Lock()
+    timing = {"plan": 0.0, "apply": 0.0}
+
+    def handle(candidate: Candidate) -> None:
         t = time.perf_counter()
         try:
-            decision = _decide(context, reads, candidate, now)
+            record, reason = _decide(context, reads, candidate, now)
         except (KubernetesError, RejectedInput) as error:
-            report.count("not decided (read failed)")
-            report.errors.append(f"{candidate.namespace}/{candidate.name} {candidate.reaction}: {error}")
-            continue
-        plan_s += time.perf_counter() - t
-        record, reason = decision
+            with lock:
+                report.count("not decided (read failed)")
+                report.errors.append(f"{candidate.namespace}/{candidate.name} {candidate.reaction}: {error}")
+            return
+        planned = time.perf_counter() - t
         kind = "record" if record is not None else "deliver"
         body = workflow_body(candidate, context.namespace, sweep_event(candidate, now, reason), record=record)
         entry = {"action": "record-run" if record is not None else "deliver-run",
@@ -302,43 +319,26 @@ def step(context: Any) -> StepReport:
                             f"({candidate.transition.key}): "
                             + ("nothing to write; recorded without a step pod" if record is not None else str(reason)))}
         if settings.dry_run:
-            report.count(f"would {kind}")
-            if len(actions) < LISTED_IN_RECORD:
+            with lock:
+                timing["plan"] += planned
+                report.count(f"would {kind}")
+                if len(actions) < LISTED_IN_RECORD:
+                    actions.append(entry)
+                    results.append({**entry, "before": None, "after": None, "result": "dry-run"})
+            return
+        counted, errors, run = _create_and_mark(kube, body, candidate, record, now, context.namespace)
+        with lock:
+            timing["plan"] += planned
+            timing["apply"] += time.perf_counter() - t - planned
+            report.count(counted)
+            report.errors.extend(errors)
+            if run is not None and len(actions) < LISTED_IN_RECORD:
                 actions.append(entry)
-                results.append({**entry, "before": None, "after": None, "result": "dry-run"})
-            continue
-        t = time.perf_counter()
-        try:
-            created = kube.create(WORKFLOW, body, context.namespace)
-            run = str((created.get("metadata") or {}).get("uid") or body["metadata"]["name"])
-            report.count("recorded without a pod" if record is not None else "delivered to a step")
-        except Conflict:
-            existing = kube.get(WORKFLOW, body["metadata"]["name"], context.namespace) or {}
-            run = str((existing.get("metadata") or {}).get("uid") or body["metadata"]["name"])
-            report.count("run existed (an earlier pass)")
-            if record is None:
-                phase = (existing.get("status") or {}).get("phase")
-                if phase in ("Failed", "Error"):
-                    report.errors.append(f"the sweep's run {body['metadata']['name']} for {candidate.namespace}/"
-                                         f"{candidate.name} ({candidate.transition.key}) ended {phase}; not "
-                                         "delivered again: resubmit it, or submit the reaction by hand")
-        except KubernetesError as error:
-            report.count("not created (API error)")
-            report.errors.append(f"create {body['metadata']['name']}: {error}")
-            apply_s += time.perf_counter() - t
-            continue
-        if record is not None:
-            try:
-                kube.merge_patch(WORKLOAD, candidate.name,
-                                 marker_patch(candidate.reaction, candidate.transition.key, run, now, VIA_SWEEP),
-                                 candidate.namespace)
-            except KubernetesError as error:
-                report.errors.append(f"marker on {candidate.namespace}/{candidate.name}: {error} (the next pass finds "
-                                     "the run and marks it)")
-        apply_s += time.perf_counter() - t
-        if len(actions) < LISTED_IN_RECORD:
-            actions.append(entry)
-            results.append({**entry, "before": None, "after": {"run": run}, "result": "applied"})
+                results.append({**entry, "before": None, "after": {"run": run}, "result": "applied"})
+
+    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(handle, found[: settings.max_per_pass]))
+    plan_s, apply_s = timing["plan"], timing["apply"]
     if len(found) > settings.max_per_pass:
         report.count("left for the next pass (max-per-pass)", len(found) - settings.max_per_pass)
     made = sum(report.counts.get(k, 0) for k in ("recorded without a pod", "delivered to a step"))
@@ -357,6 +357,40 @@ def step(context: Any) -> StepReport:
                  "delivered": float(report.counts.get("delivered to a step", 0))},
         timings={"observeSeconds": observe_s, "planSeconds": plan_s, "applySeconds": apply_s,
                  "totalSeconds": time.perf_counter() - started})
+
+
+def _create_and_mark(kube: Any, body: JSON, candidate: Candidate, record: JSON | None, now: datetime,
+                     namespace: str) -> tuple[str, list[str], str | None]:
+    """Create the run (its name is the transition's); for a recorded run, then the marker. Returns (what to
+    count, errors, the run's uid or None when nothing was created)."""
+    from steps.gateways.errors import Conflict, KubernetesError
+    from steps.gateways.resources import WORKFLOW, WORKLOAD
+
+    errors: list[str] = []
+    try:
+        created = kube.create(WORKFLOW, body, namespace)
+        run = str((created.get("metadata") or {}).get("uid") or body["metadata"]["name"])
+        counted = "recorded without a pod" if record is not None else "delivered to a step"
+    except Conflict:
+        existing = kube.get(WORKFLOW, body["metadata"]["name"], namespace) or {}
+        run = str((existing.get("metadata") or {}).get("uid") or body["metadata"]["name"])
+        counted = "run existed (an earlier pass)"
+        phase = (existing.get("status") or {}).get("phase")
+        if record is None and phase in ("Failed", "Error"):
+            errors.append(f"the sweep's run {body['metadata']['name']} for {candidate.namespace}/{candidate.name} "
+                          f"({candidate.transition.key}) ended {phase}; not delivered again: resubmit it, or submit "
+                          "the reaction by hand")
+    except KubernetesError as error:
+        return "not created (API error)", [f"create {body['metadata']['name']}: {error}"], None
+    if record is not None:
+        try:
+            kube.merge_patch(WORKLOAD, candidate.name,
+                             marker_patch(candidate.reaction, candidate.transition.key, run, now, VIA_SWEEP),
+                             candidate.namespace)
+        except KubernetesError as error:
+            errors.append(f"marker on {candidate.namespace}/{candidate.name}: {error} (the next pass finds the run "
+                          "and marks it)")
+    return counted, errors, run
 
 
 def _decide(context: Any, reads: CachedReads, candidate: Candidate, now: datetime) -> tuple[JSON | None, str | None]:
