@@ -459,6 +459,9 @@ class Tally:
 
     @classmethod
     def of(cls, seen: list[Seen], runs: list[ReactionRun]) -> Tally:
+        """The transitions `seen` against the runs for their Workloads (other Workloads' runs are left out)."""
+        uids = {item.uid for item in seen}
+        runs = [run for run in runs if run.workload_uid in uids]
         tally = cls(transitions=len(seen), runs=len(runs))
         handling: dict[tuple[str, str, str], list[ReactionRun]] = {}
         for run in runs:

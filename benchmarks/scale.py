@@ -184,9 +184,11 @@ class Bench:
         self.audit_log = state_dir / "logs" / "audit.log"
         self.components = {c["name"]: c["pid"] for c in status["components"] if c.get("running") and c.get("pid")}
 
-    def install(self) -> None:
-        print("installing the product (rendered base, example tenants), waiting for its pods to listen ...", flush=True)
-        gpuaas("gpuaas.cluster.install", "--kubeconfig", str(self.kubeconfig), "--idle")
+    def install(self, base: Path | None = None) -> None:
+        what = f"the manifests of {base}" if base else "the product (rendered base)"
+        print(f"installing {what} and the example tenants, waiting for its pods to listen ...", flush=True)
+        gpuaas("gpuaas.cluster.install", "--kubeconfig", str(self.kubeconfig), "--idle",
+               *(("--base", str(base)) if base else ()))
 
     def apply(self, objects: list[dict[str, Any]]) -> None:
         import yaml
@@ -213,11 +215,11 @@ class Bench:
         core.patch_namespaced_config_map("gpuaas-policy", PRODUCT_NAMESPACE,
                                          {"data": {"policy.yaml": yaml.safe_dump(policy, sort_keys=False)}})
 
-    def level(self, n: int, baseline: int) -> dict[str, Any]:
+    def level(self, n: int, baseline: int, name: str | None = None) -> dict[str, Any]:
         mix = BASE_MIX.scaled(n / BASE_MIX.workloads)
-        tenant = BurstTenant(f"burst{n}", gpus=mix.workloads + mix.rayclusters + 64, namespaces=4)
+        tenant = BurstTenant(name or f"burst{n}", gpus=mix.workloads + mix.rayclusters + 64, namespaces=4)
         nodes = (tenant.gpus + 63) // 64
-        self.apply(kwok_gpu_nodes(f"burst{n}-gpu", nodes, 64, tenant.flavor_selector) + tenant.objects())
+        self.apply(kwok_gpu_nodes(f"{tenant.name}-gpu", nodes, 64, tenant.flavor_selector) + tenant.objects())
         watcher = TransitionWatch(self.api, tenant.namespace_names()).start()
         resources = Resources(self.components)
         archive_before, audit_before, load_before = self.archive(), audit_lines(self.audit_log), load()
@@ -226,7 +228,7 @@ class Bench:
         print(f"\nlevel {n}: submitting {mix.workloads} Workloads ({mix}) on {nodes} KWOK nodes x 64 GPUs; "
               f"load {load_before}", flush=True)
         started = time.time()
-        burst = Burst(self.api, tenant, prefix=f"b{n}")
+        burst = Burst(self.api, tenant, prefix=tenant.name)
         burst.submit(mix)
         submitted_s = time.time() - started
         admitted = self._wait_admitted(watcher, mix.workloads, resources)
@@ -419,8 +421,17 @@ def main() -> int:
                         help="hand-submitted runs for the baseline (-1: as many as the first level's Workloads, "
                              "capped at its Jobs; 0: none)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds a level may take to settle")
+    parser.add_argument("--before-base", type=Path,
+                        help="first measure a burst with this manifests/base installed (an earlier release's, e.g. "
+                             "`git archive main manifests | tar -x -C DIR`, then DIR/manifests/base): cost before/after")
+    parser.add_argument("--before-workloads", type=int, default=100, help="the before burst's Workloads (default 100)")
     args = parser.parse_args()
     bench = Bench(args.state_dir, args.timeout)
+    before = None
+    if args.before_base:
+        bench.install(args.before_base)
+        before = bench.level(args.before_workloads, 0, name="before")
+        print(f"\nbefore ({args.before_base}): {json.dumps(before['perThousandAdmissions'])}", flush=True)
     bench.install()
     results: list[dict[str, Any]] = []
     broke: str | None = None
@@ -435,13 +446,16 @@ def main() -> int:
                      f"after {args.timeout:.0f}s" + (f"; components stopped: {died}" if died else ""))
             break
     storm = bench.idle_storm(args.alerts) if args.alerts else None
-    _table(results)
+    _table(([before] if before else []) + results)
+    if before:
+        print(f"  (the first row is the before burst, {args.before_base})")
     if storm:
         print(f"\nidle storm: {storm}")
     held = [r["workloads"] for r in results if not (r["tally"]["lost"] or r["tally"]["doubled"] or r["tally"]["pending"])]
     print(f"\nlargest burst that held: {max(held) if held else 'none'}; " + (f"broke {broke}" if broke else
                                                                              "nothing broke up to the last level"))
-    print(json.dumps({"levels": results, "idleStorm": storm, "largestHeld": max(held) if held else None, "broke": broke}))
+    print(json.dumps({"before": before, "levels": results, "idleStorm": storm, "largestHeld": max(held) if held else None,
+                      "broke": broke}))
     return 0
 
 

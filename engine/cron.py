@@ -52,7 +52,7 @@ class CronRunner:
         self.time_scale = max(time_scale, 1e-6)
         self.min_wall_seconds = min_wall_seconds
         """A floor on the wall-clock period: a fast demo clock would otherwise run a pass every fraction of
-        a second (the demo at 300x: every 2 s, i.e. every 10 demo minutes)."""
+        a second (the demo at 300x: every second, i.e. every 5 demo minutes)."""
         self.jobs = [(cron, period_minutes(s)) for cron in crons for s in (cron.get("spec") or {}).get("schedules") or []]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

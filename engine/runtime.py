@@ -55,8 +55,8 @@ class EngineOptions:
     kueue_options: dict[str, Any] = field(default_factory=dict)
     crons: bool = True
     """Run the rendered CronWorkflows (the catch-up sweep) and the Workflows they create through the API."""
-    cron_min_wall_seconds: float = 2.0
-    """A CronWorkflow runs at most this often in wall time (a demo clock at 300x: every 10 demo minutes)."""
+    cron_min_wall_seconds: float = 1.0
+    """A CronWorkflow runs at most this often in wall time (a demo clock at 300x: every 5 demo minutes)."""
 
 
 class LocalEngine:
@@ -196,6 +196,29 @@ class LocalEngine:
         """Run a Workflow (hand submission or resubmission) to completion; returns it as archived."""
         assert self.executor is not None, "start() the engine first"
         return self.executor.submit(workflow)
+
+    def settle_handled(self, timeout: float = 60.0) -> list[str]:
+        """Wait until every admission and finish of every Workload is answered (its marker: the catch-up
+        sweep records the job kinds', a period after the transition); returns those still open."""
+        from steps.delivery import TRACKED, read_marker, transition_for
+        from steps.gateways.resources import WORKLOAD
+
+        deadline = time.monotonic() + timeout
+        while True:
+            open_ = [f"{(w.get('metadata') or {}).get('namespace')}/{(w.get('metadata') or {}).get('name')} {r}"
+                     for w in self.gateway.list(WORKLOAD) for r in TRACKED
+                     if (t := transition_for(r, w)) is not None
+                     and ((m := read_marker(w, r)) is None or m.transition != t.key)]
+            if not open_ or time.monotonic() > deadline or self.cron is None:
+                return open_
+            time.sleep(0.2)
+
+    def stop_crons(self) -> None:
+        """No more CronWorkflow runs; the ones running finish (their runs land in the archive now)."""
+        if self.cron is not None:
+            self.cron.stop()
+        if self.executor is not None:
+            self.executor.wait_idle(timeout=30)
 
     def events_emitted(self) -> int:
         return sum(w.emitted for w in self.watchers)

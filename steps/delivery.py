@@ -265,8 +265,11 @@ def judge_delivery(reaction: str, *, via: str, live: Mapping[str, Any] | None, d
                "that was down (JetStream kept the event) or a workflow-controller that was")
     if current is None:
         return Delivery(via, None, named.key if named else None, None, None, superseded=named is not None)
-    if via != VIA_HAND and named is not None and named.key != current.key:
-        return Delivery(via, current, named.key, late, why, superseded=True)
+    if via != VIA_HAND and named is not None and (named.key != current.key or _uid(delivered_body) != _uid(live)):
+        # Another transition, or the same one of an earlier Workload of this name (deleted and made again).
+        return Delivery(via, current, named.key if _uid(delivered_body) == _uid(live)
+                        else f"{named.key} of an earlier Workload (uid {_uid(delivered_body)})", late, why,
+                        superseded=True)
     marker = read_marker(live, reaction)
     if marker is not None and marker.transition == current.key:
         if run and marker.run == run:
@@ -274,6 +277,10 @@ def judge_delivery(reaction: str, *, via: str, live: Mapping[str, Any] | None, d
             return Delivery(via, current, named.key if named else None, late, why, marked=True)
         return Delivery(via, current, named.key if named else None, late, why, duplicate_of=marker)
     return Delivery(via, current, named.key if named else None, late, why, marked=True)
+
+
+def _uid(obj: Mapping[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("uid") or "")
 
 
 def _rfc3339(moment: datetime | None) -> str | None:

@@ -99,11 +99,13 @@ def logs(core: Any, label: str, tail_lines: int | None = 40) -> str:
 
 
 def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING,
-            field_manager: str = FIELD_MANAGER) -> None:
-    """The product and the example tenants on the cluster, with the named pods listening."""
+            field_manager: str = FIELD_MANAGER, base: Path | None = None) -> None:
+    """The product and the example tenants on the cluster, with the named pods listening. `base`: another
+    rendering of manifests/base (benchmarks/scale.py's "before": an earlier release's)."""
     from kubernetes import client
 
-    apply(kubeconfig, stack_objects(program("kubernetes", "kubectl")), field_manager)
+    kubectl_program = program("kubernetes", "kubectl")
+    apply(kubeconfig, stack_objects(kubectl_program, base) if base else stack_objects(kubectl_program), field_manager)
     # --force-conflicts: on a reused cluster the product's gpuaas-provision-quota (run by the capacity-clock
     # EventSource) has since set the ClusterQueues' quotas as field manager "gpuaas".
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", f"--field-manager={field_manager}", "-k",
@@ -137,10 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.install", description=install.__doc__)
     parser.add_argument("--kubeconfig", type=Path, required=True, help="the cluster's admin kubeconfig")
     parser.add_argument("--idle", action="store_true", help="also wait for the webhook EventSource and on-idle")
+    parser.add_argument("--base", type=Path, help="install this manifests/base instead of the checkout's")
     args = parser.parse_args(argv)
     try:
         install(args.kubeconfig, config.new_client_from_config(str(args.kubeconfig)),
-                IDLE_LISTENING if args.idle else LISTENING)
+                IDLE_LISTENING if args.idle else LISTENING, base=args.base)
     except InstallError as error:
         print(f"install: {error}", file=sys.stderr)
         return 1

@@ -356,6 +356,35 @@ def _drive_event_sources(cluster: RealCluster) -> None:
             watcher.stop()
 
 
+def _drive_sweep(steps: RealSteps, tenant: RealWorkloads, cluster: RealCluster) -> None:
+    """The catch-up sweep as gpuaas-sweep: a Job, a RayCluster, a RayJob and a PyTorchJob admitted with
+    no marker (no Sensor runs here); the pass plans each with its reaction's observe and plan, records it
+    (creates the run, marks the Workload); the Job then finishes (its finish recorded too). A second pass
+    after the Job's marker is removed finds its run by name (get) instead of creating a second."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f",
+                    str(BASE / "workflows" / "gpuaas-on-admitted.yaml"))
+    made = [tenant.submit(_sized("Job", job, pods=1), "lp-sweep-job"),
+            tenant.submit(_sized("RayCluster", ray_cluster, workers=1), "lp-sweep-ray"),
+            tenant.submit(_sized("RayJob", ray_job, workers=1), "lp-sweep-rayjob"),
+            tenant.submit(_sized("PyTorchJob", pytorch_job, workers=1), "lp-sweep-pytorch")]
+    try:
+        workloads = [tenant.admitted(m)["metadata"]["name"] for m in made]
+        tenant.finish_pods(made[0])
+        eventually(lambda: condition(tenant.get_workload(workloads[0]) or {}, "Finished") == "True", timeout_s=120,
+                   what=f"Workload {workloads[0]} finished")
+        first = steps.run("sweep", grace="0s")
+        assert first.outcome == "applied", first.describe()
+        custom = client.CustomObjectsApi(cluster.admin)
+        custom.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workloads[0],
+                                              {"metadata": {"annotations": {"gpuaas.io/handled-on-admitted": None}}})
+        again = steps.run("sweep", grace="0s")
+        assert "run existed (an earlier pass)" in again.record["data"]["observed"]["counts"], again.describe()
+    finally:
+        _gone(tenant, *made)
+        client.CustomObjectsApi(cluster.admin).delete_collection_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", "gpuaas", "workflows", label_selector="gpuaas.io/recorded-by=sweep")
+
+
 def _drive_sensor_triggers(cluster: RealCluster, tmp_path: Path) -> None:
     """Each Sensor's argoWorkflow trigger as gpuaas-sensors: `argo submit`, then the list by its labels."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -385,6 +414,7 @@ def test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied(real_clu
     _drive_serving_kinds(steps, tenant)
     _drive_event_sources(real_cluster)
     _drive_sensor_triggers(real_cluster, tmp_path / "sensors")
+    _drive_sweep(steps, tenant, real_cluster)
 
     rendered = _objects(BASE / "rbac.yaml")
     granted = audit.grants(rendered)

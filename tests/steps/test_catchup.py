@@ -166,7 +166,7 @@ def test_a_sweep_delivery_says_why_it_is_late() -> None:
 def test_a_duplicate_delivery_changes_nothing_and_is_recorded_as_such(api: ApiServer, step: Runner) -> None:
     scene = Scene.of("Deployment")
     scene.seed(api.store)
-    event = resource_event(scene.workload)
+    event = resource_event(live(api, scene))
     code, first = step("on-admitted", run="wf-1", namespace=NS, workload=name_of(scene), event=event)
     assert code == 0 and first["outcome"] == "applied"
     marker = delivery.read_marker(live(api, scene), "on-admitted")
@@ -189,16 +189,28 @@ def test_the_marker_is_written_in_a_policy_dry_run_but_not_with_dry_run_true(api
     assert code == 0 and out["outcome"] == "applied"      # dry-run=true: planned, written nothing, not marked
     assert delivery.read_marker(live(api, scene), "on-admitted") is None
     code, out = step("on-admitted", run="wf-2", namespace=NS, workload=name_of(scene),
-                     event=resource_event(scene.workload))
+                     event=resource_event(live(api, scene)))
     assert code == 0 and out["record"]["data"]["delivery"]["marked"]
     assert api.store.list(R.SCALED_OBJECT, NS) == []   # policy dry-run: no ScaledObject
     assert delivery.read_marker(live(api, scene), "on-admitted").run == "wf-2"
 
 
+def test_an_event_of_an_earlier_workload_of_the_same_name_is_superseded(api: ApiServer, step: Runner) -> None:
+    scene = Scene.of("Deployment")
+    scene.seed(api.store)
+    earlier = copy.deepcopy(live(api, scene))
+    earlier["metadata"]["uid"] = "uid-of-a-deleted-workload"
+    api.reset_counters()
+    code, out = step("on-admitted", run="wf-8", namespace=NS, workload=name_of(scene), event=resource_event(earlier))
+    data = out["record"]["data"]
+    assert code == 0 and out["outcome"] == "no-op" and api.write_count == 0
+    assert data["delivery"]["superseded"] and "uid-of-a-deleted-workload" in data["delivery"]["delivered"]
+
+
 def test_a_stale_event_after_a_re_admission_is_superseded(api: ApiServer, step: Runner) -> None:
     scene = Scene.of("Job", status="finished")
     scene.seed(api.store)
-    stale = copy.deepcopy(scene.workload)
+    stale = copy.deepcopy(live(api, scene))
     for condition in stale["status"]["conditions"]:
         condition["lastTransitionTime"] = ts(1)
     api.reset_counters()

@@ -144,7 +144,9 @@ def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: 
     """Out of order: the admission event arrives after the Workload finished."""
     scene = Scene.of("Deployment", status="finished")
     scene.seed(api.store)
-    event = json.dumps({"context": {"id": "late"}, "data": {"type": "UPDATE", "body": Scene.of("Deployment").workload}})
+    admitted = Scene.of("Deployment").workload  # the same Workload as the admission showed it
+    admitted["metadata"]["uid"] = api.store.get(R.WORKLOAD, wl_name(scene), NS)["metadata"]["uid"]
+    event = json.dumps({"context": {"id": "late"}, "data": {"type": "UPDATE", "body": admitted}})
     api.reset_counters()
     code, out = run_step("on-admitted", namespace=NS, workload=wl_name(scene), event=event)
     # The one write is the marker: the admission is answered (no-op), so the sweep does not deliver it again.
@@ -157,7 +159,7 @@ def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: 
 def test_names_come_from_the_event_when_parameters_are_empty(api: ApiServer, run_step: StepRunner) -> None:
     scene = Scene.of("StatefulSet")
     scene.seed(api.store)
-    event = json.dumps({"type": "UPDATE", "body": scene.workload})
+    event = json.dumps({"type": "UPDATE", "body": api.store.get(R.WORKLOAD, wl_name(scene), NS)})
     code, out = run_step("on-admitted", event=event)
     assert code == 0 and out["outcome"] == "applied"
     assert out["record"]["subject"] == f"{NS}/{wl_name(scene)}"
