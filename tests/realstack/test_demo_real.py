@@ -84,7 +84,9 @@ def _admitted_after_the_release(admitted: list[dict], idle_runs: list[dict]) -> 
     assert "ray-vision" in release["record"]
     (train,) = [r for r in admitted if _parameters(r)["workload"].startswith("pytorchjob-train-llm-")]
     event = json.loads(_parameters(train)["event"])
-    body = json.loads(base64.b64decode(event["data"]))["body"]
+    # a PyTorchJob's admission is recorded by the catch-up sweep: its event's data is the object it read
+    data = event["data"]
+    body = (json.loads(base64.b64decode(data)) if isinstance(data, str) else data)["body"]
     admitted_at = next(c["lastTransitionTime"] for c in body["status"]["conditions"]
                        if c["type"] == "Admitted" and c["status"] == "True")
     (release_node,) = [n for n in release_run["status"]["nodes"].values()
