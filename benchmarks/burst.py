@@ -162,6 +162,17 @@ def _template(gpus: int, idle: bool, labels: JSON | None = None, restart: str | 
     return {"metadata": {"annotations": annotations, "labels": dict(labels or {})}, "spec": spec}
 
 
+def server(namespace: str, name: str, *, queue: str | None = None, replicas: int = 1, gpus: int = 1,
+           idle: bool = False) -> JSON:
+    """A StatefulSet for a LocalQueue (a model server): its admission is the Sensor's (a step may write for it)."""
+    queue = queue or namespace
+    selector = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
+            "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": selector},
+                     "template": _template(gpus, idle, {**selector, QUEUE_LABEL: queue}, restart=None)}}
+
+
 @dataclass
 class Submitted:
     kind: str
@@ -202,11 +213,8 @@ class Burst:
                     "spec": {"replicas": mix.pods_per_deployment, "selector": {"matchLabels": selector},
                              "template": _template(1, mix.idle, {**selector, QUEUE_LABEL: namespace}, restart=None)}})
             elif kind == "statefulset":
-                selector = {"app": name}
-                client.AppsV1Api(self.api).create_namespaced_stateful_set(namespace, {
-                    "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta,
-                    "spec": {"replicas": 1, "serviceName": name, "selector": {"matchLabels": selector},
-                             "template": _template(1, mix.idle, {**selector, QUEUE_LABEL: namespace}, restart=None)}})
+                client.AppsV1Api(self.api).create_namespaced_stateful_set(
+                    namespace, server(namespace, name, idle=mix.idle))
             elif kind == "raycluster":
                 client.CustomObjectsApi(self.api).create_namespaced_custom_object(
                     "ray.io", "v1", namespace, "rayclusters", {

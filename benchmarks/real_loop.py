@@ -42,6 +42,10 @@ from typing import Any
 
 from kubernetes import client, config
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.burst import server
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT_NAMESPACE = "gpuaas"
 TENANT = "team-a"
@@ -125,15 +129,7 @@ def _transition(workload: dict[str, Any], kind: str) -> str:
 
 def _server(run: int) -> dict[str, Any]:
     """A one-replica StatefulSet for the tenant's LocalQueue: a server, whose admission the Sensor takes."""
-    name = f"bench-loop-srv-{run}-{int(time.time()) % 100000}"
-    labels = {"app": name, "kueue.x-k8s.io/queue-name": TENANT}
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": {"name": name, "namespace": TENANT, "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
-            "spec": {"replicas": 1, "serviceName": name, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
-                         "name": "main", "image": "registry.invalid/serve:1",
-                         "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"},
-                                       "limits": {"nvidia.com/gpu": "1"}}}]}}}}
+    return server(TENANT, f"bench-loop-srv-{run}-{int(time.time()) % 100000}")
 
 
 def _owned_workload(custom: client.CustomObjectsApi, kind: str, name: str) -> dict[str, Any] | None:

@@ -335,6 +335,16 @@ def guard(delivery: Delivery | None, notes: list[str]) -> Any:
     return None
 
 
+def planned_once(plan_transition: Any, request: Any, state: Any, policy: Any) -> Any:
+    """A Workload reaction's plan for this delivery: nothing for a duplicate or superseded delivery; else
+    `plan_transition(request, state, policy)`, then the marker that the transition was handled."""
+    stop = guard(state.delivery, state.event_notes())
+    if stop is not None:
+        return stop
+    return with_marker(plan_transition(request, state, policy), state.delivery, state.workload_object,
+                       run=state.run_id, now=state.now, dry_run_requested=request.dry_run)
+
+
 def with_marker(plan: Any, delivery: Delivery | None, workload: Mapping[str, Any] | None, *, run: str,
                 now: datetime, dry_run_requested: bool) -> Any:
     """`plan` with the delivery's reasons and, when this run is the transition's reaction, the marker

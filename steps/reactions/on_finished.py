@@ -48,15 +48,10 @@ def _hours(seconds: float) -> float:
 
 
 def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
-    """The reaction's plan for this delivery (steps.delivery's exactly-once rule): nothing for a
-    duplicate or superseded delivery; else the plan, then the marker that the transition was handled."""
-    from steps.delivery import guard, with_marker
+    """plan_transition under steps.delivery's exactly-once rule (`planned_once`)."""
+    from steps.delivery import planned_once
 
-    stop = guard(state.delivery, state.event_notes())
-    if stop is not None:
-        return stop
-    return with_marker(plan_transition(request, state, policy), state.delivery, state.workload_object,
-                       run=state.run_id, now=state.now, dry_run_requested=request.dry_run)
+    return planned_once(plan_transition, request, state, policy)
 
 
 def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:

@@ -95,33 +95,43 @@ def release_argo_cluster() -> None:
         _ARGO_CLUSTERS.pop().down(quiet=True)
 
 
-@pytest.fixture(scope="session")
-def argo_cluster() -> Iterator[RealCluster]:
-    """Session scope, started by the first test that asks; stopped by `release_argo_cluster` or at the end."""
-    reused = os.environ.get(ARGO_REUSE_ENV)
+def events_cluster(reuse_env: str, prefix: str, started: list[Cluster] | None = None) -> Iterator[RealCluster]:
+    """A `gpuaas cluster up --with events` cluster for a fixture: the one $reuse_env names (left running), else
+    one started in a new state dir under /var/tmp (PostgreSQL's `postgres` user must traverse it) and
+    stopped and removed when the fixture ends. `started` gets the cluster while it runs."""
+    reused = os.environ.get(reuse_env)
     if reused:
         cluster = Cluster(Path(reused))
         status = cluster.status()
         if status["phase"] != "ready" or "events" not in status["parts"]:
-            pytest.fail(f"expected the cluster in ${ARGO_REUSE_ENV}={reused} ready with the events part, found "
+            pytest.fail(f"expected the cluster in ${reuse_env}={reused} ready with the events part, found "
                         f"{status['phase']} with parts {status['parts']}; start it with "
-                        f"`gpuaas cluster up --with events --state-dir {reused}` or unset {ARGO_REUSE_ENV}")
+                        f"`gpuaas cluster up --with events --state-dir {reused}` or unset {reuse_env}")
         yield RealCluster(cluster, Path(status["kubeconfig"]))
         return
     build_all(progress=print)
-    state_dir = Path(tempfile.mkdtemp(prefix="gpuaas-argo-cluster-", dir="/var/tmp"))
+    state_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
     cluster = Cluster(state_dir, progress=print)
     try:
         state = cluster.up(timeout_s=1500, parts={"events"})
     except ClusterError as error:
         shutil.rmtree(state_dir, ignore_errors=True)
         pytest.fail(f"the real stack with Argo did not start: {error}")
-    _ARGO_CLUSTERS.append(cluster)
+    if started is not None:
+        started.append(cluster)
     try:
         yield RealCluster(cluster, Path(state.kubeconfig))
     finally:
-        release_argo_cluster()
+        if started is not None and cluster in started:
+            started.remove(cluster)
+        cluster.down(quiet=True)
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def argo_cluster() -> Iterator[RealCluster]:
+    """Session scope, started by the first test that asks; stopped by `release_argo_cluster` or at the end."""
+    yield from events_cluster(ARGO_REUSE_ENV, "gpuaas-argo-cluster-", _ARGO_CLUSTERS)
 
 
 NODE_NAME = "gpuaas-node"

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from benchmarks.burst import server
 from gpuaas.cluster.readiness import http_status
 from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, logs, workload_of
 from tests.realstack.test_kueue_admission import _condition
@@ -60,18 +61,6 @@ def _time(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def _server(namespace: str, name: str) -> dict:
-    """A one-replica StatefulSet for the tenant's LocalQueue (a model server): its admission is the Sensor's."""
-    labels = {"app": name, "kueue.x-k8s.io/queue-name": namespace}
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": namespace}},
-            "spec": {"replicas": 1, "serviceName": name, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
-                         "name": "main", "image": "registry.invalid/serve:1",
-                         "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"},
-                                       "limits": {"nvidia.com/gpu": "1"}}}]}}}}
-
-
 def _runs_for(custom: client.CustomObjectsApi, reaction: str, workload: str) -> list[dict]:
     items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
                                                  label_selector=f"gpuaas.io/reaction={reaction}")["items"]
@@ -92,7 +81,7 @@ def test_an_admitted_server_runs_gpuaas_on_admitted_through_real_argo_events_and
     custom = client.CustomObjectsApi(product.admin)
     core = client.CoreV1Api(product.admin)
     name = f"serve-{int(time.time()) % 100000}"
-    apps.create_namespaced_stateful_set(TENANT, _server(TENANT, name))
+    apps.create_namespaced_stateful_set(TENANT, server(TENANT, name))
     try:
         admitted = eventually(lambda: next((w for w in custom.list_namespaced_custom_object(
             "kueue.x-k8s.io", "v1beta2", TENANT, "workloads")["items"] if any(
@@ -138,10 +127,10 @@ def test_an_admitted_server_runs_gpuaas_on_admitted_through_real_argo_events_and
         latency = _time(status["finishedAt"]) - _time(admitted_at)
 
         # The finished run reaches the archive (PostgreSQL) and the Argo Server serves it from there.
-        server = product.cluster.status()["endpoints"]["argo-server"]
+        argo_server = product.cluster.status()["endpoints"]["argo-server"]
 
         def archived() -> dict | None:
-            code, body = http_status(f"{server}/api/v1/archived-workflows?namespace={PRODUCT_NAMESPACE}", timeout=30)
+            code, body = http_status(f"{argo_server}/api/v1/archived-workflows?namespace={PRODUCT_NAMESPACE}", timeout=30)
             assert code == 200, body[:300]
             items = json.loads(body).get("items") or []
             return next((i for i in items if i["metadata"]["name"] == workflow_name), None)

@@ -32,13 +32,9 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,12 +51,11 @@ from benchmarks.burst import (
     reaction_runs,
     wait_for_reactions,
 )
-from gpuaas.cluster.binaries import build_all
 from gpuaas.cluster.install import IDLE_LISTENING, LISTENING
 from gpuaas.cluster.product import stack_objects
-from gpuaas.cluster.stack import Cluster, ClusterError
+from gpuaas.cluster.stack import Cluster
 from tests.realstack.argo_product import PRODUCT_NAMESPACE, apply, install
-from tests.realstack.conftest import release_argo_cluster
+from tests.realstack.conftest import events_cluster, release_argo_cluster
 from tests.support.real_cluster import RealCluster, eventually
 
 REUSE_ENV = "GPUAAS_REAL_FAULT_CLUSTER"
@@ -74,30 +69,9 @@ JSON = dict[str, Any]
 # -- the module's own cluster --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def faults() -> Iterator[RealCluster]:
-    reused = os.environ.get(REUSE_ENV)
-    if reused:
-        cluster = Cluster(Path(reused))
-        status = cluster.status()
-        if status["phase"] != "ready" or "events" not in status["parts"]:
-            pytest.fail(f"expected the cluster in ${REUSE_ENV}={reused} ready with the events part, found "
-                        f"{status['phase']} with parts {status['parts']}")
-        real = RealCluster(cluster, Path(status["kubeconfig"]))
-        yield _prepared(real)
-        return
     release_argo_cluster()  # one real node per machine until the tier is sharded (its node lock)
-    build_all(progress=print)
-    state_dir = Path(tempfile.mkdtemp(prefix="gpuaas-fault-cluster-", dir="/var/tmp"))
-    cluster = Cluster(state_dir, progress=print)
-    try:
-        state = cluster.up(timeout_s=1500, parts={"events"})
-    except ClusterError as error:
-        shutil.rmtree(state_dir, ignore_errors=True)
-        pytest.fail(f"the fault tier's cluster did not start: {error}")
-    try:
-        yield _prepared(RealCluster(cluster, Path(state.kubeconfig)))
-    finally:
-        cluster.down(quiet=True)
-        shutil.rmtree(state_dir, ignore_errors=True)
+    for real in events_cluster(REUSE_ENV, "gpuaas-fault-cluster-"):
+        yield _prepared(real)
 
 
 def _prepared(real: RealCluster) -> RealCluster:
