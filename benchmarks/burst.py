@@ -144,19 +144,20 @@ class Mix:
                    n(self.statefulsets), n(self.rayclusters), self.idle)
 
 
-def _container(gpus: int) -> JSON:
+def _container(gpus: int, name: str = "main") -> JSON:
     resources: JSON = {"requests": {"cpu": "1", "memory": "1Gi"}}
     if gpus:
         resources["requests"][GPU] = str(gpus)
         resources["limits"] = {GPU: str(gpus)}
-    return {"name": "main", "image": "registry.invalid/burst:1", "resources": resources}
+    return {"name": name, "image": "registry.invalid/burst:1", "resources": resources}
 
 
-def _template(gpus: int, idle: bool, labels: JSON | None = None, restart: str | None = "Never") -> JSON:
+def _template(gpus: int, idle: bool, labels: JSON | None = None, restart: str | None = "Never",
+              container: str = "main") -> JSON:
     annotations = dict(RUNNING)
     if idle:
         annotations[IDLE_ANNOTATION] = "0"
-    spec: JSON = {"containers": [_container(gpus)]}
+    spec: JSON = {"containers": [_container(gpus, container)]}
     if restart:
         spec["restartPolicy"] = restart
     return {"metadata": {"annotations": annotations, "labels": dict(labels or {})}, "spec": spec}
@@ -205,7 +206,7 @@ class Burst:
                         "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
                         "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": {"Master": {
                             "replicas": 1, "restartPolicy": "Never",
-                            "template": _template(1, mix.idle, restart=None)}}}})
+                            "template": _template(1, mix.idle, restart=None, container="pytorch")}}}})
             elif kind == "deployment":
                 selector = {"app": name}
                 client.AppsV1Api(self.api).create_namespaced_deployment(namespace, {
@@ -226,7 +227,7 @@ class Burst:
             else:
                 raise ValueError(kind)
         except client.ApiException as error:
-            self.errors.append(f"{kind} {namespace}/{name}: {error.status} {error.reason}")
+            self.errors.append(f"{kind} {namespace}/{name}: {error.status} {error.reason} {str(error.body)[:300]}")
             return None
         return Submitted(kind, namespace, name)
 
@@ -240,13 +241,16 @@ class Burst:
         self.submitted += made
         return made
 
-    def finish(self) -> None:
-        """End the burst as its programs and tenants would: the job kinds' pods exit 0 (KWOK completes
-        them), the servers and Ray clusters are deleted."""
+    def finish(self, servers: bool = False) -> None:
+        """End the burst as its programs would: the job kinds' pods exit 0 (KWOK completes them). With
+        `servers`, also delete the servers and Ray clusters, as their tenants would (after their admissions
+        were answered: a Workload deleted before its reaction ran leaves nothing to answer)."""
         core = client.CoreV1Api(self.api)
         patch = {"metadata": {"annotations": FINISH_NOW}}
 
         def end(item: Submitted) -> None:
+            if (item.kind in ("job", "pytorchjob")) == servers:
+                return
             try:
                 if item.kind in ("job", "pytorchjob"):
                     pods = core.list_namespaced_pod(item.namespace, label_selector=(
@@ -521,14 +525,21 @@ class Tally:
 
 
 def wait_for_reactions(api: client.ApiClient, watcher: TransitionWatch, *, timeout_s: float, quiet_s: float = 30.0,
-                       progress: Any = None) -> Tally:
-    """Poll until every transition seen has its reaction and no run is pending (or the timeout): the tally."""
+                       progress: Any = None, stall_s: float | None = None) -> Tally:
+    """Poll until every transition seen has its reaction and no run is pending (or the timeout): the tally.
+    `stall_s`: also stop when no run is pending and nothing changed for that long (a product without the
+    catch-up sweep never answers what its event path lost)."""
     deadline = time.monotonic() + timeout_s
     tally = Tally()
+    last, since = (-1, -1), time.monotonic()
     while True:
         tally = Tally.of(watcher.transitions(api), reaction_runs(api))
         if progress is not None:
             progress(tally)
         if (not tally.lost and not tally.pending) or time.monotonic() > deadline:
+            return tally
+        if (tally.handled, tally.runs) != last:
+            last, since = (tally.handled, tally.runs), time.monotonic()
+        elif stall_s is not None and not tally.pending and time.monotonic() - since > stall_s:
             return tally
         time.sleep(quiet_s)

@@ -231,7 +231,9 @@ class Bench:
         burst = Burst(self.api, tenant, prefix=tenant.name)
         burst.submit(mix)
         submitted_s = time.time() - started
-        admitted = self._wait_admitted(watcher, mix.workloads, resources)
+        if burst.errors:
+            print(f"  {len(burst.errors)} objects not created, e.g.: {burst.errors[:3]}", flush=True)
+        admitted = self._wait_admitted(watcher, mix.workloads - len(burst.errors), resources)
         admit_window = max((s.at for s in admitted), default=started) - min((s.at for s in admitted), default=started)
         print(f"  submitted in {submitted_s:.0f}s; {len(admitted)} admitted within {admit_window:.0f}s "
               f"(Kueue's lastTransitionTime, first to last)", flush=True)
@@ -241,10 +243,13 @@ class Bench:
             resources.sample()
             print(f"  [{time.time() - started:5.0f}s] transitions {tally.transitions}, handled {tally.handled}, "
                   f"runs pending {tally.pending}, load {load()}", flush=True)
-        tally = wait_for_reactions(self.api, watcher, timeout_s=self.timeout_s, quiet_s=20, progress=progress)
+        tally = wait_for_reactions(self.api, watcher, timeout_s=self.timeout_s, quiet_s=20, progress=progress,
+                                   stall_s=300)
         resources.stop()
         watcher.stop()
-        mine = [r for r in reaction_runs(self.api) if r.uid not in runs_before]
+        burst.finish(servers=True)  # the servers and Ray clusters go, as their tenants' would (not measured)
+        uids = {s.uid for s in watcher.transitions()}
+        mine = [r for r in reaction_runs(self.api) if r.uid not in runs_before and r.workload_uid in uids]
         archive_after = self.archive()
         calls = audit_calls(self.audit_log, audit_before)
         handled_runs = [r for r in mine if r.finished]
@@ -279,6 +284,7 @@ class Bench:
         return result
 
     def _wait_admitted(self, watcher: TransitionWatch, expected: int, resources: Resources) -> list[Any]:
+        """Until every submitted Workload is admitted (or the timeout: the tally then counts what was)."""
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
             resources.sample()

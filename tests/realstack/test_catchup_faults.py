@@ -121,7 +121,10 @@ def _burst(real: RealCluster, tenant: BurstTenant, *, during: Callable[[], None]
     if after_admitted:
         after_admitted()
     burst.finish()
-    return _settled(real, watcher, what)
+    try:
+        return _settled(real, watcher, what)
+    finally:
+        burst.finish(servers=True)
 
 
 # -- the event path's parts --------------------------------------------------------------------------------
