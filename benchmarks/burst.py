@@ -380,6 +380,20 @@ class ReactionRun:
     outcome: str
 
 
+def workflow_nodes(workflow: JSON) -> dict[str, JSON]:
+    """status.nodes, also when the workflow-controller stored them compressed: past Argo's size limit
+    (1 MB) it writes status.compressedNodes (gzip, base64; argo-workflows v4 workflow/packer) instead."""
+    status = workflow.get("status") or {}
+    if status.get("nodes"):
+        return status["nodes"]
+    if status.get("compressedNodes"):
+        import base64
+        import gzip
+
+        return json.loads(gzip.decompress(base64.b64decode(status["compressedNodes"])))
+    return {}
+
+
 def _reaction_node_record(workflow: JSON, reaction: str) -> JSON | None:
     """The reaction step's record (the last attempt's), or the sweep's record parameter."""
     parameters = {p.get("name"): p.get("value") for p in
@@ -388,7 +402,7 @@ def _reaction_node_record(workflow: JSON, reaction: str) -> JSON | None:
     if swept is not None:
         return swept
     best = None
-    for node in ((workflow.get("status") or {}).get("nodes") or {}).values():
+    for node in workflow_nodes(workflow).values():
         if node.get("type") != "Pod" or node.get("templateName") != reaction:
             continue
         for output in (node.get("outputs") or {}).get("parameters") or []:
@@ -413,7 +427,7 @@ def parse_run(workflow: JSON) -> ReactionRun | None:
     data = record.get("data") or {}
     delivery = data.get("delivery") or {}
     transition = (delivery.get("transition") or {}).get("key")
-    pods = sum(1 for n in (status.get("nodes") or {}).values() if n.get("type") == "Pod")
+    pods = sum(1 for n in workflow_nodes(workflow).values() if n.get("type") == "Pod")
     swept = labels.get("gpuaas.io/recorded-by") == "sweep"
     return ReactionRun(
         name=str(meta.get("name")), uid=str(meta.get("uid")), reaction=reaction, phase=str(status.get("phase") or ""),

@@ -58,6 +58,7 @@ from benchmarks.burst import (
     reaction_runs,
     seconds,
     wait_for_reactions,
+    workflow_nodes,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -281,7 +282,20 @@ class Bench:
             result["baseline"] = self.baseline(tenant, min(baseline, mix.jobs))
             result["baseline"]["ratio"] = round(result["throughputPerMinute"]
                                                 / max(1e-9, result["baseline"]["throughputPerMinute"]), 2)
+        self.cleanup(tenant, [n["metadata"]["name"] for n in kwok_gpu_nodes(f"{tenant.name}-gpu", nodes, 64,
+                                                                            tenant.flavor_selector)])
         return result
+
+    def cleanup(self, tenant: BurstTenant, nodes: list[str]) -> None:
+        """The level's tenant, nodes and reaction runs go (the runs are in the archive), so the next level
+        starts from the same cluster and not from one holding every earlier level's objects."""
+        kubectl = ROOT / ".stack-cache" / "bin" / "kubernetes" / "kubectl"
+        binary = str(kubectl) if kubectl.exists() else "kubectl"
+        base = [binary, f"--kubeconfig={self.kubeconfig}", "delete", "--ignore-not-found", "--wait=false"]
+        for args in (["namespace", *tenant.namespace_names()], ["clusterqueue", tenant.name],
+                     ["resourceflavor", f"{tenant.name}-gpu"], ["node", *nodes],
+                     ["workflows", "-n", PRODUCT_NAMESPACE, "-l", "gpuaas.io/reaction in (on-admitted,on-finished)"]):
+            subprocess.run([*base, *args], capture_output=True, text=True, timeout=600, check=False)
 
     def _wait_admitted(self, watcher: TransitionWatch, expected: int, resources: Resources) -> list[Any]:
         """Until every submitted Workload is admitted (or the timeout: the tally then counts what was)."""
@@ -364,7 +378,7 @@ class Bench:
         released_by: Counter[str] = Counter()
         pods = 0
         for run in runs:
-            for node in ((run.get("status") or {}).get("nodes") or {}).values():
+            for node in workflow_nodes(run).values():
                 if node.get("type") != "Pod":
                     continue
                 pods += 1
