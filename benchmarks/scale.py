@@ -190,6 +190,13 @@ class Bench:
         print(f"installing {what} and the example tenants, waiting for its pods to listen ...", flush=True)
         gpuaas("gpuaas.cluster.install", "--kubeconfig", str(self.kubeconfig), "--idle",
                *(("--base", str(base)) if base else ()))
+        if base and not any("kind: CronWorkflow" in f.read_text() for f in base.rglob("*.yaml")):
+            # an earlier release without the sweep: the current product's CronWorkflow must not run beside it
+            custom = client.CustomObjectsApi(self.api)
+            for cron in custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE,
+                                                             "cronworkflows")["items"]:
+                custom.delete_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "cronworkflows",
+                                                       cron["metadata"]["name"])
 
     def apply(self, objects: list[dict[str, Any]]) -> None:
         import yaml
@@ -294,7 +301,8 @@ class Bench:
         base = [binary, f"--kubeconfig={self.kubeconfig}", "delete", "--ignore-not-found", "--wait=false"]
         for args in (["namespace", *tenant.namespace_names()], ["clusterqueue", tenant.name],
                      ["resourceflavor", f"{tenant.name}-gpu"], ["node", *nodes],
-                     ["workflows", "-n", PRODUCT_NAMESPACE, "-l", "gpuaas.io/reaction in (on-admitted,on-finished)"]):
+                     ["workflows", "-n", PRODUCT_NAMESPACE, "-l",
+                      "gpuaas.io/reaction in (on-admitted,on-finished,on-idle)"]):
             subprocess.run([*base, *args], capture_output=True, text=True, timeout=600, check=False)
 
     def _wait_admitted(self, watcher: TransitionWatch, expected: int, resources: Resources) -> list[Any]:
@@ -393,6 +401,8 @@ class Bench:
                                    if "repeat of idle episode" in s.get("reason", ""))
                 if data.get("reaction") == "on-idle" and data.get("outcome") == "applied":
                     released_by[(data.get("workload") or {}).get("name", "?")] += 1
+        self.cleanup(tenant, [n["metadata"]["name"] for n in kwok_gpu_nodes("storm-gpu", nodes, 64,
+                                                                            tenant.flavor_selector)])
         return {"alerts": alerts, "released": len(released), "releasedTwice": sum(1 for n in released_by.values() if n > 1),
                 "onIdleRuns": len(runs), "pods": pods, "repeatsRecorded": repeats, "outcomes": dict(outcomes),
                 "seconds": round(time.time() - started, 1), "load": load()}
