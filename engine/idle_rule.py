@@ -85,7 +85,9 @@ class InProcessIdleRule:
 
     def _notify(self, status: str, keys: list[tuple[str, str]]) -> None:
         alerts = [{"status": status,
-                   "labels": {"alertname": ALERT_NAME, "namespace": ns, "pod": pod, "severity": "info"},
+                   # as the product's rule labels them: its namespace, the workload's in workload_namespace
+                   "labels": {"alertname": ALERT_NAME, "namespace": "gpuaas", "workload_namespace": ns, "pod": pod,
+                              "severity": "info"},
                    "annotations": {"summary": f"GPUs of pod {ns}/{pod} idle (in-process rule)"},
                    "startsAt": self._firing.get((ns, pod), ""), "endsAt": "0001-01-01T00:00:00Z",
                    "generatorURL": "gpuaas-engine://in-process-idle-rule", "fingerprint": f"{ns}/{pod}"}

@@ -15,6 +15,26 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+STARTED_BY = ("events", "sweep", "hand-submitted", "resubmitted")
+"""What started a run, as the report's headline counts it."""
+SENSOR_LABEL = "events.argoproj.io/sensor"
+RESUBMITTED_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
+UID_LABEL = "gpuaas.io/workload-uid"
+"""Set on a reaction run by the Sensor's trigger and by the catch-up sweep (steps.reactions.sweep), not by the UI."""
+
+
+def started_by(run: dict[str, Any]) -> str:
+    """`events` (a Sensor submitted it: Argo Events labels it with the Sensor), `resubmitted` (Argo's resubmit, from
+    the UI or `argo resubmit`, labels it with the run it repeats), `sweep` (the catch-up sweep created it: the
+    Workload's uid label without a Sensor's), else `hand-submitted` (the UI's SUBMIT or `argo submit --from`: the
+    admin's resume in the demo)."""
+    labels = (run.get("metadata") or {}).get("labels") or {}
+    if RESUBMITTED_LABEL in labels:
+        return "resubmitted"
+    if SENSOR_LABEL in labels:
+        return "events"
+    return "sweep" if labels.get(UID_LABEL) else "hand-submitted"
+
 
 @dataclass
 class TimelineRow:
@@ -167,9 +187,9 @@ class Timeline:
                     # and the pass is in the archive.
                     return
                 event, sensor = "catch-up sweep", f"(CronWorkflow {labels['workflows.argoproj.io/cron-workflow']})"
-            elif labels.get("gpuaas.io/workload-uid") and _swept(workflow) is not None:
+            elif labels.get(UID_LABEL) and _swept(workflow) is not None:
                 event, sensor = f"{labels.get('gpuaas.io/reaction', '')} {_workload_of(workflow)}", "(sweep: recorded)"
-            elif labels.get("gpuaas.io/workload-uid"):
+            elif labels.get(UID_LABEL):
                 event, sensor = f"{labels.get('gpuaas.io/reaction', '')} {_workload_of(workflow)}", "(sweep: delivered)"
             row = TimelineRow(time=self._stamp(), event=event, sensor=sensor, workflow=workflow["metadata"]["name"],
                               template=template)

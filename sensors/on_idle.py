@@ -16,6 +16,9 @@ NAME = "gpuaas-on-idle"
 TEMPLATE = "gpuaas-on-idle"
 DEPENDENCY = "idle-alerts"
 ALERT_NAME = "GPUWorkloadIdle"
+WORKLOAD_NAMESPACE_LABEL = "workload_namespace"
+"""The product's alerts carry the workload's namespace here (their `namespace` is the product's; sensors/
+imports no other folder: steps/reactions/idle_alerts.py has the same name, tests/artifacts checks both)."""
 
 
 def build() -> dict:
@@ -28,5 +31,5 @@ def build() -> dict:
                   ]}}
     arguments = {"namespace": "", "workload": "", "event": "", "dry-run": "false", "tenant": ""}
     trigger = workflow_trigger("submit-on-idle", TEMPLATE, "on-idle", DEPENDENCY, arguments,
-                               [FromEvent("namespace", "body.commonLabels.namespace"), FromEvent("event")])
+                               [FromEvent("namespace", f"body.commonLabels.{WORKLOAD_NAMESPACE_LABEL}"), FromEvent("event")])
     return sensor(NAME, [dependency], [trigger], __doc__.splitlines()[0])

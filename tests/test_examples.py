@@ -127,9 +127,10 @@ def _rendered(kind: str, name: str) -> dict:
 
 def test_idle_alert_group_is_what_the_products_rule_and_route_send() -> None:
     """The example group carries exactly the labels the rendered GPUWorkloadIdle rule gives its alerts
-    (its `by (namespace, pod)` plus the rule's labels), grouped as the AlertmanagerConfig's idle route
+    (its `by (namespace, pod)` plus the rule's labels: `namespace` the product's, the workload's in
+    `workload_namespace`), grouped as the AlertmanagerConfig's idle route
     groups, from the receiver the Prometheus Operator names `<namespace>/<AlertmanagerConfig>/<receiver>`
-    (prometheus-operator v0.93.0 pkg/alertmanager/amcfg.go makeNamespacedString)."""
+    (prometheus-operator v0.93.1 pkg/alertmanager/amcfg.go makeNamespacedString)."""
     event = json.loads((EXAMPLES / "events" / "idle-alert-group.json").read_text())
     body = event["data"]["body"]
     rule = next(r for g in _rendered("PrometheusRule", "gpuaas-gpu")["spec"]["groups"] for r in g["rules"]
@@ -137,8 +138,11 @@ def test_idle_alert_group_is_what_the_products_rule_and_route_send() -> None:
     config = _rendered("AlertmanagerConfig", "gpuaas-idle")
     route = next(r for r in config["spec"]["route"]["routes"] if r["receiver"] == "gpuaas-idle-webhook")
     for alert in body["alerts"]:
-        assert set(alert["labels"]) == {"alertname", "namespace", "pod", *rule["labels"]}, alert["labels"]
-        assert {k: alert["labels"][k] for k in rule["labels"]} == rule["labels"]
+        assert set(alert["labels"]) == {"alertname", "pod", *rule["labels"]}, alert["labels"]
+        # the rule's fixed labels as they are; workload_namespace is templated from the series' namespace
+        fixed = {k: v for k, v in rule["labels"].items() if "{{" not in v}
+        assert {k: alert["labels"][k] for k in fixed} == fixed
+        assert rule["labels"]["workload_namespace"] == "{{ $labels.namespace }}"
         assert set(alert["annotations"]) == set(rule["annotations"])
     assert set(body["groupLabels"]) == set(route["groupBy"])
     assert body["receiver"] == f"{config['metadata']['namespace']}/{config['metadata']['name']}/{route['receiver']}"

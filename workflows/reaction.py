@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hera.workflows import (
+    ConfigMapEnvFrom,
     Counter,
     Env,
     FieldEnv,
@@ -45,6 +46,7 @@ from hera.workflows import (
 from hera.workflows.models import (
     Backoff,
     Capabilities,
+    ConfigMapVolumeSource,
     LabelValueFrom,
     Mutex,
     PodGC,
@@ -54,6 +56,8 @@ from hera.workflows.models import (
     Synchronization,
     TTLStrategy,
     ValueFrom,
+    Volume,
+    VolumeMount,
     WorkflowMetadata,
 )
 from hera.workflows.models import Parameter as ModelParameter
@@ -64,6 +68,15 @@ SERVICE_ACCOUNT = "gpuaas-steps"
 OUTPUTS_DIR = "/tmp/gpuaas/outputs"
 """ARCHITECTURE section 1: the step writes one file per output parameter here (env GPUAAS_OUTPUTS_DIR)."""
 PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+PROMETHEUS_CONFIGMAP = "gpuaas-prometheus"
+"""ConfigMap in the product's namespace whose keys become every step's environment (envFrom): where the steps
+and KEDA's scalers query Prometheus (GPUAAS_PROMETHEUS_URL), and on platforms that want them the bearer token
+file, the CA file and KEDA's authentication (gpuaas.manifests.platforms renders one per platform)."""
+PROMETHEUS_CA_CONFIGMAP = "gpuaas-prometheus-ca"
+"""Optional ConfigMap with the query endpoint's CA, mounted at PROMETHEUS_CA_DIR (OpenShift's service CA
+operator fills it: annotation service.beta.openshift.io/inject-cabundle, key service-ca.crt)."""
+PROMETHEUS_CA_DIR = "/etc/gpuaas/prometheus-ca"
+PROMETHEUS_CA_VOLUME = "prometheus-ca"
 TRANSIENT_EXIT_CODE = 75
 NO_EXIT_CODE = "-1"
 """What Argo's lastRetry.exitCode holds for an attempt whose main container never reported one
@@ -194,8 +207,8 @@ def step_env(needs_prometheus: bool, retry: bool = True) -> list[Env | FieldEnv]
                                  Env(name="GPUAAS_RUN_ID", value="{{workflow.uid}}")]
     if retry:
         env += [Env(name="GPUAAS_ATTEMPT", value="{{retries}}"), Env(name="GPUAAS_RETRY_LIMIT", value=str(RETRY_LIMIT))]
-    if needs_prometheus:
-        env.append(Env(name="GPUAAS_PROMETHEUS_URL", value=PROMETHEUS_URL))
+    # Where Prometheus is (GPUAAS_PROMETHEUS_URL, ...) comes from ConfigMap PROMETHEUS_CONFIGMAP (envFrom), so a
+    # platform's overlay changes one ConfigMap, not every template; without it the steps use PROMETHEUS_URL.
     return env
 
 
@@ -216,6 +229,8 @@ def script(name: str, reaction: str, inputs: Sequence[str], outputs: Sequence[tu
         inputs=[Parameter(name=n) for n in inputs],
         outputs=[output(n, d) for n, d in outputs],
         env=step_env(needs_prometheus, retry),
+        env_from=[ConfigMapEnvFrom(name=PROMETHEUS_CONFIGMAP, optional=True)],
+        volume_mounts=[VolumeMount(name=PROMETHEUS_CA_VOLUME, mount_path=PROMETHEUS_CA_DIR, read_only=True)],
         security_context=restricted_security_context(),
         resources=Resources(cpu_request="50m", memory_request="128Mi", memory_limit="512Mi"),
         retry_strategy=transient_retry() if retry else None,
@@ -303,6 +318,8 @@ def assemble(spec: ReactionTemplate, body: Callable[[], None]) -> WorkflowTempla
         ttl_strategy=TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
         workflow_metadata=WorkflowMetadata(labels={REACTION_LABEL: spec.reaction}, labels_from=labels_from),
         metrics=workflow_metrics(spec.reaction, spec.recordable),
+        volumes=[Volume(name=PROMETHEUS_CA_VOLUME, config_map=ConfigMapVolumeSource(
+            name=PROMETHEUS_CA_CONFIGMAP, optional=True))],
     ) as template:
         body()
         exit_handler(spec.reaction, spec.all_inputs)

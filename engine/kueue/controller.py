@@ -670,21 +670,27 @@ class KueueController:
         if not selector:
             return True
         labels = {**namespace_labels, "kubernetes.io/metadata.name": namespace}
-        for key, value in (selector.get("matchLabels") or {}).items():
-            if labels.get(key) != value:
-                return False
-        for expression in selector.get("matchExpressions") or []:
-            key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-            present = key in labels
-            if operator == "In" and labels.get(key) not in values:
-                return False
-            if operator == "NotIn" and labels.get(key) in values:
-                return False
-            if operator == "Exists" and not present:
-                return False
-            if operator == "DoesNotExist" and present:
-                return False
-        return True
+        return label_selector_matches(selector, labels)
+
+
+def label_selector_matches(selector: JSON, labels: dict[str, str]) -> bool:
+    """A Kubernetes LabelSelector (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist) against labels;
+    `{}` selects everything (gpuaas.cluster.profiles uses it for the Prometheus Operator's selectors too)."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+        present = key in labels
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and labels.get(key) in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, interval: float = 0.02) -> bool:

@@ -68,9 +68,9 @@ class IdleRule:
         except PolicyError:
             raise ValueError(f"--idle-window: expected a duration such as 30s, 2m or 1h30m (or seconds), "
                              f"found {window!r}") from None
-        if seconds < 10 or seconds != round(seconds):
+        if seconds < 10 or seconds != round(seconds) or seconds > 86400:
             raise ValueError(f"--idle-window: expected whole seconds, at least 10s (two of the stack's 5 s "
-                             f"scrapes), found {window!r}")
+                             f"scrapes) and at most 24h, found {window!r}")
         return cls(_duration(seconds), _duration(max(FOR_MIN, round(seconds / 6))))
 
 
@@ -106,6 +106,32 @@ def proxy_service() -> str:
     return f"{EVENT_SOURCE_NAMESPACE}/{obs.WEBHOOK_SERVICE}:{obs.WEBHOOK_PORT}"
 
 
+OPERATOR_WEBHOOK_PORT = obs.WEBHOOK_PORT
+"""With the Prometheus Operator (`--monitoring` other than plain) Alertmanager POSTs to the URL of the product's
+AlertmanagerConfig, `http://gpuaas-alertmanager-eventsource-svc.gpuaas.svc:12000/alertmanager`, unchanged: its
+pod's /etc/hosts (gpuaas.cluster.monitoring_pods) names `webhook_host()`, where the proxy listens on 12000."""
+
+
+def webhook_host(state_dir: Path) -> str:
+    """A loopback address of this cluster's own (127.77.x.y, from the state dir) for the proxy on port 12000:
+    clusters beside each other on one machine each get theirs."""
+    import hashlib
+
+    digest = hashlib.sha256(str(state_dir).encode()).digest()
+    return f"127.77.{digest[0]}.{max(1, digest[1])}"
+
+
+def start_proxy(cluster: Cluster, host: str, port: int) -> None:
+    """The webhook proxy on host:port (gpuaas.cluster.webhook_proxy), ready."""
+    cluster.progress(f"webhook proxy (Alertmanager -> Service {proxy_service()}) on {host}:{port}")
+    cluster.state.ports.setdefault("webhook-proxy", port)
+    proxy = cluster.start_process("webhook-proxy", [
+        sys.executable, "-m", "gpuaas.cluster.webhook_proxy", f"--kubeconfig={cluster.admin_kubeconfig}",
+        f"--host={host}", f"--port={port}", f"--service={proxy_service()}"],
+        endpoint=f"http://{host}:{port}{obs.WEBHOOK_PATH}", env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    cluster.wait_ready(proxy, readiness.http_ok(f"http://{host}:{port}/-/ready"), cap=30)
+
+
 def start(cluster: Cluster, rule: IdleRule, token_file: Path) -> tuple[Path, int]:
     """The webhook proxy and Alertmanager, ready; (the rules file, Alertmanager's port) for Prometheus."""
     found = monitoring.availability()
@@ -116,13 +142,8 @@ def start(cluster: Cluster, rule: IdleRule, token_file: Path) -> tuple[Path, int
     folder = cluster.state_dir / "alertmanager"
     folder.mkdir(parents=True, exist_ok=True)
 
-    cluster.progress(f"webhook proxy (Alertmanager -> Service {proxy_service()})")
     proxy_port = cluster.state.port("webhook-proxy")
-    proxy = cluster.start_process("webhook-proxy", [
-        sys.executable, "-m", "gpuaas.cluster.webhook_proxy", f"--kubeconfig={cluster.admin_kubeconfig}",
-        f"--port={proxy_port}", f"--service={proxy_service()}"], endpoint=webhook_url(proxy_port),
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    cluster.wait_ready(proxy, readiness.http_ok(f"http://127.0.0.1:{proxy_port}/-/ready"), cap=30)
+    start_proxy(cluster, "127.0.0.1", proxy_port)
 
     cluster.progress(f"Alertmanager (GPUWorkloadIdle -> the webhook EventSource; window {rule.window}, "
                      f"for {rule.for_})")

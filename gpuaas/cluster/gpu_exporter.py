@@ -6,6 +6,8 @@ series and labels) for every GPU the KWOK GPU nodes advertise, and every second 
 pods on those nodes through the apiserver and gives each pod as many GPUs of its node as it
 requests, as the device plugin would. The utilization of a pod's GPUs is the pod's annotation
 `gpuaas.io/emulated-gpu-utilization` (percent, default 100): tests drive idleness by annotating.
+A GPU node's annotation `gpuaas.io/emulated-gpu-xid` (an XID code) is the last XID of all its GPUs
+(DCGM_FI_DEV_XID_ERRORS): tests raise the product's GPUXidError health alert with it.
 
     python -m gpuaas.cluster.gpu_exporter --kubeconfig ADMIN --port PORT
 """
@@ -19,6 +21,7 @@ import threading
 from typing import Any
 
 UTILIZATION_ANNOTATION = "gpuaas.io/emulated-gpu-utilization"
+XID_ANNOTATION = "gpuaas.io/emulated-gpu-xid"
 GPU = "nvidia.com/gpu"
 
 
@@ -52,6 +55,10 @@ def sync(exporter: Any, core: Any) -> None:
         if node.metadata.name not in known:
             for index in range(int((node.status.capacity or {}).get(GPU, 0))):
                 exporter.add_gpu(node.metadata.name, index)
+        xid = (node.metadata.annotations or {}).get(XID_ANNOTATION, "0")
+        for gpu in exporter.gpus():
+            if gpu.hostname == node.metadata.name and str(gpu.xid) != xid and xid.isdigit():
+                exporter.set(gpu.uuid, xid=int(xid))
     wanted: dict[tuple[str, str], tuple[str, int, float]] = {}
     for pod in pods:
         count = _requested_gpus(pod)

@@ -10,8 +10,9 @@ overlay for this machine makes (and nothing else):
 - the step image `gpuaas-step` becomes the one built here (`gpuaas.local/gpuaas-step:dev`,
   gpuaas.cluster.images), as the overlays' kustomize `images:` rename it for a registry; the node
   has it imported, so it is never pulled;
-- the steps' Prometheus address (env GPUAAS_PROMETHEUS_URL, `prometheus-operated.monitoring.svc` in
-  the base) becomes the stack's Prometheus at its fixed ClusterIP (gpuaas.cluster.services): pods on
+- the steps' Prometheus address (GPUAAS_PROMETHEUS_URL of ConfigMap gpuaas-prometheus, which every step
+  takes as its environment; `prometheus-operated.monitoring.svc` in the base) becomes the stack's
+  Prometheus at its fixed ClusterIP (gpuaas.cluster.services): pods on
   the real node have no cluster DNS, and the node's stand-in for kube-proxy forwards that address to
   the Prometheus of `gpuaas cluster up` on the machine's loopback;
 - the catch-up sweep (CronWorkflow `gpuaas-sweep`) runs every minute with a grace of one minute
@@ -39,6 +40,7 @@ SWEEP_SCHEDULE = "* * * * *"
 SWEEP_GRACE = "1m"
 RENDERED_STEP_IMAGE = "gpuaas-step"
 PROMETHEUS_ENV = "GPUAAS_PROMETHEUS_URL"
+PROMETHEUS_CONFIGMAP = "gpuaas-prometheus"
 
 JSON = dict[str, Any]
 
@@ -61,8 +63,8 @@ def _for_this_node(objects: list[JSON]) -> None:
         if node.get("image") == RENDERED_STEP_IMAGE:
             node["image"] = STEP_IMAGE
             node["imagePullPolicy"] = "Never"
-        if node.get("name") == PROMETHEUS_ENV and "value" in node:
-            node["value"] = f"http://{services.PROMETHEUS.url_host}"
+        if node.get("kind") == "ConfigMap" and node.get("metadata", {}).get("name") == PROMETHEUS_CONFIGMAP:
+            node["data"][PROMETHEUS_ENV] = f"http://{services.PROMETHEUS.url_host}"
 
 
 def stack_objects(kubectl: Path, base: Path = BASE) -> list[JSON]:

@@ -9,8 +9,8 @@ program's loopback port. The addresses are constants because the product as it r
 names them (gpuaas.cluster.product): NATS for the EventBus, Prometheus for the steps'
 GPUAAS_PROMETHEUS_URL.
 
-The names are the in-cluster names the product's base manifests use where one exists
-(`prometheus-operated.monitoring.svc`, what the Prometheus Operator creates).
+Prometheus' Service is `gpuaas-stack-prometheus`, not the `prometheus-operated` the base's URL names: with
+a monitoring profile (`up --monitoring`) the Prometheus Operator makes `prometheus-operated` itself, headless.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class LocalService:
                          "ports": [{"name": "main", "port": self.port, "protocol": "TCP"}]}}
 
 
-PROMETHEUS = LocalService("monitoring", "prometheus-operated", "10.96.0.90", 9090, "prometheus", "")
+PROMETHEUS = LocalService("monitoring", "gpuaas-stack-prometheus", "10.96.0.90", 9090, "prometheus", "")
 NATS = LocalService("argo-events", "eventbus-nats", "10.96.0.42", 4222, "nats", "events")
 SERVICES = (PROMETHEUS, NATS)
 

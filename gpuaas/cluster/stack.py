@@ -48,6 +48,8 @@ from gpuaas.cluster import (
     objects,
     operators,
     processes,
+    profiles,
+    prometheus_operator,
     readiness,
     services,
 )
@@ -57,6 +59,8 @@ from gpuaas.cluster.debian import ToolMissing
 from gpuaas.cluster.images import ImageBuildError
 from gpuaas.cluster.kubeconfig import write_kubeconfig
 from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
+from gpuaas.invocation import command
+from gpuaas.stops import signals_deferred
 from gpuaas.upstream import pins
 
 KUEUE = "sigs.k8s.io/kueue"
@@ -134,6 +138,8 @@ class Cluster:
         self.logs = self.state_dir / "logs"
         self.admin_kubeconfig = self.state_dir / "kubeconfig"
         self.audit_log = self.logs / "audit.log"
+        self.stopped_on_failure = 0
+        """How many processes a failed or interrupted `up` had started and stopped again."""
 
     # -- state -----------------------------------------------------------------------------------
     def load(self) -> ClusterState | None:
@@ -145,15 +151,23 @@ class Cluster:
 
     # -- up --------------------------------------------------------------------------------------
     def up(self, timeout_s: float = 300.0, parts: set[str] | frozenset[str] = frozenset(),
-           idle_window: str = alerting.DEFAULT_IDLE_WINDOW) -> ClusterState:
+           idle_window: str = alerting.DEFAULT_IDLE_WINDOW, monitoring: str = "plain") -> ClusterState:
         """Start every component (and the `parts` asked for) and return when all are ready (module docstring).
 
         `idle_window`: the window of the GPUWorkloadIdle rule the events part loads (gpuaas.cluster.alerting).
+        `monitoring`: the monitoring profile (gpuaas.cluster.profiles): `plain` writes Prometheus' and
+        Alertmanager's files; the others run the Prometheus Operator with that platform's resources
+        (gpuaas.cluster.prometheus_operator), and the product's own PrometheusRule and AlertmanagerConfig,
+        once installed, decide what loads and where alerts go.
         """
         try:
             idle_rule = alerting.IdleRule.from_window(idle_window)
+            self.profile = profiles.profile(monitoring)
         except ValueError as error:
             raise ClusterError(str(error)) from None
+        if self.profile.operator_managed and os.geteuid() != 0:
+            raise ClusterError(f"expected root for --monitoring {monitoring} (the operator's pods run in mount "
+                               f"namespaces: gpuaas.cluster.monitoring_pods), found uid {os.geteuid()}")
         parts = set(parts)
         for part in list(parts):
             parts |= REQUIRES.get(part, set())
@@ -166,7 +180,7 @@ class Cluster:
         if self.running():
             raise ClusterError(f"expected no cluster running from {self.state_dir}, found "
                                f"{', '.join(r.name for r in self.running())} running; use it "
-                               f"(export KUBECONFIG={self.admin_kubeconfig}), or `gpuaas cluster down` first, "
+                               f"(export KUBECONFIG={self.admin_kubeconfig}), or `{command()} cluster down` first, "
                                "or pass another --state-dir")
         previous = self.load()
         state = ClusterState(state_dir=str(self.state_dir), started_at=time.time(),
@@ -174,7 +188,7 @@ class Cluster:
                                     if port_free(port)},  # the same ports keep a user's KUBECONFIG valid
                              parts=[part for part in PARTS if part in parts],
                              idle_rule={"window": idle_rule.window, "for": idle_rule.for_} if "events" in parts
-                             else {})
+                             else {}, monitoring=monitoring)
         self.idle_rule = idle_rule
         self.state = state
         self.deadline = time.monotonic() + timeout_s
@@ -199,9 +213,13 @@ class Cluster:
             if "events" in parts:
                 argo_events.start(self)
         except BaseException as error:
+            # a failure, Ctrl-C or SIGTERM (gpuaas.stops.Stopped), a defect: everything started so far is stopped,
+            # nothing was handed over yet (the stack is the user's only once `up` returns ready)
             state.phase = "failed"
             state.save()
-            self.progress(f"start-up failed: stopping the {len(self.running())} processes started")
+            self.stopped_on_failure = len(self.running())
+            if isinstance(error, Exception):  # an interrupted start says it in its one line (gpuaas cluster up)
+                self.progress(f"start-up failed: stopping the {self.stopped_on_failure} processes started")
             self.down(quiet=True)
             stopped = self.load() or state  # down() marked each process stopped
             stopped.phase = "failed"
@@ -231,14 +249,17 @@ class Cluster:
     def _start(self, name: str, argv: list[str], *, endpoint: str = "", env: dict[str, str] | None = None,
                **options: Any) -> ProcessRecord:
         self.progress(f"  starting {name}")
-        try:
-            record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
-                                     endpoint=endpoint, **options)
-        except OSError as error:
-            raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
-                               "`gpuaas cluster build` if a program is missing") from None
-        self.state.processes[name] = record
-        self.state.save()
+        # Ctrl-C or SIGTERM waits until the process is recorded: one arriving between the fork and the record
+        # (seen: kube-scheduler left running by a SIGTERM to `cluster up`) started what `down` could not find
+        with signals_deferred():
+            try:
+                record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
+                                         endpoint=endpoint, **options)
+            except OSError as error:
+                raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
+                                   f"`{command()} cluster build` if a program is missing") from None
+            self.state.processes[name] = record
+            self.state.save()
         return record
 
     def _ready(self, record: ProcessRecord, check: Callable[[], str | None], cap: float = 120.0) -> None:
@@ -461,6 +482,9 @@ class Cluster:
         self.progress(f"  {len(names)} CRDs Established")
         self.apply(rest_kueue + rest_keda + rest_operators, "Kueue, KEDA and operator objects")
 
+    def changed_crds(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return self._changed_crds(items)
+
     def _changed_crds(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The objects whose content differs from what the cluster stores (by a hash annotation).
 
@@ -517,7 +541,19 @@ class Cluster:
                                        "webhookSecretName": "kueue-webhook-server-cert"},
             "clientConnection": {"qps": 300, "burst": 500},
             "integrations": {"frameworks": KUEUE_FRAMEWORKS},
+            **self._kueue_platform(),
         }
+
+    def _kueue_platform(self) -> dict[str, Any]:
+        """Kueue as the platform's operator configures it (`--monitoring openshift`: the Red Hat build of Kueue's
+        namespace selection, OpenShift AI's default frameworks: gpuaas.cluster.profiles.OPENSHIFT_KUEUE)."""
+        settings = self.profile.kueue
+        if settings is None:
+            return {}
+        names = {"RayJob": "ray.io/rayjob", "RayCluster": "ray.io/raycluster", "PyTorchJob": "kubeflow.org/pytorchjob",
+                 "Pod": "pod", "Deployment": "deployment", "StatefulSet": "statefulset"}
+        return {"managedJobsNamespaceSelector": settings.managed_jobs_namespace_selector,
+                "integrations": {"frameworks": [names[f] for f in settings.frameworks]}}
 
     def _kueue(self) -> None:
         self.progress("Kueue")
@@ -609,16 +645,31 @@ class Cluster:
             shutil.copyfile(source, cert_dir / name)
         env = {"KUBECONFIG": str(self.kubeconfigs["keda"]), "POD_NAMESPACE": KEDA_SA[0], "WATCH_NAMESPACE": "",
                "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_SA[0], "KEDA_HTTP_DEFAULT_TIMEOUT": "3000"}
+        if self.profile.name == "openshift":
+            # OpenShift's KEDA (the Custom Metrics Autoscaler operator) reads ClusterTriggerAuthentication
+            # references from its own namespace (gpuaas.manifests.platforms.KEDA_NAMESPACE_OPENSHIFT)
+            env["KEDA_CLUSTER_OBJECT_NAMESPACE"] = "openshift-keda"
         keda_kubeconfig = str(self.kubeconfigs["keda"])
         operator_health, webhooks_health = self.state.port("keda-operator-health"), self.state.port("keda-webhooks-health")
-        operator = self._start("keda-operator", [
+        operator_argv = [
             str(program("keda", "operator")), "--leader-elect=false", "--zap-log-level=info",
             f"--metrics-bind-address=127.0.0.1:{self.state.port('keda-operator-metrics')}",
             f"--health-probe-bind-address=127.0.0.1:{operator_health}",
             f"--metrics-service-bind-address=127.0.0.1:{self.state.port('keda-operator-grpc')}",
             f"--cert-dir={cert_dir}", "--enable-cert-rotation=false", "--enable-webhook-patching=false",
             "--enable-apiservice-patching=false",
-        ], env=env, endpoint=f"127.0.0.1:{self.state.port('keda-operator-grpc')}")
+        ]
+        if self.profile.operator_managed:
+            # KEDA's scalers query the URL the product's ScaledObjects name (a Service of the profile's
+            # Prometheus): resolved, as cluster DNS would, by an /etc/hosts of its own (monitoring_pods.with_hosts).
+            from gpuaas.cluster.monitoring_pods import hosts_file, with_hosts
+
+            names = prometheus_operator.cluster_names(self.profile, self.state_dir)
+            operator_argv = with_hosts(operator_argv, hosts_file(self.state_dir / "keda" / "etc-hosts", names))
+        operator = self._start("keda-operator", operator_argv, env=env,
+                               endpoint=f"127.0.0.1:{self.state.port('keda-operator-grpc')}")
+        operator.argv = operator_argv[operator_argv.index(str(program("keda", "operator"))):]
+        self.state.save()
         webhooks = self._start("keda-admission-webhooks", [
             str(program("keda", "webhooks")), "--zap-log-level=info", f"--cert-dir={cert_dir}",
             f"--port={self.state.port('keda-webhooks')}",
@@ -659,6 +710,12 @@ class Cluster:
             env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
         self._ready(exporter, readiness.http_ok(f"http://127.0.0.1:{exporter_port}/metrics"), cap=30)
         token = self._prometheus_token()
+        if self.profile.operator_managed:
+            host = alerting.webhook_host(self.state_dir)
+            alerting.start_proxy(self, host, alerting.OPERATOR_WEBHOOK_PORT)
+            self.state.endpoints.update(prometheus_operator.start(self, self.profile, token, host))
+            self.state.save()
+            return
         binary = shutil.which("prometheus")
         if binary is None:
             raise ClusterError("expected the `prometheus` program (Debian package prometheus) on PATH, found none; "
@@ -731,7 +788,7 @@ class Cluster:
             f"--ca-key={self.ca.key}", f"--name={NODE_NAME}", f"--workdir={self.state_dir / 'node'}",
             f"--image-root={cache_dir() / 'node' / 'containerd'}", f"--ready-file={ready_file}",
             f"--label={key}={value}", f"--taint={key}={value}:NoSchedule",
-            *(f"--forward={s.cluster_ip}:{s.port}=127.0.0.1:{self.state.port(s.state_port)}" for s in forwarded),
+            *(f"--forward={s.cluster_ip}:{s.port}={self._forward_target(s)}" for s in forwarded),
             *(f"--image={image.archive}" for image in built),
         ], env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])}, stop_seconds=90)
         self._ready(record, lambda: None if ready_file.exists() else "the node has not registered Ready yet",
@@ -743,6 +800,13 @@ class Cluster:
         imported = {name: seconds for name, seconds in report["import_s"].items() if seconds}
         self.progress(f"  node Ready {report['ready_s']:.1f}s after start; images imported: "
                       f"{', '.join(f'{n} {s:.1f}s' for n, s in imported.items()) or 'none needed'}")
+
+    def _forward_target(self, service: services.LocalService) -> str:
+        """HOST:PORT of the program behind a forwarded Service: with a monitoring profile, Prometheus is the
+        operator's pod at its loopback address (gpuaas.cluster.monitoring_pods)."""
+        if service is services.PROMETHEUS and self.profile.operator_managed:
+            return self.state.endpoints["prometheus"].split("://", 1)[1]
+        return f"127.0.0.1:{self.state.port(service.state_port)}"
 
     # -- down and status -------------------------------------------------------------------------
     def down(self, quiet: bool = False) -> list[str]:
@@ -779,7 +843,9 @@ class Cluster:
         return {"stateDir": state.state_dir, "phase": phase, "kubeconfig": state.kubeconfig,
                 "readySeconds": state.ready_seconds, "versions": state.versions, "parts": state.parts,
                 **({"idleRule": state.idle_rule} if state.idle_rule else {}),
-                "endpoints": {**state.endpoints, **(argo_events.live_endpoints(self) if running_parts(state) else {})},
+                # no URL of a process that stopped: a stopped cluster's endpoints are not where anything answers
+                "endpoints": {**state.endpoints, **(argo_events.live_endpoints(self) if running_parts(state) else {})}
+                if any(c["running"] for c in components) else {},
                 "components": components}
 
 

@@ -88,6 +88,8 @@ class ClusterState:
     """What users and tests reach the cluster's services at (Argo Server, the UI, ...), by name."""
     idle_rule: dict[str, str] = field(default_factory=dict)
     """With the events part: the window and `for` of the stack's GPUWorkloadIdle rule (gpuaas.cluster.alerting)."""
+    monitoring: str = "plain"
+    """The monitoring profile (`up --monitoring`, gpuaas.cluster.profiles)."""
 
     @property
     def directory(self) -> Path:

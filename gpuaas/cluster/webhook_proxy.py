@@ -147,7 +147,8 @@ def handler(resolver: Resolver, log: Any = sys.stderr) -> type[BaseHTTPRequestHa
                            "running; install the product on this stack (its EventSource `gpuaas-alertmanager`) "
                            "and check its pod in namespace " + service.namespace)
             if target is None:
-                print(f"{self.command} {self.path}: 503 {problem}", file=log, flush=True)
+                bearer = "bearer" if (self.headers.get("Authorization") or "").startswith("Bearer ") else "no token"
+                print(f"{self.command} {self.path}: 503 ({bearer}) {problem}", file=log, flush=True)
                 self._answer(503, (problem + "\n").encode())
                 return
             host, port = target
@@ -163,8 +164,9 @@ def handler(resolver: Resolver, log: Any = sys.stderr) -> type[BaseHTTPRequestHa
                 return
             finally:
                 connection.close()
+            bearer = "bearer" if (self.headers.get("Authorization") or "").startswith("Bearer ") else "no token"
             print(f"{self.command} {self.path} -> {host}:{port}: {answer.status} "
-                  f"({(time.monotonic() - started) * 1000:.0f} ms)", file=log, flush=True)
+                  f"({(time.monotonic() - started) * 1000:.0f} ms, {bearer})", file=log, flush=True)
             self._answer(answer.status, data, answer.getheader("Content-Type") or "text/plain")
 
         do_GET = do_POST = do_PUT = _forward
@@ -180,12 +182,13 @@ def serve(resolver: Resolver, port: int, host: str = "127.0.0.1") -> ThreadingHT
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.webhook_proxy", description=__doc__.split("\n")[0])
     parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--port", type=int, required=True, help="listen on 127.0.0.1:PORT")
+    parser.add_argument("--port", type=int, required=True, help="listen on HOST:PORT")
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address to listen on (127.0.0.1)")
     parser.add_argument("--service", required=True, type=ServiceRef.parse, metavar="NAMESPACE/NAME:PORT")
     args = parser.parse_args(argv)
-    server = serve(Resolver(args.kubeconfig, args.service), args.port)
+    server = serve(Resolver(args.kubeconfig, args.service), args.port, args.host)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
-    print(f"forwarding 127.0.0.1:{args.port} to the ready endpoints of Service {args.service}", file=sys.stderr,
+    print(f"forwarding {args.host}:{args.port} to the ready endpoints of Service {args.service}", file=sys.stderr,
           flush=True)
     server.serve_forever()
     return 0

@@ -5,8 +5,10 @@
         workflows/<template>.yaml one file per WorkflowTemplate (rendered by workflows/<module>.py)
         events/<kind>-<name>.yaml one file per EventSource / Sensor (sensors/)
       examples/tenants/           example ResourceFlavor, Cohort, two tenants' ClusterQueues/LocalQueues
-      overlays/openshift/         base + examples + MachineSet ScaledObject (+ thanos auth) + image pin
       overlays/kubernetes/        base + examples + Cluster API MachineDeployment ScaledObject + image pin
+      overlays/kube-prometheus-stack/  the same + the chart's rule label
+      overlays/openshift/         base + examples + MachineSet ScaledObject + thanos-querier access + Kueue label
+    (the differences are data: gpuaas.manifests.platforms)
 
 Objects carry explicit namespaces (no kustomize `namespace:` transformer), so the example tenants'
 LocalQueues keep their own namespaces when an overlay combines them with the base.
@@ -55,6 +57,7 @@ def base(workload_version: str = "v1beta2") -> Layout:
         "base/rbac.yaml": [*platform.service_accounts(), *rbac.objects()],
         "base/eventbus.yaml": [platform.event_bus()],
         "base/policy.yaml": [platform.policy_configmap()],
+        "base/prometheus.yaml": [platform.prometheus_configmap()],
         "base/observability.yaml": observability.objects(platform.NAMESPACE),
     }
     for name, template in workflows.rendered().items():
@@ -73,10 +76,14 @@ def examples() -> Layout:
 
 
 def overlays() -> Layout:
-    from gpuaas.manifests import node_pool
+    from gpuaas.manifests import platforms
 
-    return {"overlays/openshift/node-pool.yaml": node_pool.openshift(),
-            "overlays/kubernetes/node-pool.yaml": node_pool.kubernetes()}
+    layout: Layout = {}
+    for name, platform in platforms.platforms().items():
+        layout[f"overlays/{name}/node-pool.yaml"] = platform.node_pool
+        if platform.extra:
+            layout[f"overlays/{name}/{platform.profile.name}.yaml"] = platform.extra
+    return layout
 
 
 def objects(workload_version: str = "v1beta2") -> list[JSON]:
@@ -99,10 +106,13 @@ def kustomizations(layout: Layout) -> dict[str, JSON]:
                                     "resources": files_under("base/")},
         "examples/tenants/kustomization.yaml": {**KUSTOMIZATION, "resources": files_under("examples/tenants/")},
     }
-    for overlay in ("openshift", "kubernetes"):
+    from gpuaas.manifests import platforms
+
+    for overlay, platform in platforms.platforms().items():
         out[f"overlays/{overlay}/kustomization.yaml"] = {
             **KUSTOMIZATION,
             "resources": ["../../base", "../../examples/tenants", *files_under(f"overlays/{overlay}/")],
+            "patches": platform.patches(),
             "images": overlay_images,
         }
     return out

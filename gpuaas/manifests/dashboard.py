@@ -140,7 +140,8 @@ ROWS: tuple[Row, ...] = (
                      f"or\nsum by (reaction) (increase({OUTCOMES}[1h])) * 0", "{{reaction}}"),),
               description="0 for every reaction that ran and did not fail."),
         Panel("automation", "Workloads idle now (GPUWorkloadIdle firing)",
-              (Query(f'count(ALERTS{{alertname="{obs.ALERT_NAME}", alertstate="firing", {NAMESPACE}}}) or vector(0)',
+              (Query(f'count(ALERTS{{alertname="{obs.ALERT_NAME}", alertstate="firing", '
+                     f'{obs.WORKLOAD_NAMESPACE_LABEL}=~"$namespace"}}) or vector(0)',
                      "workloads", instant=True),), kind="stat"),
         Panel("automation", "GPUs released by the idle reaction per tenant (per hour)",
               (Query(f"sum by (tenant) (increase({argo_counter(obs.RELEASED_GPUS_METRIC, TENANT)}[1h]))", "{{tenant}}"),)),

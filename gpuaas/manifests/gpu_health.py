@@ -203,9 +203,17 @@ def alerts(settings: HealthSettings = DEFAULT_SETTINGS) -> list[dict[str, Any]]:
     ]
 
 
-def rule_group(settings: HealthSettings = DEFAULT_SETTINGS, interval: str | None = None) -> dict[str, Any]:
+def rule_group(settings: HealthSettings = DEFAULT_SETTINGS, interval: str | None = None,
+               product_namespace: str = "gpuaas") -> dict[str, Any]:
+    """The health group; each alert carries `namespace: <product_namespace>`, the namespace of the product's
+    AlertmanagerConfig, so the operator's default `OnNamespace` matcher lets it through
+    (gpuaas.manifests.observability.WORKLOAD_NAMESPACE_LABEL says why)."""
     group: dict[str, Any] = {"name": GROUP}
     if interval:
         group["interval"] = interval
-    group["rules"] = [*recording_rules(), *alerts(settings)]
+    rules = [*recording_rules(), *alerts(settings)]
+    for rule in rules:
+        if "alert" in rule:
+            rule["labels"] = {**rule["labels"], "namespace": product_namespace}
+    group["rules"] = rules
     return group

@@ -61,7 +61,8 @@ class NodePool:
     cluster_queues: str = ".+"
     """Regexp on `cluster_queue`: the ClusterQueues whose pending GPUs this pool serves."""
     authentication: str | None = None
-    """TriggerAuthentication name (bearer token for OpenShift's thanos-querier)."""
+    """ClusterTriggerAuthentication name (bearer token and service CA for OpenShift's thanos-querier:
+    gpuaas.manifests.platforms)."""
 
     def query(self) -> str:
         label = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", self.pool_label)
@@ -81,7 +82,7 @@ def scaled_object(pool: NodePool) -> JSON:
         "threshold": str(pool.gpus_per_node), "activationThreshold": "0", "ignoreNullValues": "false"}}
     if pool.authentication:
         trigger["metadata"]["authModes"] = "bearer"
-        trigger["authenticationRef"] = {"name": pool.authentication}
+        trigger["authenticationRef"] = {"name": pool.authentication, "kind": "ClusterTriggerAuthentication"}
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": metadata,
         "spec": {
@@ -98,19 +99,12 @@ def scaled_object(pool: NodePool) -> JSON:
     }
 
 
-def trigger_authentication(name: str, namespace: str, secret: str) -> JSON:
-    """Bearer token + CA for thanos-querier (Secret holds `token` and `ca.crt` of an SA with cluster-monitoring-view)."""
-    return {"apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels("node-pool")},
-            "spec": {"secretTargetRef": [{"parameter": "bearerToken", "name": secret, "key": "token"},
-                                         {"parameter": "ca", "name": secret, "key": "ca.crt"}]}}
-
-
-def openshift() -> list[JSON]:
+def openshift(authentication: str) -> list[JSON]:
+    """The pool on a MachineSet, querying thanos-querier with the ClusterTriggerAuthentication `authentication`
+    (its token and CA: gpuaas.manifests.platforms)."""
     pool = NodePool("machine.openshift.io/v1beta1", "MachineSet", "gpu-worker", "openshift-machine-api",
-                    "https://thanos-querier.openshift-monitoring.svc:9091",
-                    authentication="gpuaas-keda-thanos")
-    return [scaled_object(pool), trigger_authentication("gpuaas-keda-thanos", pool.namespace, "gpuaas-keda-thanos")]
+                    "https://thanos-querier.openshift-monitoring.svc:9091", authentication=authentication)
+    return [scaled_object(pool)]
 
 
 def kubernetes() -> list[JSON]:

@@ -27,12 +27,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaas.manifests import gpu_health
+from steps.reactions.idle_alerts import WORKLOAD_NAMESPACE_LABEL
 
 ALERT_NAME = "GPUWorkloadIdle"
 RULE_GROUP = "gpuaas-gpu"
 GPU_RESOURCE = "nvidia.com/gpu"
 KSM_GPU_RESOURCE = "nvidia_com_gpu"  # kube-state-metrics sanitises resource names
 TENANT_NAMESPACE_LABEL = "gpuaas.io/tenant"
+# WORKLOAD_NAMESPACE_LABEL (from the step, one name for the rule and the reaction that reads it):
+# The idle alert's label for the WORKLOAD's namespace. The alert's own `namespace` label is the PRODUCT's
+# namespace (where the PrometheusRule and the AlertmanagerConfig live): the Prometheus Operator's default
+# AlertmanagerConfig matcher strategy (`OnNamespace`, the one kube-prometheus-stack and OpenShift leave in
+# place) adds `namespace="<the AlertmanagerConfig's namespace>"` to the product's route, and OpenShift's
+# user-workload monitoring forces `namespace="<the rule's namespace>"` onto every alert of a PrometheusRule
+# (prometheus-operator pkg/namespacelabeler). An alert that names the product's namespace is routed by the
+# operator's defaults on every platform, with the fewest cluster-wide changes (docs/platforms.md).
 DEFAULT_EXPORTER_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator")
 RUNBOOK_URL = "https://github.com/gpuaas/gpuaas/blob/main/docs/observability.md#the-alert-gpuworkloadidle"
 
@@ -151,13 +160,15 @@ def recording_rules(exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAME
 
 
 def idle_alert(window: str = "30m", for_: str = "5m", threshold: float = 0.05,
-               severity: str = "warning") -> dict[str, Any]:
-    """The alert the on-idle reaction acts on. Labels `namespace`/`pod` are the WORKLOAD's pod."""
+               severity: str = "warning", product_namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+    """The alert the on-idle reaction acts on: `workload_namespace`/`pod` are the WORKLOAD's pod, `namespace`
+    the product's (WORKLOAD_NAMESPACE_LABEL says why)."""
     return {
         "alert": ALERT_NAME,
         "expr": idle_alert_expr(window, threshold),
         "for": for_,
-        "labels": {"severity": severity, "gpuaas_reaction": "on-idle"},
+        "labels": {"severity": severity, "gpuaas_reaction": "on-idle", "namespace": product_namespace,
+                   WORKLOAD_NAMESPACE_LABEL: "{{ $labels.namespace }}"},
         "annotations": {
             "summary": "GPUs of pod {{ $labels.namespace }}/{{ $labels.pod }} idle for " + window,
             "description": (
@@ -172,7 +183,7 @@ def idle_alert(window: str = "30m", for_: str = "5m", threshold: float = 0.05,
 
 
 def rule_groups(window: str = "30m", for_: str = "5m", threshold: float = 0.05, *,
-                interval: str | None = None,
+                interval: str | None = None, product_namespace: str = DEFAULT_NAMESPACE,
                 exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES,
                 health: gpu_health.HealthSettings = gpu_health.DEFAULT_SETTINGS) -> dict[str, Any]:
     """A plain Prometheus rule file (`promtool`, the local engine): `{"groups": [...]}`.
@@ -183,8 +194,9 @@ def rule_groups(window: str = "30m", for_: str = "5m", threshold: float = 0.05, 
     group: dict[str, Any] = {"name": RULE_GROUP}
     if interval:
         group["interval"] = interval
-    group["rules"] = [*recording_rules(exporter_namespaces), idle_alert(window, for_, threshold)]
-    return {"groups": [group, gpu_health.rule_group(health, interval)]}
+    group["rules"] = [*recording_rules(exporter_namespaces),
+                      idle_alert(window, for_, threshold, product_namespace=product_namespace)]
+    return {"groups": [group, gpu_health.rule_group(health, interval, product_namespace)]}
 
 
 def _labels(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -201,7 +213,8 @@ def prometheus_rule(namespace: str = DEFAULT_NAMESPACE, *, window: str = "30m", 
         "kind": "PrometheusRule",
         "metadata": {"name": "gpuaas-gpu", "namespace": namespace,
                      "labels": _labels({"role": "alert-rules", **(rule_labels or {})})},
-        "spec": rule_groups(window, for_, threshold, exporter_namespaces=exporter_namespaces),
+        "spec": rule_groups(window, for_, threshold, exporter_namespaces=exporter_namespaces,
+                            product_namespace=namespace),
     }
 
 
@@ -222,7 +235,7 @@ def routes(*, idle_timing: tuple[str, str, str] = ("30s", "5m", "1h"),
            admins_timing: tuple[str, str, str] = ("30s", "5m", "4h")) -> list[Route]:
     """Idle alerts to the idle reaction's webhook; health alerts to the admins, never to the webhook."""
     return [
-        Route(RECEIVER, (("alertname", "=", ALERT_NAME),), ("alertname", "namespace"), *idle_timing),
+        Route(RECEIVER, (("alertname", "=", ALERT_NAME),), ("alertname", WORKLOAD_NAMESPACE_LABEL), *idle_timing),
         Route(ADMINS_RECEIVER, ((gpu_health.NOTIFY_LABEL, "=", gpu_health.NOTIFY_ADMINS),),
               ("alertname", "node"), *admins_timing),
     ]
@@ -334,17 +347,18 @@ def dashboard_configmap(namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
 
 
 def rule_window(policy_text: str | None = None) -> str:
-    """The alert's window: the SHORTEST idle window of the policy (default: the policy gpuaas renders).
+    """The alert's window: the SHORTEST idle window of the policy, over every tenant and kind (default:
+    the policy gpuaas renders).
 
-    The rule cannot know tenants, and an alert can only start the on-idle step. With the window of
-    the shortest policy, a tenant whose `idle.window` is shorter than the default is looked at as soon
-    as its own window is idle (not after the default's); tenants with longer windows are confirmed by
-    the step over their own window (it reads Prometheus over the tenant's `idle.window`).
+    The rule cannot know tenants or kinds, and an alert can only start the on-idle step. With the
+    shortest window, a tenant or kind whose `idle.window` is shorter than the default is looked at as
+    soon as its own window is idle; longer windows are confirmed by the step over their own window (it
+    reads Prometheus over the tenant's and kind's `idle.window`).
     """
     from steps.policy import default_policy_text, parse_policy
 
     policy = parse_policy(policy_text if policy_text is not None else default_policy_text())
-    seconds = min([policy.idle.window_seconds, *(s.window_seconds for s in policy.tenants.values())])
+    seconds = min(policy.windows())
     whole = round(seconds)
     return f"{whole // 3600}h" if whole % 3600 == 0 else f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
 

@@ -66,3 +66,18 @@ def policy_configmap(ns: str = NAMESPACE, document: str | None = None) -> JSON:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": POLICY_CONFIGMAP, "namespace": ns, "labels": labels("policy")},
             "data": {POLICY_KEY: document}}
+
+
+PROMETHEUS_CONFIGMAP = "gpuaas-prometheus"
+"""Every step's environment (envFrom, workflows/reaction.py): where the steps query Prometheus and what
+KEDA's scalers of the ScaledObjects on-admitted creates use; one per platform (gpuaas.manifests.platforms)."""
+DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+"""The Service the Prometheus Operator makes for a Prometheus in namespace `monitoring`."""
+
+
+def prometheus_configmap(ns: str = NAMESPACE, settings: dict[str, str] | None = None) -> JSON:
+    """ConfigMap gpuaas-prometheus: GPUAAS_PROMETHEUS_URL and, where the platform needs them,
+    GPUAAS_PROMETHEUS_TOKEN_FILE, GPUAAS_PROMETHEUS_CA_FILE, GPUAAS_KEDA_AUTHENTICATION."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": PROMETHEUS_CONFIGMAP, "namespace": ns, "labels": labels("prometheus")},
+            "data": settings or {"GPUAAS_PROMETHEUS_URL": DEFAULT_PROMETHEUS_URL}}

@@ -45,6 +45,8 @@ ARGO_EVENTS_KINDS = {"Sensor", "EventSource", "EventBus"}
 KUEUE = "sigs.k8s.io/kueue"
 KEDA = "github.com/kedacore/keda/v2"
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator"
+PLATFORM_ROLES = frozenset({"cluster-monitoring-view"})
+"""ClusterRoles a platform ships that rendered bindings may name (OpenShift's, for thanos-querier)."""
 KUBERAY = "github.com/ray-project/kuberay/ray-operator"
 ARGO_WORKFLOWS = "github.com/argoproj/argo-workflows/v4"
 ARGO_EVENTS = "github.com/argoproj/argo-events"
@@ -285,7 +287,7 @@ def cross_reference_errors(objects: Iterable[JSON]) -> list[str]:
     for kind in ("RoleBinding", "ClusterRoleBinding"):
         for name, binding in by_kind.get(kind, {}).items():
             role = binding.get("roleRef") or {}
-            if role.get("name") not in by_kind.get(role.get("kind", ""), {}):
+            if role.get("name") not in by_kind.get(role.get("kind", ""), {}) and role.get("name") not in PLATFORM_ROLES:
                 problems.append(f"{kind} {name}: roleRef {role.get('kind')} {role.get('name')} is not rendered")
             for subject in binding.get("subjects") or []:
                 if subject.get("kind") == "ServiceAccount" and subject.get("name") not in service_accounts:

@@ -11,7 +11,6 @@ go 1.26.0
 require (
 	github.com/kserve/kserve v0.15.2
 	github.com/openshift/api v0.0.0-20251015095338-264e80a2b6e7
-	github.com/prometheus-operator/prometheus-operator v0.93.0
 	sigs.k8s.io/cluster-api v1.11.3
 	sigs.k8s.io/lws v0.9.0
 )

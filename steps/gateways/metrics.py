@@ -29,6 +29,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from prometheus_api_client import PrometheusConnect
 
 DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+TOKEN_FILE_ENV = "GPUAAS_PROMETHEUS_TOKEN_FILE"
+"""A file whose content is sent as `Authorization: Bearer` (OpenShift's thanos-querier: the pod's own
+ServiceAccount token, /var/run/secrets/kubernetes.io/serviceaccount/token, bound to cluster-monitoring-view)."""
+CA_FILE_ENV = "GPUAAS_PROMETHEUS_CA_FILE"
+"""PEM file of the CA that signed the query endpoint's serving certificate (OpenShift: the service CA,
+`service-ca.crt`); without it an https endpoint is checked against the system's trusted CAs."""
 
 ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 """Fraction of time the graphics/compute engine was active (0-1); needs DCGM profiling metrics."""
@@ -255,12 +261,27 @@ class MetricsGateway:
     """
 
     def __init__(self, url: str | None = None, *, timeout_seconds: float = 10.0, retries: int = 2,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, token_file: str | None = None,
+                 ca_file: str | None = None) -> None:
         self.url = (url or os.environ.get("GPUAAS_PROMETHEUS_URL") or DEFAULT_PROMETHEUS_URL).rstrip("/")
         self.timeout_seconds = timeout_seconds
         self.retries = retries
         self.headers = headers
+        self.token_file = token_file if token_file is not None else os.environ.get(TOKEN_FILE_ENV) or None
+        self.ca_file = ca_file if ca_file is not None else os.environ.get(CA_FILE_ENV) or None
         self._client: PrometheusConnect | None = None
+
+    def _headers(self) -> dict[str, str] | None:
+        """The configured headers plus the bearer token, read now (a projected token is rotated in place)."""
+        if not self.token_file:
+            return self.headers
+        try:
+            with open(self.token_file, encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except OSError as error:
+            raise MetricsUnavailable(f"cannot read the Prometheus bearer token from {self.token_file} "
+                                     f"({TOKEN_FILE_ENV}): {error}; check the pod's ServiceAccount token mount") from error
+        return {**(self.headers or {}), "Authorization": f"Bearer {token}"}
 
     # -- edges -------------------------------------------------------------------------------
     def _connect(self) -> PrometheusConnect:
@@ -271,8 +292,10 @@ class MetricsGateway:
             # Short, bounded retries: the step itself is retried by Argo on exit code 75.
             retry = Retry(total=self.retries, backoff_factor=0.2, status_forcelist=[502, 503, 504],
                           allowed_methods=["GET", "POST"], raise_on_status=False)
-            self._client = PrometheusConnect(url=self.url, headers=self.headers, disable_ssl=True,
-                                             retry=retry, timeout=self.timeout_seconds)
+            self._client = PrometheusConnect(url=self.url, headers=self._headers(), retry=retry,
+                                             timeout=self.timeout_seconds)
+            # An https endpoint is verified: against the configured CA (OpenShift's service CA), else the system's.
+            self._client._session.verify = self.ca_file or True
         return self._client
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
@@ -305,6 +328,37 @@ class MetricsGateway:
             return True
         except MetricsError:
             return False
+
+    # -- the kinds' own metrics: requests served, training progress ------------------------------
+    def _scalar(self, promql: str, at: float | None) -> float | None:
+        """The single value of an aggregated instant query; None when no series matched."""
+        result = self.query(promql, at=at)
+        if not result:
+            return None
+        value = float(result[0].get("value", [0, "nan"])[1])
+        return None if math.isnan(value) else value
+
+    def _selector(self, names: Iterable[str], namespace: str, pods: Iterable[str], window_seconds: float) -> str:
+        pattern = "|".join(re.escape(n) for n in names)
+        window = f"{max(1, math.ceil(window_seconds))}s"
+        return (f'{{__name__=~"{pattern}", namespace={_quote(namespace)}, pod=~{_quote(_pod_matcher(pods))}}}'
+                f"[{window}]")
+
+    def counter_increase(self, names: Iterable[str], namespace: str, pods: Iterable[str], window_seconds: float,
+                         *, at: float | None = None) -> float | None:
+        """How much the counters `names` of the pods grew over the window (summed); None without a series."""
+        names = list(names)
+        if not names:
+            return None
+        return self._scalar(f"sum(increase({self._selector(names, namespace, pods, window_seconds)}))", at)
+
+    def gauge_max(self, names: Iterable[str], namespace: str, pods: Iterable[str], window_seconds: float,
+                  *, at: float | None = None) -> float | None:
+        """The highest value of the gauges `names` of the pods over the window; None without a series."""
+        names = list(names)
+        if not names:
+            return None
+        return self._scalar(f"max(max_over_time({self._selector(names, namespace, pods, window_seconds)}))", at)
 
     # -- the question the reactions ask ----------------------------------------------------------
     def gpu_activity(self, namespace: str, pods: str | Iterable[str], window_seconds: float,

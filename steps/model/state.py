@@ -47,6 +47,9 @@ class WorkloadState:
     release_on: JSON | None = None
     """The live object carrying the release record (the Workload, or the object the release changed)."""
     prometheus_url: str = ""
+    keda_authentication: str = ""
+    """`Kind/name` of the (Cluster)TriggerAuthentication KEDA's Prometheus scaler uses (GPUAAS_KEDA_AUTHENTICATION:
+    OpenShift's thanos-querier wants a bearer token); empty = none."""
     predictor: JSON | None = None
     """The Deployment a raw-deployment InferenceService runs (when the Workload is owned by the ISVC itself)."""
     leftovers: list[JSON] = field(default_factory=list)
@@ -150,6 +153,7 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
     state = WorkloadState(now=context.now(), event=event, workload=None,
                           prometheus_url=context.environ.get("GPUAAS_PROMETHEUS_URL")
                           or "http://prometheus-operated.monitoring.svc:9090",
+                          keda_authentication=context.environ.get("GPUAAS_KEDA_AUTHENTICATION") or "",
                           run_id=getattr(context, "run_id", ""))
     kube = context.kube
     obj = _get_workload(kube, request.namespace, request.workload, event)

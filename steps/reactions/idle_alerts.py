@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 ALERT_NAME = "GPUWorkloadIdle"
+WORKLOAD_NAMESPACE_LABEL = "workload_namespace"
+"""The label the product's GPUWorkloadIdle rule puts the workload's namespace in (its `namespace` is the
+product's own: gpuaas/manifests/observability.py WORKLOAD_NAMESPACE_LABEL)."""
 REACTION = "idle-alerts"
 JSON = dict[str, Any]
 
@@ -250,9 +253,13 @@ class IdleAlert:
         for field_name in ("status", "fingerprint", "startsAt", "episode"):
             if alert.get(field_name) is not None and not isinstance(alert.get(field_name), str):
                 raise RejectedInput(f"{where}.{field_name}", "text", type(alert.get(field_name)).__name__)
-        namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
+        # The product's rules label the alert with the PRODUCT's namespace (`namespace`, which the Prometheus
+        # Operator's OnNamespace matcher and OpenShift's enforcement need) and the workload's in
+        # `workload_namespace`; an alert of another rule that has only `namespace` names the workload's.
+        key = WORKLOAD_NAMESPACE_LABEL if WORKLOAD_NAMESPACE_LABEL in labels else "namespace"
+        namespace, pod = labels.get(key, ""), labels.get("pod", "")
         if namespace and not is_dns_label(namespace):
-            raise RejectedInput(f"{where}.labels.namespace", "a namespace name (ASCII lower-case letters, digits, "
+            raise RejectedInput(f"{where}.labels.{key}", "a namespace name (ASCII lower-case letters, digits, "
                                 "'-', at most 63)", namespace, "check the alert rule's `by (namespace, pod)`")
         if pod and not is_dns_subdomain(pod):
             raise RejectedInput(f"{where}.labels.pod", "a pod name (ASCII lower-case letters, digits, '-', '.')",

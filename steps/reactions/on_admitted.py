@@ -129,6 +129,22 @@ def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle:
     threshold = f"{idle.threshold:g}"
     cooldown = int(max(idle.window_seconds, idle.min_runtime_seconds))
     metadata_extra = {"annotations": {RUN_ANNOTATION: state.run_id}} if state.run_id else {}
+    trigger: dict[str, Any] = {
+        "type": "prometheus",
+        "name": "gpu-activity",
+        "metadata": {
+            "serverAddress": state.prometheus_url,
+            "query": activity_query(wl.namespace, target, idle.window_seconds, idle.min_runtime_seconds),
+            "threshold": threshold,
+            "activationThreshold": threshold,
+            "ignoreNullValues": "false",
+        },
+    }
+    if state.keda_authentication:
+        # KEDA v2.20 prometheus scaler: authModes bearer takes `bearerToken` (and `ca`) from the reference.
+        kind, _, name = state.keda_authentication.rpartition("/")
+        trigger["metadata"]["authModes"] = "bearer"
+        trigger["authenticationRef"] = {"name": name, "kind": kind or "TriggerAuthentication"}
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
         "metadata": {
@@ -146,17 +162,7 @@ def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle:
             "pollingInterval": 30,
             "initialCooldownPeriod": cooldown,
             "cooldownPeriod": cooldown,
-            "triggers": [{
-                "type": "prometheus",
-                "name": "gpu-activity",
-                "metadata": {
-                    "serverAddress": state.prometheus_url,
-                    "query": activity_query(wl.namespace, target, idle.window_seconds, idle.min_runtime_seconds),
-                    "threshold": threshold,
-                    "activationThreshold": threshold,
-                    "ignoreNullValues": "false",
-                },
-            }],
+            "triggers": [trigger],
         },
     }
 

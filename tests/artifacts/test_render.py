@@ -67,7 +67,7 @@ def test_workload_version_v1beta1_changes_only_the_event_source(tmp_path: Path) 
     assert "version: v1beta1" in v1beta1[changed[0]]
 
 
-@pytest.mark.parametrize("overlay", ["openshift", "kubernetes"])
+@pytest.mark.parametrize("overlay", ["openshift", "kubernetes", "kube-prometheus-stack"])
 def test_overlay_builds_with_kustomize_and_pins_every_step_image(overlay: str) -> None:
     built = subprocess.run([str(pinned_kubectl()), "kustomize", str(MANIFESTS / "overlays" / overlay)],
                            capture_output=True, text=True, check=True).stdout
@@ -85,3 +85,13 @@ def test_overlay_builds_with_kustomize_and_pins_every_step_image(overlay: str) -
     scaled = [d for d in documents if d["kind"] == "ScaledObject"]
     assert len(scaled) == 1 and scaled[0]["spec"]["scaleTargetRef"]["kind"] == target
     assert {"Sensor", "EventSource", "EventBus", "PrometheusRule", "ClusterQueue"} <= kinds
+    # what the platform's data says (gpuaas.manifests.platforms), as kustomize built it
+    from gpuaas.manifests.platforms import platforms
+
+    platform = platforms()[overlay]
+    (rule,) = [d for d in documents if d["kind"] == "PrometheusRule"]
+    assert platform.rule_labels.items() <= rule["metadata"]["labels"].items()
+    (settings,) = [d for d in documents if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpuaas-prometheus"]
+    assert settings["data"] == platform.prometheus_settings
+    tenants = [d for d in documents if d["kind"] == "Namespace" and "gpuaas.io/tenant" in d["metadata"]["labels"]]
+    assert tenants and all(platform.tenant_namespace_labels.items() <= d["metadata"]["labels"].items() for d in tenants)

@@ -199,3 +199,14 @@ def test_event_sources_use_the_flat_shape_the_controller_reads() -> None:
             assert {"group", "version", "resource"} <= set(block) and "groupVersionResource" not in block
         for block in (source["spec"].get("webhook") or {}).values():
             assert {"endpoint", "method", "port", "authSecret"} <= set(block) and "webhookContext" not in block
+
+
+def test_the_on_idle_sensor_reads_the_workload_namespace_label_the_rule_writes() -> None:
+    """The Sensor's `namespace` parameter is the label the product's idle rule puts the workload's namespace in
+    (its `namespace` is the product's own: gpuaas/manifests/observability.py); sensors/ may not import steps/."""
+    from gpuaas.manifests import observability as obs
+    from sensors import on_idle
+    from steps.reactions import idle_alerts
+
+    assert on_idle.WORKLOAD_NAMESPACE_LABEL == idle_alerts.WORKLOAD_NAMESPACE_LABEL == obs.WORKLOAD_NAMESPACE_LABEL
+    assert obs.idle_alert()["labels"][obs.WORKLOAD_NAMESPACE_LABEL] == "{{ $labels.namespace }}"

@@ -37,6 +37,6 @@ def test_the_first_download_says_what_it_fetches_and_a_cached_one_says_nothing(
     first = upstream.module_dir.__wrapped__(PROMETHEUS_OPERATOR)
     assert first.is_relative_to(fresh_module_cache) and (first / "example" / "prometheus-operator-crd").is_dir()
     said = capsys.readouterr().err
-    assert f"downloading {PROMETHEUS_OPERATOR} {version} (pinned in stack/crds/go.mod)" in said, said
+    assert f"downloading {PROMETHEUS_OPERATOR} {version} (pinned in stack/prometheus-operator/go.mod)" in said, said
     assert upstream.module_dir.__wrapped__(PROMETHEUS_OPERATOR) == first
     assert capsys.readouterr().err == ""

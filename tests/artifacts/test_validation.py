@@ -29,7 +29,7 @@ def test_render_covers_every_kind_the_product_ships(rendered_objects: list[JSON]
     kinds = {o["kind"] for o in rendered_objects}
     assert kinds >= {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                      "EventBus", "ConfigMap", "WorkflowTemplate", "EventSource", "Sensor", "ScaledObject",
-                     "TriggerAuthentication", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue",
+                     "ClusterTriggerAuthentication", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue",
                      "PrometheusRule", "AlertmanagerConfig"}
 
 

@@ -14,20 +14,10 @@ def _base() -> list[dict]:
     return [doc for name in listed for doc in yaml.safe_load_all((BASE / name).read_text()) if doc]
 
 
-def _envs(objects: list[dict], name: str) -> list[str]:
-    found = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            if node.get("name") == name and "value" in node:
-                found.append(node["value"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(objects)
-    return found
+def _urls(objects: list[dict]) -> list[str]:
+    """GPUAAS_PROMETHEUS_URL of ConfigMap gpuaas-prometheus (every step's envFrom: workflows/reaction.py)."""
+    return [o["data"]["GPUAAS_PROMETHEUS_URL"] for o in objects
+            if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpuaas-prometheus"]
 
 
 def test_the_steps_reach_prometheus_at_the_fixed_cluster_ip_the_node_forwards() -> None:
@@ -35,11 +25,13 @@ def test_the_steps_reach_prometheus_at_the_fixed_cluster_ip_the_node_forwards() 
     there, so the on-idle step could never read the evidence. The stack's Prometheus has a Service with a
     fixed ClusterIP that the node's stand-in for kube-proxy forwards (gpuaas.cluster.services)."""
     base = _base()
-    assert _envs(base, "GPUAAS_PROMETHEUS_URL"), "the base has no step that reads Prometheus: test is stale"
+    assert _urls(base), "the base has no ConfigMap gpuaas-prometheus: test is stale"
+    templates = [o for o in base if o["kind"] == "WorkflowTemplate"]
+    assert templates and all({"configMapRef": {"name": "gpuaas-prometheus", "optional": True}} in s["script"]["envFrom"]
+                             for o in templates for s in o["spec"]["templates"] if "script" in s), "a step lacks envFrom"
     objects = for_this_stack(base)
-    urls = _envs(objects, "GPUAAS_PROMETHEUS_URL")
-    assert urls and set(urls) == {f"http://{services.PROMETHEUS.url_host}"}, urls
-    assert _envs(base, "GPUAAS_PROMETHEUS_URL")[0].startswith("http://prometheus-operated"), "base changed in place"
+    assert _urls(objects) == [f"http://{services.PROMETHEUS.url_host}"], _urls(objects)
+    assert _urls(base)[0].startswith("http://prometheus-operated"), "base changed in place"
 
 
 def test_the_overlay_changes_only_the_event_bus_placement_image_and_prometheus_address() -> None:

@@ -206,7 +206,8 @@ def firing_alerts(backfilled: Backfilled) -> set[tuple[str, str, str]]:
     seen: set[tuple[str, str, str]] = set()
     while time.monotonic() < deadline:
         result = backfilled.get("/api/v1/query", query='ALERTS{alertstate="firing"}')
-        seen = {(s["metric"]["alertname"], s["metric"].get("node", s["metric"].get("namespace", "")),
+        # the idle alert names the workload's namespace in workload_namespace (its `namespace` is the product's)
+        seen = {(s["metric"]["alertname"], s["metric"].get("node", s["metric"].get(obs.WORKLOAD_NAMESPACE_LABEL, "")),
                  s["metric"].get("gpu", s["metric"].get("pod", ""))) for s in result}
         if wanted <= {name for name, _, _ in seen}:
             break

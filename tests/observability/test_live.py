@@ -117,7 +117,7 @@ def test_idle_alert_reaches_the_webhook_with_bearer_token(gpu_stack: GpuStack) -
     wanted = {("team-a", "nb-idle"), ("team-b", "train-idle"), ("team-c", "infer-idle")}
 
     def seen() -> set[tuple[str, str]]:
-        return {(a["labels"]["namespace"], a["labels"]["pod"]) for p in receiver.posts for a in p.body["alerts"]}
+        return {(a["labels"]["workload_namespace"], a["labels"]["pod"]) for p in receiver.posts for a in p.body["alerts"]}
 
     started = time.time()
     receiver.wait_for(lambda _post: wanted <= seen(), timeout_s=45)

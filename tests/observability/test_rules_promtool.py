@@ -42,7 +42,9 @@ def unassigned_gpu(gpu_index: int) -> str:
 def firing(ns: str, pod: str, value: str = "0%") -> dict[str, Any]:
     annotations = {k: v.replace("{{ $labels.namespace }}", ns).replace("{{ $labels.pod }}", pod)
                    .replace("{{ $value | humanizePercentage }}", value) for k, v in ALERT["annotations"].items()}
-    return {"exp_labels": {"namespace": ns, "pod": pod, **ALERT["labels"]}, "exp_annotations": annotations}
+    # `namespace` is the product's (the rule's label), the workload's is in workload_namespace (templated)
+    labels = {**ALERT["labels"], obs.WORKLOAD_NAMESPACE_LABEL: ns}
+    return {"exp_labels": {"pod": pod, **labels}, "exp_annotations": annotations}
 
 
 UTIL, ENGINE = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"

@@ -29,6 +29,7 @@ from gpuaas.cluster.readiness import http_status
 from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, logs, workload_of
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
+from tests.support.run_attribution import expect_sensor, expect_sweep, resource_condition
 
 TENANT = "team-a"
 
@@ -105,6 +106,8 @@ def test_an_admitted_server_runs_gpuaas_on_admitted_through_real_argo_events_and
         data = json.loads(base64.b64decode(event["data"]))
         assert data["type"] == "UPDATE" and data["body"]["metadata"]["name"] == workload
         assert submitted["spec"]["workflowTemplateRef"] == {"name": "gpuaas-on-admitted"}
+        problems = expect_sensor(submitted, "gpuaas-on-admitted", resource_condition("Admitted"))
+        assert not problems, problems
 
         workflow_name = submitted["metadata"]["name"]
         status = _finished(custom, workflow_name)["status"]
@@ -158,6 +161,8 @@ def test_a_jobs_admission_and_finish_are_recorded_by_the_sweep_without_a_pod(pro
         run = _finished(custom, run["metadata"]["name"])
         assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
         assert run["metadata"]["labels"].get("gpuaas.io/recorded-by") == "sweep", run["metadata"]["labels"]
+        problems = expect_sweep(run, reaction.removeprefix("on-"))
+        assert not problems, problems
         assert not [n for n in run["status"]["nodes"].values() if n["type"] == "Pod"], run["status"]["nodes"]
         parameters = {p["name"]: p.get("value") for p in run["spec"]["arguments"]["parameters"]}
         record = json.loads(parameters["record"])["data"]

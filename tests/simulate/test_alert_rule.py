@@ -60,8 +60,8 @@ def promtool_case(jobs: list[Job], firing: dict[str, set[int]], horizon: int) ->
     namespace = {(job.pods[g] if job.pods else job.name): job.namespace for job in jobs for g in range(len(job.gpus))}
     checks = []
     for minute in range(horizon):
-        expected = [{"exp_labels": {"namespace": namespace[pod], "pod": pod, "severity": "warning",
-                                    "gpuaas_reaction": "on-idle"}}
+        expected = [{"exp_labels": {"namespace": "gpuaas", obs.WORKLOAD_NAMESPACE_LABEL: namespace[pod], "pod": pod,
+                                    "severity": "warning", "gpuaas_reaction": "on-idle"}}
                     for pod in sorted(firing) if minute in firing[pod]]
         checks.append({"eval_time": f"{minute}m", "alertname": obs.ALERT_NAME, "exp_alerts": expected})
     return {"interval": "1m", "input_series": series, "alert_rule_test": checks}

@@ -123,7 +123,8 @@ def test_the_idle_route_is_found_among_nested_routes_with_what_it_inherits() -> 
 
 
 @pytest.mark.parametrize(("group_by", "expected"), [(["alertname"], "all"), (["..."], "pod"),
-                                                    (["namespace", "alertname"], "namespace")])
+                                                    (["namespace", "alertname"], "namespace"),
+                                                    (["alertname", "workload_namespace"], "namespace")])
 def test_grouping(group_by: list[str], expected: str) -> None:
     from gpuaas.simulate.product import grouping
 

@@ -543,3 +543,17 @@ def test_an_older_scaled_object_at_zero_is_updated_to_its_recorded_size() -> Non
     assert actions(plan) == [("update-scaled-object", "ScaledObject")]
     spec = plan.actions[0].patch["spec"]
     assert (spec["idleReplicaCount"], spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 3, 3)
+
+
+def test_on_admitted_names_the_platforms_keda_authentication() -> None:
+    """OpenShift's thanos-querier wants a bearer token: with GPUAAS_KEDA_AUTHENTICATION (the overlay's ConfigMap
+    gpuaas-prometheus) the trigger asks for bearer auth from that (Cluster)TriggerAuthentication; without it, none."""
+    scene = Scene.of("Deployment")
+    plain = on_admitted.plan(request(scene), state_of(scene), Policy()).actions[0].body["spec"]["triggers"][0]
+    assert "authenticationRef" not in plain and "authModes" not in plain["metadata"]
+    state = state_of(scene)
+    state.keda_authentication = "ClusterTriggerAuthentication/gpuaas-prometheus"
+    trigger = on_admitted.plan(request(scene), state, Policy()).actions[0].body["spec"]["triggers"][0]
+    assert trigger["authenticationRef"] == {"name": "gpuaas-prometheus", "kind": "ClusterTriggerAuthentication"}
+    assert trigger["metadata"]["authModes"] == "bearer"
+    assert trigger["metadata"]["serverAddress"] == "http://prometheus.test:9090"

@@ -217,9 +217,10 @@ def resource_event(
 
 def idle_alert(namespace: str = "team-a", pod: str = "llm-finetune-7c9f2-0", *, status: str = "firing",
                alertname: str = "GPUWorkloadIdle", gpu: str = "0") -> dict[str, Any]:
-    """One alert as Alertmanager's webhook lists it."""
-    labels = {"alertname": alertname, "namespace": namespace, "pod": pod, "gpu": gpu, "severity": "info",
-              "Hostname": "gpu-node-1"}
+    """One alert as Alertmanager's webhook lists it: the product's rule labels it with the product's namespace
+    and the workload's in `workload_namespace` (gpuaas/manifests/observability.py)."""
+    labels = {"alertname": alertname, "namespace": "gpuaas", "workload_namespace": namespace, "pod": pod, "gpu": gpu,
+              "severity": "info", "Hostname": "gpu-node-1"}
     return {
         "status": status,
         "labels": labels,

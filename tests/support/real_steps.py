@@ -113,7 +113,10 @@ class StepRun:
 class RealSteps:
     """Runs steps as their templates' ServiceAccounts against the real apiserver."""
 
-    def __init__(self, real_cluster: RealCluster, workdir: Path) -> None:
+    def __init__(self, real_cluster: RealCluster, workdir: Path, environ: dict[str, str] | None = None) -> None:
+        """`environ`: the Prometheus settings the step pod gets (ConfigMap gpuaas-prometheus, its envFrom);
+        default: the stack's Prometheus as GPUAAS_PROMETHEUS_URL."""
+        self.environ = environ
         self.cluster = real_cluster
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -152,7 +155,8 @@ class RealSteps:
         env.update({"KUBECONFIG": str(self.kubeconfig(account)), "GPUAAS_OUTPUTS_DIR": str(outputs),
                     "GPUAAS_NAMESPACE": STEPS_NAMESPACE, "PYTHONPATH": str(ROOT),
                     "GPUAAS_ATTEMPT": str(attempt), "GPUAAS_RETRY_LIMIT": str(limit),
-                    "GPUAAS_PROMETHEUS_URL": self.cluster.endpoint("prometheus")})
+                    **(self.environ if self.environ is not None
+                       else {"GPUAAS_PROMETHEUS_URL": self.cluster.endpoint("prometheus")})})
         audited_before = len(list(audit.requests(self.cluster.cluster.audit_log)))
         done = subprocess.run([sys.executable, "-m", "steps", reaction, str(params_file)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=180, check=False)
