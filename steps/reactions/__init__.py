@@ -175,14 +175,16 @@ def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResu
 
     results = [] if results is None else results
     for action in plan.actions:
+        mark = action.bookkeeping
         if action.operation == "none":
-            results.append(ActionResult(action.action, action.target, "unchanged", action.before, action.before))
+            results.append(ActionResult(action.action, action.target, "unchanged", action.before, action.before,
+                                        bookkeeping=mark))
             continue
         if action.operation == "already-applied":
             results.append(ActionResult(action.action, action.target, "applied", action.before, None,
-                                        note=action.reason))
+                                        note=action.reason, bookkeeping=mark))
             continue
-        if dry_run:
+        if dry_run and not mark:
             results.append(ActionResult(action.action, action.target, "dry-run", action.before, None))
             continue
         try:
@@ -190,13 +192,14 @@ def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResu
         except KubernetesError as error:
             if error.maybe_committed and _confirmed(took_effect, kube, action):
                 results.append(ActionResult(action.action, action.target, "applied", action.before, None,
-                                            note=LOST_ANSWER_NOTE.format(error=error)))
+                                            note=LOST_ANSWER_NOTE.format(error=error), bookkeeping=mark))
                 continue
             if isinstance(error, (Conflict, TransientError)):
                 raise
-            results.append(ActionResult(action.action, action.target, "failed", action.before, None, str(error)))
+            results.append(ActionResult(action.action, action.target, "failed", action.before, None, str(error),
+                                        bookkeeping=mark))
             break
-        results.append(ActionResult(action.action, action.target, "applied", action.before, after))
+        results.append(ActionResult(action.action, action.target, "applied", action.before, after, bookkeeping=mark))
     return results
 
 
@@ -289,7 +292,7 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
             except (Conflict, TransientError) as error:
                 timings["applySeconds"] += time.perf_counter() - t
                 earlier.extend(partial)
-                if any(r.result == "applied" for r in partial):
+                if any(r.result == "applied" and not r.bookkeeping for r in partial):
                     applied_plans.append(the_plan)
                 partial = []
                 if isinstance(error, TransientError):
@@ -306,7 +309,7 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
             timings["applySeconds"] += time.perf_counter() - t
             report.results = [*earlier, *results]
             report.outcome = outcome_of(the_plan, report.results)
-            if any(r.result == "applied" for r in results):
+            if any(r.result == "applied" and not r.bookkeeping for r in results):
                 applied_plans.append(the_plan)
             last_applied = applied_plans[-1] if applied_plans else None
             _describe_run(report, applied_plans if last_applied is the_plan else [*applied_plans, the_plan])
@@ -348,3 +351,5 @@ def _fill_from_state(report: StepReport, state: Any) -> None:
     report.tenant = getattr(state, "tenant", None)
     report.cohort = getattr(state, "cohort", None)
     report.event_summary = getattr(state, "event_summary", None)
+    delivery = getattr(state, "delivery", None)
+    report.delivery = delivery.to_dict() if delivery is not None else None

@@ -616,6 +616,9 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     from steps.plan import Outcome, Plan
     from steps.reactions import release_workers
 
+    repeat = _repeat(state)
+    if repeat is not None:
+        return Plan.nothing(repeat)
     if state.workload_state.release is not None and state.workload_state.workload is not None:
         # Released already: complete what an earlier attempt left (the Workload's copy of the
         # record) and record this run's own release whose answer was lost (release-workers' rules).
@@ -643,7 +646,44 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     if dry_run:
         metrics["gpusReleasedIfEnforced"] = gpus
     reasons = (*release.reasons, *decision.reasons[1:])
-    return Plan(release.actions, reasons, release.empty_outcome, metrics, release.event, dry_run)
+    return _with_episode(Plan(release.actions, reasons, release.empty_outcome, metrics, release.event, dry_run),
+                         state, request.dry_run)
+
+
+def _repeat(state: OnIdleState) -> str | None:
+    """Why this alert is a repeat of an episode already acted on (the Workload's marker), else None."""
+    from steps.delivery import read_marker
+
+    alert = state.request.alert
+    marker = read_marker(state.idle.workload, REACTION)
+    if alert is None or not alert.episode or marker is None or marker.transition != alert.episode:
+        return None
+    if marker.run and marker.run == state.workload_state.run_id:
+        return None  # Argo's retry of this same run: its own marker
+    return (f"repeat of idle episode {alert.episode}: acted on by {marker.describe()}; Alertmanager re-sent the "
+            "alert, nothing changes (a new episode starts when the alert resolves and fires again)")
+
+
+def _with_episode(plan: Any, state: OnIdleState, dry_run_requested: bool) -> Any:
+    """A release (or a policy dry-run's would-be release) is the episode's reaction: mark it on the Workload."""
+    from dataclasses import replace as dc_replace
+
+    from steps.delivery import VIA_EVENT, marker_patch
+    from steps.plan import Action
+
+    alert, workload = state.request.alert, state.idle.workload
+    if alert is None or not alert.episode or workload is None or dry_run_requested or not plan.actions:
+        return plan
+    from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
+
+    meta = workload.get("metadata") or {}
+    resource = WORKLOAD_V1BETA1 if str(workload.get("apiVersion", "")).endswith("/v1beta1") else WORKLOAD
+    run = state.workload_state.run_id or "hand"
+    mark = Action("mark-handled", resource, str(meta.get("name")), str(meta.get("namespace")),
+                  f"record on the Workload that idle episode {alert.episode} was acted on by this run "
+                  "(annotation gpuaas.io/handled-on-idle)",
+                  patch=marker_patch(REACTION, alert.episode, run, state.idle.now, VIA_EVENT), bookkeeping=True)
+    return dc_replace(plan, actions=(*plan.actions, mark))
 
 
 def step(context: Any) -> Any:
