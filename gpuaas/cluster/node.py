@@ -47,6 +47,7 @@ from typing import Self
 
 import yaml
 
+from gpuaas.cluster import mount_namespace
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.debian import ToolMissing, cni_plugin_dir, debian_tool
 from gpuaas.cluster.mount_namespace import MachineShare, MountNamespace, NamespaceError
@@ -844,6 +845,10 @@ def main(argv: list[str] | None = None) -> int:
                                                 [network.node_ip])
             workdir = args.workdir
             if workdir is not None:
+                reaped = mount_namespace.reap(workdir / "host")  # a node on this folder killed before it stopped
+                if reaped:
+                    print(f"killed {len(reaped)} processes a node killed earlier left in its mount namespace "
+                          f"({workdir})", file=sys.stderr, flush=True)
                 _unmount_under(workdir)  # a node of an earlier version killed before it could clean up
                 shutil.rmtree(workdir, ignore_errors=True)
                 workdir.mkdir(parents=True)

@@ -45,6 +45,7 @@ from gpuaas.cluster import (
     certificates,
     crds,
     kwok,
+    mount_namespace,
     objects,
     operators,
     processes,
@@ -853,6 +854,11 @@ class Cluster:
                 if not quiet:
                     self.progress(f"  stopped {record.name} (pid {record.pid})")
             record.state = "stopped"
+        # a node SIGKILLed after its stop_seconds (or killed by the OOM killer) left its programs in its
+        # mount namespace: kill them now, or they would keep the node registered and its mounts alive
+        reaped = mount_namespace.reap(self.state_dir / "node" / "host")
+        if reaped and not quiet:
+            self.progress(f"  killed {len(reaped)} processes left in the node's mount namespace")
         state.phase = "stopped"
         state.save()
         return stopped

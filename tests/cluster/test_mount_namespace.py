@@ -9,13 +9,15 @@ the locks and /proc/sys are redirected into tmp_path.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from gpuaas.cluster import mount_namespace
-from gpuaas.cluster.mount_namespace import KUBELET_TUNABLES, MachineShare
+from gpuaas.cluster.mount_namespace import KUBELET_TUNABLES, RECORD, MachineShare, MountNamespace, reap
 
 
 @pytest.fixture
@@ -117,3 +119,45 @@ def test_leave_without_join_and_twice_does_nothing(machine: Path) -> None:
     share.leave()
     assert not any(path.exists() for path in _paths(machine))
 
+
+
+# -- a namespace left by a crashed node (real unshare/nsenter; root, as the real tier) ---------------------------
+def _mounted(path: Path) -> bool:
+    return any(line.split()[4] == str(path) for line in Path("/proc/self/mountinfo").read_text().splitlines())
+
+
+def test_a_node_killed_before_it_stopped_leaves_what_reap_kills(tmp_path: Path) -> None:
+    """What `python -m gpuaas.cluster.node` leaves when SIGKILLed: the holder and its programs in the namespace
+    (the namespace and its mounts stay while they run). The next node on that folder, or `cluster down`,
+    reaps them from the record; the machine's mount table never had the namespace's binds."""
+    target = tmp_path / "machine-path"
+    target.mkdir()
+    namespace = MountNamespace(tmp_path / "host", paths=(target,))
+    namespace.start()
+    program = subprocess.Popen(namespace.command(["sleep", "600"]), start_new_session=True)
+    try:
+        assert (tmp_path / "host" / RECORD).exists()
+        assert not _mounted(target), "expected the bind in the node's namespace only"
+        left = set(namespace.pids())
+        assert {namespace.holder.pid, program.pid} <= left
+        # the node process is gone without stop(): only the record in its folder says where its namespace is
+        namespace.holder = None
+        assert set(reap(tmp_path / "host")) == left
+        assert program.wait(10) == -9
+        assert not (tmp_path / "host" / RECORD).exists()
+        assert reap(tmp_path / "host") == [], "expected nothing left to reap"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(program.pid, 9)
+
+
+def test_stop_kills_everything_inside_and_removes_the_record(tmp_path: Path) -> None:
+    target = tmp_path / "machine-path"
+    target.mkdir()
+    namespace = MountNamespace(tmp_path / "host", paths=(target,))
+    namespace.start()
+    program = subprocess.Popen(namespace.command(["sleep", "600"]), start_new_session=True)
+    namespace.stop()
+    assert program.wait(10) == -9
+    assert not (tmp_path / "host" / RECORD).exists()
+    assert not _mounted(target)

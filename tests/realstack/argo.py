@@ -71,6 +71,8 @@ class WorkflowController:
     kubeconfig: Path
     namespace: str
     log: Path
+    metrics_port: int = field(default_factory=free_port)
+    """Where the controller serves /metrics on loopback (tests read their custom metrics there)."""
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     def start(self, api_client: client.ApiClient) -> None:
@@ -79,7 +81,7 @@ class WorkflowController:
         # Metrics on a free loopback port: upstream's default is every address's :9090, which any other
         # listener on a 9090 of this machine refuses (seen: a cluster's node forwarding Prometheus's
         # ClusterIP 10.97.0.90:9090, in a real-tier shard beside this one: "bind: address already in use").
-        metrics = yaml.safe_dump({"enabled": True, "path": "/metrics", "port": free_port(), "secure": False})
+        metrics = yaml.safe_dump({"enabled": True, "path": "/metrics", "port": self.metrics_port, "secure": False})
         body = {"metadata": {"name": "workflow-controller-configmap"}, "data": {"metricsConfig": metrics}}
         try:
             core.create_namespaced_config_map(self.namespace, body)

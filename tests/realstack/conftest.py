@@ -46,6 +46,10 @@ ARGO_REUSE_ENV = "GPUAAS_REAL_ARGO_CLUSTER"
 HERE = Path(__file__).resolve().parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    real_shards.stop_on_sigterm()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the tier; in a shard's process keep only that shard's tests; run the demo first.
 

@@ -13,7 +13,6 @@ emits the template metrics; the test reads them from the controller's /metrics.
 from __future__ import annotations
 
 import re
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -71,12 +70,6 @@ def _workflow(name: str, fail_until: int, sleep_until: int = 0) -> dict:
             "spec": {"entrypoint": "reaction", "templates": [step], "volumes": _rendered_volumes()}}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def controller(real_node: RunningNode, control_plane: ControlPlane) -> Iterator[tuple[WorkflowController, int]]:
     api_client = config.new_client_from_config(str(control_plane.admin_kubeconfig))
@@ -97,14 +90,11 @@ def controller(real_node: RunningNode, control_plane: ControlPlane) -> Iterator[
             time.sleep(0.5)
     install_crds(api_client)
     grant_executor(api_client, NAMESPACE)
-    port = _free_port()
-    core.create_namespaced_config_map(NAMESPACE, {"metadata": {"name": "workflow-controller-configmap"}, "data": {
-        "metricsConfig": f"enabled: true\npath: /metrics\nport: {port}\nsecure: false\n"}})
     running = WorkflowController(control_plane.admin_kubeconfig, NAMESPACE,
                                  control_plane.workdir / "workflow-controller-retries.log")
-    running.start(api_client)
+    running.start(api_client)  # its ConfigMap serves metrics on running.metrics_port
     try:
-        yield running, port
+        yield running, running.metrics_port
     finally:
         running.stop()
 

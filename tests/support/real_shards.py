@@ -57,6 +57,18 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 TIER = "tests/realstack"
 
 
+def _interrupted(_number: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """In a shard (or any pytest process of the tier): SIGTERM stops it as Ctrl-C does. pytest handles only
+    SIGINT (KeyboardInterrupt, after which the session fixtures' teardown stops their clusters); a SIGTERM
+    (a CI timeout, `kill`) would end the process at once and leave every cluster it started running: etcd,
+    the API server and the node run in sessions of their own and outlive it."""
+    signal.signal(signal.SIGTERM, _interrupted)
+
+
 def shard_of(marker_args: Iterable[str] | None, fixtures: Iterable[str]) -> str:
     """The shard of one test: its `real_shard` marker's name, else the first stack it uses."""
     if marker_args:
@@ -143,6 +155,17 @@ def _relay(shard: Shard, prefix: str) -> None:
                          or "no tests ran" in stripped) and " in " in stripped and line.startswith("="):
             shard.summary = stripped
         _say(f"{prefix}{line}")
+    shard.process.wait()
+    shard.seconds = time.monotonic() - shard.started  # its own end (run() waits for the shards in turn)
+
+
+def interrupt(shards: Iterable[Shard]) -> None:
+    """SIGTERM or SIGHUP to the runner alone stops every shard as Ctrl-C does: SIGINT, which pytest turns
+    into KeyboardInterrupt and so runs the fixtures' teardown (each shard's clusters stopped); a SIGTERM
+    would end a shard at once and leave its clusters running."""
+    for shard in shards:
+        if shard.process and shard.process.poll() is None:
+            shard.process.send_signal(signal.SIGINT)
 
 
 def run(pytest_args: list[str]) -> int:
@@ -164,11 +187,8 @@ def run(pytest_args: list[str]) -> int:
         relay.start()
         relays.append(relay)
 
-    def forward(number: int, _frame: object) -> None:  # SIGTERM to the runner alone stops every shard
-        for shard in shards.values():
-            if shard.process and shard.process.poll() is None:
-                shard.process.send_signal(number)
-    signal.signal(signal.SIGTERM, forward)
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, lambda _number, _frame: interrupt(shards.values()))
 
     for shard in shards.values():
         assert shard.process is not None
@@ -178,9 +198,10 @@ def run(pytest_args: list[str]) -> int:
                 break
             except KeyboardInterrupt:  # Ctrl-C reaches the shards too (one process group): wait for their teardown
                 continue
-        shard.seconds = time.monotonic() - shard.started
     for relay in relays:
         relay.join(timeout=10)
+    for shard in shards.values():
+        shard.seconds = shard.seconds or time.monotonic() - shard.started  # a relay that had not ended
     failed = [s for s in shards.values() if s.process is not None and s.process.returncode != 0]
     for shard in sorted(shards.values(), key=lambda s: -s.seconds):
         assert shard.process is not None

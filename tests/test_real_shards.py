@@ -1,0 +1,93 @@
+"""The real tier's shard processes stop cleanly on SIGTERM (tests/support/real_shards.py).
+
+A shard's session fixtures start clusters whose processes run in sessions of their own; only the
+fixtures' teardown stops them. pytest runs that teardown on Ctrl-C (SIGINT) but not on SIGTERM, which a
+CI timeout or `kill` sends, so both the shard processes and the runner turn SIGTERM into an interrupt.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support import real_shards
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+CONFTEST = """
+import pytest
+from tests.support import real_shards
+
+def pytest_configure(config):
+    if {install!r}:
+        real_shards.stop_on_sigterm()
+
+@pytest.fixture(scope="session")
+def stack():
+    yield
+    open({marker!r}, "w").write("torn down")
+"""
+
+TEST = """
+import time
+from pathlib import Path
+
+def test_long(stack):
+    Path({started!r}).write_text("running")
+    time.sleep(120)
+"""
+
+
+def _pytest_killed_by_sigterm(tmp_path: Path, install: bool) -> tuple[int, bool]:
+    marker, started = tmp_path / "teardown", tmp_path / "started"
+    (tmp_path / "conftest.py").write_text(CONFTEST.format(install=install, marker=str(marker)))
+    (tmp_path / "test_long.py").write_text(TEST.format(started=str(started)))
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
+    process = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert process.poll() is None, f"expected the test running, pytest ended:\n{process.stdout.read().decode()}"
+        assert time.monotonic() < deadline, "expected the test to start within 60 s"
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    return process.returncode, marker.exists()
+
+
+def test_a_sigterm_runs_the_session_fixtures_teardown(tmp_path: Path) -> None:
+    returncode, torn_down = _pytest_killed_by_sigterm(tmp_path, install=True)
+    assert torn_down, "expected the session fixture's teardown to run after SIGTERM (it stops the shard's clusters)"
+    assert returncode != 0, "expected an interrupted run to fail"
+
+
+def test_without_it_pytest_skips_the_teardown(tmp_path: Path) -> None:
+    """The control: the reason the handler exists (a plain pytest ends at once on SIGTERM)."""
+    returncode, torn_down = _pytest_killed_by_sigterm(tmp_path, install=False)
+    assert returncode == -signal.SIGTERM
+    assert not torn_down
+
+
+def test_the_runner_stops_its_shards_with_an_interrupt(tmp_path: Path) -> None:
+    """What the runner sends its running shards when it gets SIGTERM or SIGHUP: SIGINT (a shard that has
+    ended is left alone)."""
+    got = tmp_path / "got"
+    child = ("import signal, sys, time\n"
+             "def handler(number, frame):\n"
+             f"    open({str(got)!r}, 'w').write(signal.Signals(number).name); sys.exit(0)\n"
+             "for number in (signal.SIGINT, signal.SIGTERM):\n"
+             "    signal.signal(number, handler)\n"
+             "print('ready', flush=True)\n"
+             "time.sleep(60)\n")
+    running = real_shards.Shard("running", process=subprocess.Popen([sys.executable, "-c", child],
+                                                                    stdout=subprocess.PIPE))
+    ended = real_shards.Shard("ended", process=subprocess.Popen([sys.executable, "-c", "pass"]))
+    ended.process.wait()
+    assert running.process.stdout.readline().strip() == b"ready"
+    real_shards.interrupt([running, ended])
+    assert running.process.wait(timeout=30) == 0
+    assert got.read_text() == "SIGINT"
