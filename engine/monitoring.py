@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any, Self
 
 import yaml
+
+from engine import ports
 
 INSTALL_HINT = ("install them with `apt-get install -y --no-install-recommends prometheus "
                 "prometheus-alertmanager` (or `make setup`)")
@@ -61,10 +62,8 @@ def availability() -> Availability:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the kernel just handed out and released (the window for a race is tiny)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A port for Prometheus or Alertmanager (engine.ports: outside the ephemeral range, reserved while they start)."""
+    return ports.free_port(host)
 
 
 def _http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:

@@ -14,12 +14,16 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support import real_shards
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 CONFTEST = """
 import pytest
+import pytest
+
 from tests.support import real_shards
 
 def pytest_configure(config):
@@ -91,3 +95,19 @@ def test_the_runner_stops_its_shards_with_an_interrupt(tmp_path: Path) -> None:
     real_shards.interrupt([running, ended])
     assert running.process.wait(timeout=30) == 0
     assert got.read_text() == "SIGINT"
+
+
+def test_named_tests_of_the_tier_replace_the_tier_folder() -> None:
+    """`python -m tests.support.real_shards tests/realstack/test_x.py` runs that module's shard only (the
+    first sharded runs collected the whole folder and the module both: every shard started)."""
+    assert real_shards.selection([]) == ["tests/realstack"]
+    assert real_shards.selection(["-k", "retried"]) == ["tests/realstack", "-k", "retried"]
+    module = "tests/realstack/test_argo_retries.py"
+    assert real_shards.selection([module, "-x"]) == [module, "-x"]
+    assert real_shards.selection([f"{module}::test_a_reaction_retried_twice_is_counted_once"]) == [
+        f"{module}::test_a_reaction_retried_twice_is_counted_once"]
+
+
+def test_a_path_outside_the_tier_is_refused() -> None:
+    with pytest.raises(SystemExit, match="expected tests under tests/realstack, found tests/test_stops.py"):
+        real_shards.selection(["tests/test_stops.py"])

@@ -195,10 +195,13 @@ class Cluster:
                              else {}, monitoring=monitoring, service_range=SERVICE_CIDR)
         etcd_data = self.state_dir / "etcd"
         if previous is not None and previous.service_range != SERVICE_CIDR and etcd_data.exists():
-            # Its Services hold ClusterIPs of another range (immutable): the cluster starts from an empty etcd.
+            # Its Services hold ClusterIPs of another range (immutable): the cluster starts from an empty etcd,
+            # and the old one is kept beside it (what a user made there is theirs to copy out or delete).
+            kept = self.state_dir / f"etcd.before-{time.strftime('%Y%m%d-%H%M%S')}"
+            etcd_data.rename(kept)
             self.progress(f"the state dir's etcd holds Services of the range {previous.service_range or '10.96.0.0/16'} "
-                          f"(an earlier version); starting from an empty etcd in {SERVICE_CIDR}")
-            shutil.rmtree(etcd_data)
+                          f"(an earlier version); starting from an empty etcd in {SERVICE_CIDR}; the old one is "
+                          f"kept in {kept} (delete it when you no longer need it)")
         self.idle_rule = idle_rule
         self.state = state
         self.deadline = time.monotonic() + timeout_s

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import ports
 from gpuaas.cluster.binaries import cache_dir
 
 STATE_FILE = "state.json"
@@ -25,10 +25,9 @@ def default_state_dir() -> Path:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the kernel just handed out and released (a tiny race window, as every test fixture has)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A port for a server of the cluster: outside the ephemeral range and reserved on this machine while the
+    cluster starts (engine.ports: clusters side by side chose the same port)."""
+    return ports.free_port(host)
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -37,13 +36,7 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     With SO_REUSEADDR, as every server the cluster starts binds (Go's net.Listen, Python's http.server):
     a port whose last connections linger in TIME_WAIT is free for them; a live listener is not.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
+    return ports.bindable(port, host)
 
 
 @dataclass

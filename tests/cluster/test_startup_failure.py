@@ -107,7 +107,8 @@ def test_apply_fails_at_once_on_a_refusal_and_after_three_timeouts(tmp_path: Pat
 def test_a_state_dir_of_an_earlier_service_range_starts_from_an_empty_etcd(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Its Services' ClusterIPs (immutable) are of the range earlier versions used: kept, `up` would fail applying
-    the stack's Services; so the etcd data goes, and the line says why."""
+    the stack's Services; so the cluster starts from an empty etcd, the old one is kept beside it (a user's
+    objects are theirs to copy out), and the line says why and where."""
     fake = tmp_path / "bin"
     fake.mkdir()
     for name, body in (("etcd", "exec sleep 300"), ("kube-apiserver", "exit 1")):
@@ -118,11 +119,15 @@ def test_a_state_dir_of_an_earlier_service_range_starts_from_an_empty_etcd(tmp_p
                         lambda url, **_: lambda: None if url.endswith("/health") else f"GET {url}: refused")
     state_dir = tmp_path / "state"
     (state_dir / "etcd" / "member").mkdir(parents=True)
+    (state_dir / "etcd" / "member" / "db").write_text("a user's objects")
     (state_dir / "state.json").write_text(json.dumps({"state_dir": str(state_dir), "phase": "stopped"}))
     lines: list[str] = []
     with pytest.raises(ClusterError):
         Cluster(state_dir, progress=lines.append).up(timeout_s=30)
-    assert not (state_dir / "etcd" / "member").exists()
+    assert not (state_dir / "etcd" / "member" / "db").exists()
+    kept = list(state_dir.glob("etcd.before-*"))
+    assert [(k / "member" / "db").read_text() for k in kept] == ["a user's objects"]
+    assert any(f"the old one is kept in {kept[0]}" in line for line in lines), lines
     assert any("range 10.96.0.0/16 (an earlier version); starting from an empty etcd in 10.97.0.0/16" in line
                for line in lines), lines
     state = ClusterState.load(state_dir)

@@ -23,14 +23,13 @@ from pathlib import Path
 
 import yaml
 
+from engine import ports
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.debian import debian_tool
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return ports.free_port()
 
 
 def _openssl(*arguments: str) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -39,6 +38,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from engine import ports
 from gpuaas.cluster.argo_ui import WHAT_TO_PROVIDE
 from gpuaas.cluster.argo_workflows import CONFIGMAP, NAMESPACE
 from gpuaas.cluster.binaries import program, ui_build_failure
@@ -61,12 +61,6 @@ FINISHED = ("Succeeded", "Failed", "Error")
 PREVIOUS_RUN_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def product(argo_cluster: RealCluster) -> RealCluster:
     return install(argo_cluster)
@@ -75,7 +69,7 @@ def product(argo_cluster: RealCluster) -> RealCluster:
 @pytest.fixture(scope="module")
 def ui_server(product: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`argo server` (the UI-embedded binary) on a free port, as the stack runs it but with the admin's kubeconfig."""
-    port = _free_port()
+    port = ports.free_port()
     log = tmp_path_factory.mktemp("argo-ui-server") / "argo-server.log"
     with log.open("wb") as out:
         process = subprocess.Popen([

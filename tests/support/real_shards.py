@@ -57,6 +57,17 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 TIER = "tests/realstack"
 
 
+def selection(pytest_args: list[str]) -> list[str]:
+    """The arguments each pytest run gets: the tier's folder unless the arguments name tests of it (a module,
+    `module::test`), which then replace it (else pytest would collect the folder and those tests both). A
+    path outside the tier is refused: every shard would run it."""
+    paths = [a for a in pytest_args if not a.startswith("-") and (CHECKOUT / a.split("::")[0]).exists()]
+    outside = [a for a in paths if not (CHECKOUT / a.split("::")[0]).resolve().is_relative_to(CHECKOUT / TIER)]
+    if outside:
+        raise SystemExit(f"expected tests under {TIER}, found {' '.join(outside)}: run other tests with pytest")
+    return pytest_args if paths else [TIER, *pytest_args]
+
+
 def _interrupted(_number: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -105,7 +116,7 @@ def plan(pytest_args: list[str]) -> dict[str, Shard]:
     with tempfile.TemporaryDirectory(prefix="gpuaas-real-shards-") as folder:
         out = Path(folder) / "plan.json"
         done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                               TIER, *pytest_args], cwd=CHECKOUT, env={**os.environ, PLAN_ENV: str(out)},
+                               *selection(pytest_args)], cwd=CHECKOUT, env={**os.environ, PLAN_ENV: str(out)},
                               capture_output=True, text=True, check=False)
         if done.returncode not in (0, 5) or not out.exists():
             raise SystemExit(f"expected `pytest --collect-only {TIER}` to list the real tier, it exited with "
@@ -179,7 +190,7 @@ def run(pytest_args: list[str]) -> int:
     relays = []
     for shard in shards.values():
         # the pytest summary of a shard names its shard (a log read later shows whose 30 slowest these are)
-        command = [sys.executable, "-m", "pytest", "-v", TIER, *pytest_args]
+        command = [sys.executable, "-m", "pytest", "-v", *selection(pytest_args)]
         shard.started = time.monotonic()
         shard.process = subprocess.Popen(command, cwd=CHECKOUT, env={**os.environ, SHARD_ENV: shard.name},
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
