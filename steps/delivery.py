@@ -10,14 +10,15 @@ read from the live Workload, and the Workload carries a record of what was handl
                      on-finished  "finished@<Finished.lastTransitionTime>"
                      on-idle      "idle@<the earliest startsAt of the workload's firing alerts>"
     marker           annotation gpuaas.io/handled-<reaction> on the Workload:
-                     {"transition": KEY, "run": RUN, "at": RFC 3339, "via": "event|sweep|hand"}
+                     {"transition": KEY, "run": RUN, "at": RFC 3339, "via": "event|sweep|hand|adopted",
+                      "state": "claimed|handled"}   (no state: handled, as written before claims)
 
 `evictions` is the sum of `status.schedulingStats.evictions[].count` (Kueue v0.19
 pkg/workload/evict: every eviction increments it), so a re-admission has a new key even when it
 lands in the same second as the admission before it (lastTransitionTime has whole seconds).
 
 The exactly-once rule, shared by every reaction that follows a transition (on-admitted,
-on-finished, on-idle's release; issue 19's warn/release/wake follow it too):
+on-finished, on-idle's release):
 
 1. A delivery (a Sensor's event, the sweep's catch-up, a hand submission) names a transition;
    the step reads the live Workload and computes the CURRENT transition key. A delivery for
@@ -26,12 +27,19 @@ on-finished, on-idle's release; issue 19's warn/release/wake follow it too):
    path or the sweep is a DUPLICATE, recorded as such (`delivery.duplicateOf`), nothing written.
    A hand submission re-applies on the live state (that is what an admin asks for) and leaves
    the marker as it is.
-3. Otherwise the step plans and applies as usual; its last write is the marker (a merge patch of
-   the annotation, also in policy dry-run: it is bookkeeping, not an effect on the tenant's
-   workload). Runs of one Workload are serialised by the templates' mutex, so two deliveries of
-   one transition never both find it unmarked; a run that dies between its effects and its
-   marker is repeated by the next delivery, whose plan finds the effects in place (every action
-   is conditional on the live state) and only marks.
+3. Otherwise the step plans and applies as usual, CLAIMING the transition before its first
+   effect and marking it handled as its last write (also in policy dry-run: it is bookkeeping, not
+   an effect on the tenant's workload). Both writes are conditional JSON patches of the
+   annotation: a `test` of the value this run read (or, when there was none, the Workload's
+   resourceVersion), so of two runs that read the same unmarked transition only one can write;
+   the other's write fails, it reads again, finds the first one's claim or marker and records a
+   duplicate. The templates' mutex usually keeps two runs of one Workload apart, but it is not
+   relied on: Argo Workflows v4.0.5 does not rebuild the holder of a workflowTemplateRef run's
+   mutex after a controller restart (workflow/sync/sync_manager.go Initialize looks the lock up
+   in wf.Spec only; fixed in v4.0.6, upstream PR #16160), so two runs can overlap.
+   A claim older than CLAIM_LEASE_SECONDS (longer than a run's activeDeadlineSeconds) belongs to
+   a run that died between its claim and its marker: the next delivery takes it over; its plan
+   finds the effects in place (every action is conditional on the live state) and only marks.
 
 The sweep (`steps.reactions.sweep`, a CronWorkflow) is the level-triggered half: it finds
 transitions with no marker and records or re-delivers them. `Delivery` is what the audit record
@@ -57,10 +65,14 @@ TRACKED = ("on-admitted", "on-finished")
 SWEEP_SOURCE = "gpuaas-sweep"
 """The CloudEvent source of a delivery the sweep made (its synthesised event, `sweep_event`)."""
 SWEEP_EVENT_TYPE = "SWEEP"
+CLAIMED, HANDLED = "claimed", "handled"
+CLAIM_LEASE_SECONDS = 1200.0
+"""A claim this old belongs to a dead run: every reaction template's activeDeadlineSeconds is 900, so a
+run that claimed a transition has ended (or been killed) by then."""
 LATE_AFTER_SECONDS = 60.0
 """A delivery later than this after its transition is recorded as late, with the reason."""
 
-VIA_EVENT, VIA_SWEEP, VIA_HAND = "event", "sweep", "hand"
+VIA_EVENT, VIA_SWEEP, VIA_HAND, VIA_ADOPTED = "event", "sweep", "hand", "adopted"
 
 NO_ADMISSION_ACTION_KINDS = ("Job", "JobSet", "RayCluster", "RayJob", "PyTorchJob", "TFJob", "MPIJob",
                              "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob")
@@ -159,13 +171,29 @@ class Marker:
     run: str = ""
     at: str = ""
     via: str = ""
+    state: str = HANDLED
+    """claimed: a run is acting on the transition now (or died doing so); handled: it was answered."""
+    raw: str = ""
+    """The annotation's exact text (what a conditional write tests)."""
 
     def to_dict(self) -> JSON:
-        return {"transition": self.transition, "run": self.run, "at": self.at, "via": self.via}
+        return {"transition": self.transition, "run": self.run, "at": self.at, "via": self.via, "state": self.state}
 
     def describe(self) -> str:
-        who = f"run {self.run}" if self.run else "an earlier run"
+        who = f"run {self.run}" if self.run else ("the sweep's adoption at install" if self.via == VIA_ADOPTED
+                                                  else "an earlier run")
         return f"{who} at {self.at or 'an unknown time'} (via {self.via or 'unknown'})"
+
+    def claim_age(self, now: datetime) -> float | None:
+        at = parse_time(self.at) if self.at else None
+        return None if at is None else (now - at).total_seconds()
+
+    def claim_is_stale(self, now: datetime) -> bool:
+        """A claim no live run can hold any more (or one without a readable time)."""
+        if self.state != CLAIMED:
+            return False
+        age = self.claim_age(now)
+        return age is None or age > CLAIM_LEASE_SECONDS
 
 
 def read_marker(obj: Mapping[str, Any] | None, reaction: str) -> Marker | None:
@@ -182,14 +210,49 @@ def read_marker(obj: Mapping[str, Any] | None, reaction: str) -> Marker | None:
         return None
     if not isinstance(raw, Mapping) or not isinstance(raw.get("transition"), str):
         return None
+    state = CLAIMED if raw.get("state") == CLAIMED else HANDLED
     return Marker(reaction, raw["transition"], str(raw.get("run") or ""), str(raw.get("at") or ""),
-                  str(raw.get("via") or ""))
+                  str(raw.get("via") or ""), state, text)
+
+
+def marker_text(obj: Mapping[str, Any] | None, reaction: str) -> str | None:
+    """The marker annotation's exact text as read (None: absent)."""
+    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(marker_annotation(reaction))
+    return None if text is None else str(text)
+
+
+def marker_value(reaction: str, key: str, run: str, now: datetime, via: str, *, state: str = HANDLED) -> str:
+    """The marker annotation's text (`reaction` names the annotation, not a field)."""
+    del reaction
+    return json.dumps({"transition": key, "run": run, "at": _rfc3339(now), "via": via, "state": state},
+                      separators=(",", ":"))
 
 
 def marker_patch(reaction: str, key: str, run: str, now: datetime, via: str) -> JSON:
-    """The merge patch that records `key` as handled (no resourceVersion: see the module docstring)."""
-    value = {"transition": key, "run": run, "at": _rfc3339(now), "via": via}
-    return {"metadata": {"annotations": {marker_annotation(reaction): json.dumps(value, separators=(",", ":"))}}}
+    """An unconditional merge patch of the marker (tests and hand tools; reactions use `marker_write`)."""
+    return {"metadata": {"annotations": {marker_annotation(reaction): marker_value(reaction, key, run, now, via)}}}
+
+
+def _pointer_token(text: str) -> str:
+    return text.replace("~", "~0").replace("/", "~1")
+
+
+def marker_write(workload: Mapping[str, Any], reaction: str, value: str, expected: str | None
+                 ) -> tuple[list[JSON], str | None]:
+    """A conditional write of the marker: (JSON patch operations, resourceVersion to hold or None).
+
+    `expected` is the annotation's text as this run read it (None: it had none). With a value there,
+    the patch `test`s it and replaces it, so it fails (422) when another run wrote meanwhile; without,
+    the patch holds the Workload's resourceVersion (409 when anything changed: read again, decide
+    again). Either failure is a Conflict to the reaction (steps.reactions.apply_actions)."""
+    meta = workload.get("metadata") or {}
+    path = f"/metadata/annotations/{_pointer_token(marker_annotation(reaction))}"
+    if expected is not None:
+        return [{"op": "test", "path": path, "value": expected}, {"op": "replace", "path": path, "value": value}], None
+    if meta.get("annotations") is None:
+        return [{"op": "add", "path": "/metadata/annotations", "value": {marker_annotation(reaction): value}}], \
+            str(meta.get("resourceVersion") or "") or None
+    return [{"op": "add", "path": path, "value": value}], str(meta.get("resourceVersion") or "") or None
 
 
 # -- how the reaction reached the step ----------------------------------------------------------------
@@ -210,6 +273,8 @@ class Delivery:
     """The delivery named another transition than the current one (stale, or re-admitted since)."""
     marked: bool = False
     """This run writes the marker (it is the transition's reaction)."""
+    took_over: Marker | None = None
+    """A stale claim of a run that died before marking; this run answers the transition instead."""
 
     @property
     def late(self) -> bool:
@@ -220,6 +285,8 @@ class Delivery:
                      "delivered": self.delivered, "lateSeconds": _round(self.late_seconds), "late": self.late,
                      "duplicateOf": self.duplicate_of.to_dict() if self.duplicate_of else None,
                      "superseded": self.superseded, "marked": self.marked}
+        if self.took_over is not None:
+            out["tookOver"] = self.took_over.to_dict()
         if self.why_late:
             out["whyLate"] = self.why_late
         return out
@@ -231,9 +298,15 @@ class Delivery:
             if self.via == VIA_HAND:
                 out.append(f"re-applied by hand on the live state: {self.transition.key} was handled by "
                            f"{self.duplicate_of.describe()}; that record stays the transition's reaction")
+            elif self.duplicate_of.state == CLAIMED:
+                out.append(f"duplicate delivery: {self.transition.key} is being handled by "
+                           f"{self.duplicate_of.describe()} (claimed; in progress): nothing done here")
             else:
                 out.append(f"duplicate delivery: {self.transition.key} was already handled by "
                            f"{self.duplicate_of.describe()}; nothing changed")
+        if self.took_over is not None and self.transition is not None:
+            out.append(f"took over {self.transition.key} from {self.took_over.describe()}: its claim is older than "
+                       f"{CLAIM_LEASE_SECONDS:.0f}s (the run died between its claim and its marker)")
         if self.superseded:
             now = self.transition.key if self.transition else "none (the Workload is not in that state now)"
             out.append(f"the delivery is for {self.delivered}, the Workload's current transition is {now}: "
@@ -273,8 +346,10 @@ def judge_delivery(reaction: str, *, via: str, live: Mapping[str, Any] | None, d
     marker = read_marker(live, reaction)
     if marker is not None and marker.transition == current.key:
         if run and marker.run == run:
-            # A retry of this same run (Argo retried the step): its own marker, the effects are in place.
+            # A retry of this same run (Argo retried the step): its own claim or marker, the effects are in place.
             return Delivery(via, current, named.key if named else None, late, why, marked=True)
+        if marker.claim_is_stale(now) and via != VIA_HAND:
+            return Delivery(via, current, named.key if named else None, late, why, marked=True, took_over=marker)
         return Delivery(via, current, named.key if named else None, late, why, duplicate_of=marker)
     return Delivery(via, current, named.key if named else None, late, why, marked=True)
 
@@ -347,28 +422,57 @@ def planned_once(plan_transition: Any, request: Any, state: Any, policy: Any) ->
 
 def with_marker(plan: Any, delivery: Delivery | None, workload: Mapping[str, Any] | None, *, run: str,
                 now: datetime, dry_run_requested: bool) -> Any:
-    """`plan` with the delivery's reasons and, when this run is the transition's reaction, the marker
-    as its last action (bookkeeping: written in policy dry-run too, never with dry-run=true)."""
+    """`plan` with the delivery's reasons and, when this run is the transition's reaction, its claim and
+    marker (bookkeeping: written in policy dry-run too, never with dry-run=true)."""
     from dataclasses import replace
-
-    from steps.plan import Action
 
     if delivery is None:
         return plan
     reasons = (*delivery.reasons(), *plan.reasons)
     actions = tuple(plan.actions)
     if delivery.marked and delivery.transition is not None and workload is not None and not dry_run_requested:
-        from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
-
-        meta = workload.get("metadata") or {}
-        resource = WORKLOAD_V1BETA1 if str(workload.get("apiVersion", "")).endswith("/v1beta1") else WORKLOAD
         transition = delivery.transition
-        actions += (Action("mark-handled", resource, str(meta.get("name")), str(meta.get("namespace")),
-                           f"record on the Workload that {transition.key} was handled by this run "
-                           f"(annotation {marker_annotation(transition.reaction)})",
-                           patch=marker_patch(transition.reaction, transition.key, run or "hand", now, delivery.via),
-                           bookkeeping=True),)
+        actions = claimed_and_marked(plan, workload, transition.reaction, transition.key, run=run or "hand", now=now,
+                                     via=delivery.via, what=transition.key)
     return replace(plan, actions=actions, reasons=reasons)
+
+
+def claimed_and_marked(plan: Any, workload: Mapping[str, Any], reaction: str, key: str, *, run: str, now: datetime,
+                       via: str, what: str) -> tuple[Any, ...]:
+    """The plan's actions between a claim and the marker (module docstring, rule 3).
+
+    A plan that writes an effect gets `claim` first (conditional on the marker this run read) and
+    `mark-handled` last (conditional on its own claim); a plan with nothing to write (or only
+    dry-run effects) gets only `mark-handled`, conditional on what it read: one write either way
+    decides which run answers the transition."""
+    from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
+    from steps.plan import Action
+
+    meta = workload.get("metadata") or {}
+    resource = WORKLOAD_V1BETA1 if str(workload.get("apiVersion", "")).endswith("/v1beta1") else WORKLOAD
+    name, namespace = str(meta.get("name")), str(meta.get("namespace"))
+    annotation = marker_annotation(reaction)
+    read = marker_text(workload, reaction)
+    handled = marker_value(reaction, key, run, now, via)
+    writes = any(not a.bookkeeping and a.operation not in ("none", "already-applied") for a in plan.actions) \
+        and not plan.dry_run
+    out: tuple[Any, ...] = ()
+    expected = read
+    if writes:
+        claim = marker_value(reaction, key, run, now, via, state=CLAIMED)
+        operations, version = marker_write(workload, reaction, claim, read)
+        out += (Action("claim", resource, name, namespace,
+                       f"claim {what} for this run before acting (annotation {annotation}, conditional on what this "
+                       "run read: a second run for it fails here and records a duplicate)",
+                       operation="json-patch", patch=operations, resource_version=version, bookkeeping=True),)
+        expected = claim
+    out += tuple(plan.actions)
+    operations, version = marker_write(workload, reaction, handled, expected)
+    out += (Action("mark-handled", resource, name, namespace,
+                   f"record on the Workload that {what} was handled by this run (annotation {annotation})",
+                   operation="json-patch", patch=operations, resource_version=version if not writes else None,
+                   bookkeeping=True),)
+    return out
 
 
 def recorded_run_record(parameters: Mapping[str, Any]) -> JSON | None:

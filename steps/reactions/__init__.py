@@ -196,6 +196,11 @@ def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResu
                 continue
             if isinstance(error, (Conflict, TransientError)):
                 raise
+            if mark and action.operation == "json-patch" and error.status == 422:
+                # The marker's `test` failed: another run claimed or answered the transition after this
+                # one read it (steps.delivery, rule 3). Read again: the re-plan records a duplicate.
+                raise Conflict(409, f"the marker changed since this run read it: {error.message}",
+                               "Conflict") from error
             results.append(ActionResult(action.action, action.target, "failed", action.before, None, str(error),
                                         bookkeeping=mark))
             break

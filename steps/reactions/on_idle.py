@@ -627,8 +627,10 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
         completion = release_workers.plan(named, state.workload_state, policy, by=REACTION)
         if completion.actions:
             gpus = float(completion.metrics.get("gpusReleased", 0.0))
-            return Plan(completion.actions, completion.reasons, completion.empty_outcome,
-                        {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {}, completion.event)
+            # The release is this episode's reaction: it is marked too (an Alertmanager re-send is a repeat).
+            return _with_episode(Plan(completion.actions, completion.reasons, completion.empty_outcome,
+                                      {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {},
+                                      completion.event), state, request.dry_run)
     settings = policy.idle_for(state.tenant, state.idle.kind)
     decision = decide(state.request, state.idle, settings)
     if decision.verdict == "retry":
@@ -651,39 +653,40 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
 
 
 def _repeat(state: OnIdleState) -> str | None:
-    """Why this alert is a repeat of an episode already acted on (the Workload's marker), else None."""
-    from steps.delivery import read_marker
+    """Why this alert is a repeat of an episode already acted on, or being acted on by another run (the
+    Workload's marker), else None. A claim older than the lease is a dead run's: this run takes it over."""
+    from steps.delivery import CLAIMED, read_marker
 
     alert = state.request.alert
     marker = read_marker(state.idle.workload, REACTION)
     if alert is None or not alert.episode or marker is None or marker.transition != alert.episode:
         return None
     if marker.run and marker.run == state.workload_state.run_id:
-        return None  # Argo's retry of this same run: its own marker
+        return None  # Argo's retry of this same run: its own claim or marker
+    if marker.claim_is_stale(state.idle.now):
+        return None
+    if marker.state == CLAIMED:
+        return (f"idle episode {alert.episode} is being acted on by {marker.describe()} (claimed; in progress): "
+                "nothing done here")
     return (f"repeat of idle episode {alert.episode}: acted on by {marker.describe()}; Alertmanager re-sent the "
             "alert, nothing changes (a new episode starts when the alert resolves and fires again)")
 
 
 def _with_episode(plan: Any, state: OnIdleState, dry_run_requested: bool) -> Any:
-    """A release (or a policy dry-run's would-be release) is the episode's reaction: mark it on the Workload."""
+    """A release (or a policy dry-run's would-be release) is the episode's reaction: claimed on the Workload
+    before it acts and marked after (steps.delivery.claimed_and_marked: a second run for the episode fails
+    its claim and records a repeat)."""
     from dataclasses import replace as dc_replace
 
-    from steps.delivery import VIA_EVENT, marker_patch
-    from steps.plan import Action
+    from steps.delivery import VIA_EVENT, claimed_and_marked
 
     alert, workload = state.request.alert, state.idle.workload
     if alert is None or not alert.episode or workload is None or dry_run_requested or not plan.actions:
         return plan
-    from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
-
-    meta = workload.get("metadata") or {}
-    resource = WORKLOAD_V1BETA1 if str(workload.get("apiVersion", "")).endswith("/v1beta1") else WORKLOAD
     run = state.workload_state.run_id or "hand"
-    mark = Action("mark-handled", resource, str(meta.get("name")), str(meta.get("namespace")),
-                  f"record on the Workload that idle episode {alert.episode} was acted on by this run "
-                  "(annotation gpuaas.io/handled-on-idle)",
-                  patch=marker_patch(REACTION, alert.episode, run, state.idle.now, VIA_EVENT), bookkeeping=True)
-    return dc_replace(plan, actions=(*plan.actions, mark))
+    actions = claimed_and_marked(plan, workload, REACTION, alert.episode, run=run, now=state.idle.now, via=VIA_EVENT,
+                                 what=f"idle episode {alert.episode}")
+    return dc_replace(plan, actions=actions)
 
 
 def step(context: Any) -> Any:

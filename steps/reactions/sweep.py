@@ -49,7 +49,9 @@ from steps.delivery import (
     VIA_SWEEP,
     Transition,
     event_path_runs,
-    marker_patch,
+    marker_text,
+    marker_value,
+    marker_write,
     read_marker,
     transition_for,
 )
@@ -364,7 +366,7 @@ def _create_and_mark(kube: Any, body: JSON, candidate: Candidate, record: JSON |
     """Create the run (its name is the transition's); for a recorded run, then the marker. Returns (what to
     count, errors, the run's uid or None when nothing was created)."""
     from steps.gateways.errors import Conflict, KubernetesError
-    from steps.gateways.resources import WORKFLOW, WORKLOAD
+    from steps.gateways.resources import WORKFLOW
 
     errors: list[str] = []
     try:
@@ -383,14 +385,45 @@ def _create_and_mark(kube: Any, body: JSON, candidate: Candidate, record: JSON |
     except KubernetesError as error:
         return "not created (API error)", [f"create {body['metadata']['name']}: {error}"], None
     if record is not None:
-        try:
-            kube.merge_patch(WORKLOAD, candidate.name,
-                             marker_patch(candidate.reaction, candidate.transition.key, run, now, VIA_SWEEP),
-                             candidate.namespace)
-        except KubernetesError as error:
+        error = mark_recorded(kube, candidate, run, now)
+        if error:
             errors.append(f"marker on {candidate.namespace}/{candidate.name}: {error} (the next pass finds the run "
                           "and marks it)")
     return counted, errors, run
+
+
+def mark_recorded(kube: Any, candidate: Candidate, run: str, now: datetime, *, via: str = VIA_SWEEP) -> str | None:
+    """Mark the candidate's transition handled, conditional on the marker the pass read (steps.delivery
+    `marker_write`): a run that claimed or answered it meanwhile wins. On a conflict the Workload is read
+    once more and, if the transition is still unmarked, written again. Returns an error, or None."""
+    from steps.gateways.errors import Conflict, KubernetesError, PermanentError
+    from steps.gateways.resources import WORKLOAD
+
+    workload = candidate.workload
+    for _ in range(2):
+        value = marker_value(candidate.reaction, candidate.transition.key, run, now, via)
+        operations, version = marker_write(workload, candidate.reaction, value,
+                                           marker_text(workload, candidate.reaction))
+        if version:
+            operations = [{"op": "test", "path": "/metadata/resourceVersion", "value": version}, *operations]
+        try:
+            kube.json_patch(WORKLOAD, candidate.name, operations, candidate.namespace)
+            return None
+        except (Conflict, PermanentError) as error:
+            if isinstance(error, PermanentError) and error.status != 422:
+                return str(error)
+            try:
+                workload = kube.get(WORKLOAD, candidate.name, candidate.namespace)
+            except KubernetesError as again:
+                return str(again)
+            marker = read_marker(workload, candidate.reaction)
+            if workload is None or transition_for(candidate.reaction, workload) != candidate.transition:
+                return None  # deleted or moved on: nothing to mark
+            if marker is not None and marker.transition == candidate.transition.key and not marker.claim_is_stale(now):
+                return None  # another run claimed or answered it: that run's record is the reaction
+        except KubernetesError as error:
+            return str(error)
+    return "the Workload kept changing while the sweep marked it"
 
 
 def _decide(context: Any, reads: CachedReads, candidate: Candidate, now: datetime) -> tuple[JSON | None, str | None]:

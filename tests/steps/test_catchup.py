@@ -318,3 +318,121 @@ def test_the_sweep_rejects_bad_settings(api: ApiServer, step: Runner) -> None:
     assert code == 0 and out["outcome"] == "rejected-input" and "grace" in out["record"]["data"]["errors"][0]
     code, out = step("sweep", run="s", max_per_pass="0")
     assert code == 0 and out["outcome"] == "rejected-input"
+
+
+# -- two runs for one transition (D1: the mutex is not enough) ------------------------------------------------------
+def _env(api: ApiServer, run: str) -> dict[str, str]:
+    return {"GPUAAS_KUBE_URL": api.url, "GPUAAS_NAMESPACE": "gpuaas",
+            "GPUAAS_PROMETHEUS_URL": "http://prometheus.test:9090", "GPUAAS_RUN_ID": run}
+
+
+@pytest.mark.parametrize(("kind", "reaction", "status"), [("Deployment", "on-finished", "finished"),
+                                                          ("Deployment", "on-admitted", "admitted")])
+def test_two_overlapping_runs_for_one_transition_act_once(api: ApiServer, step: Runner, kind: str, reaction: str,
+                                                          status: str) -> None:
+    """Argo v4.0.5 does not rebuild the mutex of a workflowTemplateRef run after a controller restart
+    (sync_manager.go Initialize; fixed in v4.0.6), so two runs for one Workload can overlap. Run A reads the
+    Workload; run B runs whole (acts, marks); then A applies: A's claim must fail, A re-reads and records a
+    duplicate of B, and the Workload still names B."""
+    from steps.reactions import StepContext, load, run_planned
+
+    scene = Scene.of(kind, status=status)
+    scene.seed(api.store)
+    event = resource_event(live(api, scene))
+    module = load(reaction)
+    params = {"namespace": NS, "workload": name_of(scene), "event": event, "dry-run": "false"}
+    other: list[tuple[int, JSON]] = []
+
+    def observe_then_let_b_run(context: Any, request: Any) -> Any:
+        state = module.observe(context, request)
+        if not other:
+            other.append(step(reaction, run="wf-b", **{k.replace("-", "_"): v for k, v in params.items()}))
+        return state
+
+    report = run_planned(StepContext(reaction, params, _env(api, "wf-a")), observe=observe_then_let_b_run,
+                         plan=module.plan, uses_policy=reaction == "on-admitted")
+    code, b = other[0]
+    assert code == 0 and b["record"]["data"]["delivery"]["marked"], b["record"]["data"]
+    assert not report.delivery["marked"] and report.delivery["duplicateOf"]["run"] == "wf-b", report.delivery
+    assert not any(r.result == "applied" and not r.bookkeeping for r in report.results), report.results
+    assert delivery.read_marker(live(api, scene), reaction).run == "wf-b"
+    if reaction == "on-admitted":
+        assert len(api.store.list(R.SCALED_OBJECT, NS)) == 1
+
+
+def claimed(workload: JSON, reaction: str, key: str, run: str, at: datetime) -> JSON:
+    out = copy.deepcopy(workload)
+    value = delivery.marker_value(reaction, key, run, at, "event", state=delivery.CLAIMED)
+    out["metadata"].setdefault("annotations", {})[delivery.marker_annotation(reaction)] = value
+    return out
+
+
+def test_a_claim_held_by_a_live_run_is_in_progress_and_a_stale_one_is_taken_over() -> None:
+    workload = Scene.of("Deployment").workload
+    key = delivery.admitted_transition(workload).key
+    fresh = claimed(workload, "on-admitted", key, "wf-a", NOW - timedelta(seconds=30))
+    judged = delivery.judge_delivery("on-admitted", via="event", live=fresh, delivered_body=workload, now=NOW,
+                                     run="wf-b")
+    assert not judged.marked and judged.duplicate_of.run == "wf-a" and judged.duplicate_of.state == "claimed"
+    assert "in progress" in judged.reasons()[0]
+    own = delivery.judge_delivery("on-admitted", via="event", live=fresh, delivered_body=workload, now=NOW, run="wf-a")
+    assert own.marked and own.duplicate_of is None          # Argo's retry of the claiming run goes on
+    stale = claimed(workload, "on-admitted", key, "wf-a", NOW - timedelta(seconds=delivery.CLAIM_LEASE_SECONDS + 1))
+    taken = delivery.judge_delivery("on-admitted", via="sweep", live=stale, delivered_body=workload, now=NOW,
+                                    run="wf-c", sweep_reason="its run failed")
+    assert taken.marked and taken.duplicate_of is None and taken.took_over.run == "wf-a"
+    assert any("took over" in r for r in taken.reasons())
+
+
+def test_a_stale_claim_is_taken_over_over_http_and_a_live_one_blocks(api: ApiServer, step: Runner) -> None:
+    scene = Scene.of("Deployment")
+    scene.seed(api.store)
+    workload = live(api, scene)
+    key = delivery.admitted_transition(workload).key
+    now = datetime.now(UTC)
+    annotation = delivery.marker_annotation("on-admitted")
+    api.store.patch(R.WORKLOAD, name_of(scene), {"metadata": {"annotations": {annotation: delivery.marker_value(
+        "on-admitted", key, "wf-live", now - timedelta(seconds=20), "event", state=delivery.CLAIMED)}}}, NS)
+    api.reset_counters()
+    code, out = step("on-admitted", run="wf-2", namespace=NS, workload=name_of(scene),
+                     event=resource_event(live(api, scene)))
+    assert code == 0 and out["outcome"] == "no-op" and api.write_count == 0, out["record"]["data"]
+    assert out["record"]["data"]["delivery"]["duplicateOf"]["state"] == "claimed"
+    api.store.patch(R.WORKLOAD, name_of(scene), {"metadata": {"annotations": {annotation: delivery.marker_value(
+        "on-admitted", key, "wf-dead", now - timedelta(hours=1), "event", state=delivery.CLAIMED)}}}, NS)
+    code, out = step("on-admitted", run="wf-3", namespace=NS, workload=name_of(scene),
+                     event=resource_event(live(api, scene)))
+    assert code == 0 and out["outcome"] == "applied", out["record"]["data"]
+    marker = delivery.read_marker(live(api, scene), "on-admitted")
+    assert (marker.run, marker.state) == ("wf-3", "handled")
+    actions = [a["action"] for a in out["record"]["data"]["actions"]]
+    assert actions[0] == "claim" and actions[-1] == "mark-handled", actions
+
+
+def _idle_state(workload: JSON, run: str, episode: str) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(request=SimpleNamespace(alert=SimpleNamespace(episode=episode)),
+                           idle=SimpleNamespace(workload=workload, now=NOW),
+                           workload_state=SimpleNamespace(run_id=run))
+
+
+def test_an_idle_release_claims_its_episode_first_and_a_live_claim_makes_a_repeat() -> None:
+    from steps.plan import Action, Plan
+    from steps.reactions import on_idle
+
+    workload = Scene.of("StatefulSet").workload
+    episode = "idle@2026-01-01T12:10:00Z"
+    release = Plan((Action("scale-to-zero", R.STATEFUL_SET, "train", NS, "idle", patch={"spec": {"replicas": 0}}),),
+                   ("idle",))
+    planned = on_idle._with_episode(release, _idle_state(workload, "wf-a", episode), False)
+    assert [a.action for a in planned.actions] == ["claim", "scale-to-zero", "mark-handled"]
+    claim = planned.actions[0]
+    assert claim.operation == "json-patch" and claim.resource_version == workload["metadata"].get("resourceVersion")
+    held = claimed(workload, "on-idle", episode, "wf-a", NOW - timedelta(seconds=10))
+    assert "in progress" in on_idle._repeat(_idle_state(held, "wf-b", episode))
+    assert on_idle._repeat(_idle_state(held, "wf-a", episode)) is None            # the claiming run's retry
+    dead = claimed(workload, "on-idle", episode, "wf-a", NOW - timedelta(hours=1))
+    assert on_idle._repeat(_idle_state(dead, "wf-b", episode)) is None             # a dead run's claim: taken over
+    done = marked(workload, "on-idle", episode)
+    assert "repeat of idle episode" in on_idle._repeat(_idle_state(done, "wf-b", episode))
