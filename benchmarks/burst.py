@@ -37,7 +37,14 @@ from typing import Any
 
 from kubernetes import client, watch
 
-from steps.delivery import admitted_transition, finished_transition, recorded_run_record
+from steps.delivery import (
+    TRACKED,
+    Marker,
+    admitted_transition,
+    finished_transition,
+    read_marker,
+    recorded_run_record,
+)
 
 JSON = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -346,6 +353,18 @@ class TransitionWatch:
                 self.relists += 1
                 time.sleep(1)
 
+    def markers(self) -> dict[tuple[str, str], Marker]:
+        """The marker each Workload carries now (as last seen), by (Workload uid, reaction)."""
+        with self._lock:
+            objects = list(self.objects.values())
+        out: dict[tuple[str, str], Marker] = {}
+        for obj in objects:
+            for reaction in TRACKED:
+                marker = read_marker(obj, reaction)
+                if marker is not None:
+                    out[(str((obj.get("metadata") or {}).get("uid")), reaction)] = marker
+        return out
+
     def transitions(self, api: client.ApiClient | None = None) -> list[Seen]:
         """Every transition seen, plus those of the final objects (read now, when `api` is given)."""
         if api is not None:
@@ -378,6 +397,8 @@ class ReactionRun:
     late: bool
     pods: int
     outcome: str
+    mark_applied: bool = False
+    """The record says its marker write (mark-handled) was applied: the run answered the transition."""
 
 
 def workflow_nodes(workflow: JSON) -> dict[str, JSON]:
@@ -398,7 +419,8 @@ def _reaction_node_record(workflow: JSON, reaction: str) -> JSON | None:
     """The reaction step's record (the last attempt's), or the sweep's record parameter."""
     parameters = {p.get("name"): p.get("value") for p in
                   ((workflow.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
-    swept = recorded_run_record(parameters)
+    meta = workflow.get("metadata") or {}
+    swept = recorded_run_record(parameters, name=str(meta.get("name") or ""), labels=meta.get("labels") or {})
     if swept is not None:
         return swept
     best = None
@@ -428,15 +450,18 @@ def parse_run(workflow: JSON) -> ReactionRun | None:
     delivery = data.get("delivery") or {}
     transition = (delivery.get("transition") or {}).get("key")
     pods = sum(1 for n in workflow_nodes(workflow).values() if n.get("type") == "Pod")
-    swept = labels.get("gpuaas.io/recorded-by") == "sweep"
+    duplicate = bool(delivery.get("duplicateOf"))
+    swept = labels.get("gpuaas.io/recorded-by") == "sweep" and not duplicate
+    applied = swept or any(isinstance(a, dict) and a.get("action") == "mark-handled" and a.get("result") == "applied"
+                           for a in data.get("actions") or [])
     return ReactionRun(
         name=str(meta.get("name")), uid=str(meta.get("uid")), reaction=reaction, phase=str(status.get("phase") or ""),
         created=seconds(meta.get("creationTimestamp")), finished=seconds(status.get("finishedAt")),
         workload_uid=str((data.get("workload") or {}).get("uid") or labels.get("gpuaas.io/workload-uid") or ""),
         transition=transition, marked=bool(delivery.get("marked")) or swept,
-        duplicate=bool(delivery.get("duplicateOf")), superseded=bool(delivery.get("superseded")),
+        duplicate=duplicate, superseded=bool(delivery.get("superseded")),
         recorded_by_sweep=swept, via=str(delivery.get("via") or ""), late=bool(delivery.get("late")), pods=pods,
-        outcome=str(data.get("outcome") or ""))
+        outcome=str(data.get("outcome") or ""), mark_applied=applied)
 
 
 def reaction_runs(api: client.ApiClient, namespace: str = "gpuaas") -> list[ReactionRun]:
@@ -482,10 +507,20 @@ class Tally:
     pods: int = 0
     runs: int = 0
     late: int = 0
+    failed_runs: int = 0
+    """Runs that meant to answer a transition but did not finish Succeeded with their marker written."""
+    unconfirmed: int = 0
+    """Transitions whose answering run the Workload's marker does not name (counted lost)."""
 
     @classmethod
-    def of(cls, seen: list[Seen], runs: list[ReactionRun]) -> Tally:
-        """The transitions `seen` against the runs for their Workloads (other Workloads' runs are left out)."""
+    def of(cls, seen: list[Seen], runs: list[ReactionRun],
+           markers: dict[tuple[str, str], Marker] | None = None) -> Tally:
+        """The transitions `seen` against the runs for their Workloads (other Workloads' runs are left out).
+
+        A run answered a transition when it Succeeded and its record says its marker write was applied
+        (or it is the sweep's own recorded run), and, where `markers` (the final Workloads' markers,
+        TransitionWatch.markers) holds one for that very transition, the marker names it. Two runs that
+        both answered one transition are a double; a run recorded as a duplicate is counted apart."""
         uids = {item.uid for item in seen}
         runs = [run for run in runs if run.workload_uid in uids]
         tally = cls(transitions=len(seen), runs=len(runs))
@@ -504,13 +539,21 @@ class Tally:
                 handling.setdefault((run.workload_uid, run.reaction, run.transition), []).append(run)
         for item in seen:
             found = handling.get((item.uid, item.reaction, item.key), [])
-            if not found:
+            acted = [r for r in found if r.phase == "Succeeded" and r.mark_applied]
+            named = (markers or {}).get((item.uid, item.reaction))
+            answer = [r for r in acted if r.uid == named.run] if named is not None and named.transition == item.key \
+                else acted
+            if len(found) > len(acted):
+                tally.failed_runs += len(found) - len(acted)
+            if not answer:
                 tally.lost.append(item)
+                if acted:
+                    tally.unconfirmed += 1
                 continue
             tally.handled += 1
-            if len(found) > 1:
-                tally.doubled.append((item, [r.name for r in found]))
-            run = min(found, key=lambda r: r.finished or float("inf"))
+            if len(acted) > 1:
+                tally.doubled.append((item, [r.name for r in acted]))
+            run = answer[0]
             path = "sweep-recorded" if run.recorded_by_sweep else ("sweep-delivered" if run.via == "sweep" else "event")
             tally.by_path[path] = tally.by_path.get(path, 0) + 1
             tally.late += run.late
@@ -531,7 +574,8 @@ class Tally:
         return {"transitions": self.transitions, "handled": self.handled, "lost": len(self.lost),
                 "doubled": len(self.doubled), "duplicatesRecorded": self.duplicates_recorded,
                 "supersededRecorded": self.superseded_recorded, "runs": self.runs, "pending": self.pending,
-                "pods": self.pods, "late": self.late, "byPath": dict(self.by_path),
+                "pods": self.pods, "late": self.late, "failedRuns": self.failed_runs,
+                "unconfirmed": self.unconfirmed, "byPath": dict(self.by_path),
                 "latency": self.latency_summary(),
                 "lostExamples": [f"{s.namespace}/{s.name} {s.reaction} {s.key}" for s in self.lost[:10]],
                 "doubledExamples": [f"{s.namespace}/{s.name} {s.reaction} {s.key}: {names}"
@@ -547,7 +591,7 @@ def wait_for_reactions(api: client.ApiClient, watcher: TransitionWatch, *, timeo
     tally = Tally()
     last, since = (-1, -1), time.monotonic()
     while True:
-        tally = Tally.of(watcher.transitions(api), reaction_runs(api))
+        tally = Tally.of(watcher.transitions(api), reaction_runs(api), watcher.markers())
         if progress is not None:
             progress(tally)
         if (not tally.lost and not tally.pending) or time.monotonic() > deadline:

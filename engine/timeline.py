@@ -80,7 +80,8 @@ def _swept(workflow: dict[str, Any]) -> dict[str, Any] | None:
 
     parameters = {p.get("name"): p.get("value") for p in
                   ((workflow.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
-    return recorded_run_record(parameters)
+    meta = workflow.get("metadata") or {}
+    return recorded_run_record(parameters, name=str(meta.get("name") or ""), labels=meta.get("labels") or {})
 
 
 def reaction_outcomes(workflow: dict[str, Any]) -> list[str]:

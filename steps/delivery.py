@@ -50,7 +50,10 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -69,6 +72,10 @@ CLAIMED, HANDLED = "claimed", "handled"
 CLAIM_LEASE_SECONDS = 1200.0
 """A claim this old belongs to a dead run: every reaction template's activeDeadlineSeconds is 900, so a
 run that claimed a transition has ended (or been killed) by then."""
+RESUBMITTED_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
+"""Argo's label on a resubmitted copy of a run (v4.0.5 workflow/util FormulateResubmitWorkflow)."""
+SWEEP_TEMPLATES = {"on-admitted": "gpuaas-on-admitted", "on-finished": "gpuaas-on-finished"}
+"""The templates whose runs the sweep creates (records or delivers), by reaction."""
 LATE_AFTER_SECONDS = 60.0
 """A delivery later than this after its transition is recorded as late, with the reason."""
 
@@ -475,14 +482,81 @@ def claimed_and_marked(plan: Any, workload: Mapping[str, Any], reaction: str, ke
     return out
 
 
-def recorded_run_record(parameters: Mapping[str, Any]) -> JSON | None:
+def sweep_run_name(reaction: str, workload_uid: str, key: str, attempt: int = 1) -> str:
+    """The name of the run the sweep creates for one transition (`<template>-s-<hash>`, `-<n>` from the
+    second attempt on): two passes can never create two runs for one attempt, and a reader can tell the
+    sweep's run from a copy of it."""
+    digest = hashlib.sha256(f"{workload_uid}/{key}".encode()).hexdigest()[:12]
+    base = f"{SWEEP_TEMPLATES[reaction]}-s-{digest}"
+    return base if attempt <= 1 else f"{base}-{attempt}"
+
+
+def sweep_run_attempt(name: str, reaction: str, workload_uid: str, key: str) -> int | None:
+    """The attempt number a run name stands for, or None when the sweep would not give it that name."""
+    base = sweep_run_name(reaction, workload_uid, key)
+    if name == base:
+        return 1
+    found = re.fullmatch(re.escape(base) + r"-(\d+)", name)
+    return int(found.group(1)) if found else None
+
+
+def recorded_run_record(parameters: Mapping[str, Any], *, name: str | None = None,
+                        labels: Mapping[str, str] | None = None) -> JSON | None:
     """The audit record of a run the sweep recorded without a pod (workflow parameters `recorded-by` =
-    sweep and `record`), for the readers of run history (gpuaas audit, the engine's timeline); None for
-    every other run, or when the parameter is not a record."""
+    sweep and `record`), for the readers of run history (gpuaas audit, the engine's timeline, the
+    benchmarks' tally); None for every other run, or when the parameter is not a record.
+
+    With the run's `name` and `labels`, a run that is not the sweep's own is returned as a DUPLICATE
+    (`delivery.duplicateOf`, not marked, outcome no-op): Argo's resubmit copies the parameters (and
+    skips the step again), and anyone who can submit can set them, so only the run whose name the sweep
+    derives from the record's transition (`sweep_run_name`), and that is no resubmitted copy, is the
+    transition's reaction."""
     if str(parameters.get("recorded-by") or "") != VIA_SWEEP:
         return None
     try:
         record = json.loads(str(parameters.get("record") or ""))
     except ValueError:
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("data"), dict) else None
+    if not isinstance(record, dict) or not isinstance(record.get("data"), dict):
+        return None
+    if name is None:
+        return record
+    problem, original = recorded_run_problem(name, labels or {}, record)
+    return record if problem is None else as_duplicate(record, original, problem)
+
+
+def recorded_run_problem(name: str, labels: Mapping[str, str], record: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(why a recorded run is not the transition's reaction, or None; the run that is)."""
+    data = record.get("data") or {}
+    reaction = str(data.get("reaction") or "")
+    uid = str((data.get("workload") or {}).get("uid") or "")
+    key = str(((data.get("delivery") or {}).get("transition") or {}).get("key") or "")
+    expected = sweep_run_name(reaction, uid, key) if reaction in SWEEP_TEMPLATES and uid and key else ""
+    source = str(labels.get(RESUBMITTED_LABEL) or "")
+    if source:
+        return (f"a resubmitted copy of {source} (Argo copied recorded-by=sweep and skipped the step again): "
+                f"{source} is the transition's reaction; this run changed nothing"), source
+    if not expected:
+        return "recorded-by=sweep, but the record names no transition: not the sweep's record", ""
+    if sweep_run_attempt(name, reaction, uid, key) is None:
+        return (f"recorded-by=sweep, but the sweep names its run for {key} {expected}, not {name}: a copy or a "
+                "hand submission, not the transition's reaction"), expected
+    return None, name
+
+
+def as_duplicate(record: Mapping[str, Any], original: str, why: str) -> JSON:
+    """A copy of a recorded run's record that says it duplicates `original` and changed nothing."""
+    out = copy.deepcopy(dict(record))
+    data = out.setdefault("data", {})
+    delivery = data.get("delivery") if isinstance(data.get("delivery"), dict) else {}
+    transition = delivery.get("transition") if isinstance(delivery.get("transition"), dict) else {}
+    key = transition.get("key")
+    delivery.update({"duplicateOf": {"transition": key, "run": original, "at": "", "via": VIA_SWEEP,
+                                     "state": HANDLED},
+                     "marked": False})
+    data["delivery"] = delivery
+    data["outcome"] = "no-op"
+    plan = data.get("plan") if isinstance(data.get("plan"), dict) else {}
+    plan["reasons"] = [*(plan.get("reasons") or []), why]
+    data["plan"] = plan
+    return out

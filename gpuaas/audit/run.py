@@ -317,12 +317,14 @@ def _steps(nodes: dict[str, Any]) -> list[StepRecord]:
     return steps
 
 
-def _recorded_by_sweep(parameters: dict[str, str], status: dict[str, Any]) -> StepRecord | None:
+def _recorded_by_sweep(parameters: dict[str, str], status: dict[str, Any], name: str,
+                       labels: dict[str, str]) -> StepRecord | None:
     """The step of a run the catch-up sweep recorded without a pod (parameters `recorded-by`, `record`;
-    docs/catch-up.md): Argo skipped the reaction step, the sweep's record speaks for it."""
+    docs/catch-up.md): Argo skipped the reaction step, the sweep's record speaks for it. A resubmitted
+    copy of it (or a run the sweep did not name) gets the record as a duplicate of the sweep's run."""
     from steps.delivery import recorded_run_record
 
-    record = recorded_run_record(parameters)
+    record = recorded_run_record(parameters, name=name, labels=labels)
     if record is None:
         return None
     data = _object(record.get("data"))
@@ -362,7 +364,7 @@ def parse_workflow(workflow: dict[str, Any], archived: bool = False) -> Run:
     template = labels.get(TEMPLATE_LABEL) or str(_object(spec.get("workflowTemplateRef")).get("name") or "")
     nodes = _object(status.get("nodes"))
     steps = _steps(nodes)
-    swept = _recorded_by_sweep(parameters, status)
+    swept = _recorded_by_sweep(parameters, status, str(metadata.get("name") or ""), labels)
     if swept is not None:
         steps = [swept, *steps]
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
-import hashlib
 import json
 import threading
 import time
@@ -45,6 +44,7 @@ from typing import Any
 from steps.delivery import (
     SWEEP_EVENT_TYPE,
     SWEEP_SOURCE,
+    SWEEP_TEMPLATES,
     TRACKED,
     VIA_SWEEP,
     Transition,
@@ -53,12 +53,13 @@ from steps.delivery import (
     marker_value,
     marker_write,
     read_marker,
+    sweep_run_name,
     transition_for,
 )
 from steps.plan import JSON, Outcome, ReactionRequest, RejectedInput, StepReport
 
 REACTION = "sweep"
-TEMPLATES = {"on-admitted": "gpuaas-on-admitted", "on-finished": "gpuaas-on-finished"}
+TEMPLATES = SWEEP_TEMPLATES
 REACTION_LABEL = "gpuaas.io/reaction"
 UID_LABEL = "gpuaas.io/workload-uid"
 WORKLOAD_LABEL = "gpuaas.io/workload"
@@ -184,10 +185,10 @@ def candidates(workloads: list[JSON], workflows: list[JSON], now: datetime, grac
     return found
 
 
-def run_name(candidate: Candidate) -> str:
-    """A name derived from the transition: two passes can never create two runs for one transition."""
-    digest = hashlib.sha256(f"{candidate.uid}/{candidate.transition.key}".encode()).hexdigest()[:12]
-    return f"{TEMPLATES[candidate.reaction]}-s-{digest}"
+def run_name(candidate: Candidate, attempt: int = 1) -> str:
+    """A name derived from the transition and the attempt: two passes can never create two runs for one
+    attempt (steps.delivery.sweep_run_name)."""
+    return sweep_run_name(candidate.reaction, candidate.uid, candidate.transition.key, attempt)
 
 
 def sweep_event(candidate: Candidate, now: datetime, reason: str | None) -> JSON:
