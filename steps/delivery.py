@@ -467,11 +467,15 @@ def claimed_and_marked(plan: Any, workload: Mapping[str, Any], reaction: str, ke
     expected = read
     if writes:
         claim = marker_value(reaction, key, run, now, via, state=CLAIMED)
-        operations, version = marker_write(workload, reaction, claim, read)
+        operations, _ = marker_write(workload, reaction, claim, read)
+        # The claim also holds the resourceVersion this run read: nothing changed between the observation and
+        # the claim, so the plan's own conditional writes on this Workload go on from the claim's version
+        # (steps.reactions.apply_actions) instead of conflicting with the claim.
         out += (Action("claim", resource, name, namespace,
                        f"claim {what} for this run before acting (annotation {annotation}, conditional on what this "
                        "run read: a second run for it fails here and records a duplicate)",
-                       operation="json-patch", patch=operations, resource_version=version, bookkeeping=True),)
+                       operation="json-patch", patch=operations,
+                       resource_version=str(meta.get("resourceVersion") or "") or None, bookkeeping=True),)
         expected = claim
     out += tuple(plan.actions)
     operations, version = marker_write(workload, reaction, handled, expected)

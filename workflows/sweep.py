@@ -9,6 +9,8 @@ the event path it stands in for (EventSource, NATS, Sensor).
                mutex holds a hand-submitted pass off too)
     grace      5m: a transition the Sensor starts a run for is left to the event path this long
     max-per-pass 500 runs created per pass, oldest transitions first
+    page-size  500 Workloads per list request
+    installed-at empty: the CronWorkflow's creationTimestamp (older transitions are adopted)
 """
 
 from __future__ import annotations
@@ -27,13 +29,17 @@ GRACE = Input("grace", "How long a transition the Sensor starts a run for is lef
                        "sweep delivers it (seconds, or 30s / 5m / 1h).", "5m")
 MAX_PER_PASS = Input("max-per-pass", "At most this many runs one pass creates (oldest transitions first; the rest "
                                      "wait for the next pass).", "500")
+PAGE_SIZE = Input("page-size", "Workloads read per list request (limit/continue): a pass holds one page at a time.",
+                  "500")
+INSTALLED_AT = Input("installed-at", "Leave empty: transitions older than CronWorkflow gpuaas-sweep's creationTimestamp "
+                                     "(the install) are adopted, not answered. An RFC 3339 time overrides it.")
 SPEC = ReactionTemplate(
     name=NAME,
     reaction="sweep",
     description="Catch-up sweep: record or deliver every Kueue Workload admission and finish that no reaction has "
                 "handled (a lost event, a run that failed, a job kind whose reaction needs no step pod). Run by "
                 "CronWorkflow gpuaas-sweep; submit by hand with dry-run=true to see what it would do.",
-    inputs=(GRACE, MAX_PER_PASS, DRY_RUN),
+    inputs=(GRACE, MAX_PER_PASS, PAGE_SIZE, INSTALLED_AT, DRY_RUN),
     mutex=MUTEX,
     labels_from_workload=False,
     service_account=SERVICE_ACCOUNT,

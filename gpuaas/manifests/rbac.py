@@ -109,8 +109,12 @@ SWEEP_NAMESPACE_RULES: list[Rule] = [
     ([""], ["configmaps"], ["get"],
      "steps/policy.py: on-admitted's plan reads ConfigMap gpuaas-policy (resourceNames restricts it to that one)"),
     (["argoproj.io"], ["workflows"], ["create", "list", "get"],
-     ("steps/reactions/sweep.py: the runs in flight (list), a run of the reaction's template it records or "
-      "delivers (create), the run an earlier pass created under the same name (get)")),
+     ("steps/reactions/sweep.py: the runs in flight and its own earlier delivered runs (list), a run of the "
+      "reaction's template it records or delivers (create), the run an earlier pass created under the same "
+      "name (get)")),
+    (["argoproj.io"], ["cronworkflows"], ["get"],
+     ("steps/reactions/sweep.py installed_at: CronWorkflow gpuaas-sweep's creationTimestamp is the install time; "
+      "older transitions are adopted (resourceNames restricts it to that one)")),
     (["argoproj.io"], ["workflowtaskresults"], ["create", "patch"],
      "Argo's executor in the sweep's pod reports outputs (Argo Workflows >= 3.4)"),
 ]
@@ -242,7 +246,8 @@ def submitted_templates() -> list[str]:
 
 def objects(ns: str = NAMESPACE) -> list[JSON]:
     out: list[JSON] = []
-    names = {"configmaps": [POLICY_CONFIGMAP], "workflowtemplates": submitted_templates()}
+    names = {"configmaps": [POLICY_CONFIGMAP], "workflowtemplates": submitted_templates(),
+             "cronworkflows": ["gpuaas-sweep"]}
     for name, account, component, cluster, local in (
         ("gpuaas-steps", STEPS_ACCOUNT, "reaction", STEPS_CLUSTER_RULES, STEPS_NAMESPACE_RULES),
         ("gpuaas-sensors", SENSORS_ACCOUNT, "sensor", [], SENSOR_NAMESPACE_RULES),

@@ -98,6 +98,7 @@ LEADER_WORKER_SET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets
 
 # --- Argo Workflows: the catch-up sweep (steps/reactions/sweep.py) lists runs in flight and submits runs
 WORKFLOW = Resource("argoproj.io", "v1alpha1", "workflows", "Workflow")
+CRON_WORKFLOW = Resource("argoproj.io", "v1alpha1", "cronworkflows", "CronWorkflow")
 
 # --- Node capacity owners: OpenShift Machine API and Cluster API
 MACHINE_SET = Resource("machine.openshift.io", "v1beta1", "machinesets", "MachineSet")

@@ -174,8 +174,18 @@ def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResu
     from steps.gateways.errors import Conflict, KubernetesError, TransientError
 
     results = [] if results is None else results
+    moved: dict[tuple[str, str | None, str, str], str] = {}
+    """(resource, namespace, name, version read) -> the version the run's own claim left (see below)."""
     for action in plan.actions:
         mark = action.bookkeeping
+        if action.resource_version:
+            # A write conditional on the version this run read, after this run's own claim on the same object
+            # (steps.delivery.claimed_and_marked: the claim held that version, so nothing else changed since).
+            key = (str(action.resource), action.namespace, action.name, action.resource_version)
+            if key in moved:
+                from dataclasses import replace as dc_replace
+
+                action = dc_replace(action, resource_version=moved[key])
         if action.operation == "none":
             results.append(ActionResult(action.action, action.target, "unchanged", action.before, action.before,
                                         bookkeeping=mark))
@@ -205,6 +215,10 @@ def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResu
                                         bookkeeping=mark))
             break
         results.append(ActionResult(action.action, action.target, "applied", action.before, after, bookkeeping=mark))
+        if mark and action.action == "claim" and action.resource_version and isinstance(after, dict) \
+                and after.get("resourceVersion"):
+            moved[(str(action.resource), action.namespace, action.name, action.resource_version)] = \
+                str(after["resourceVersion"])
     return results
 
 

@@ -42,10 +42,12 @@ from datetime import datetime
 from typing import Any
 
 from steps.delivery import (
+    CLAIMED,
     SWEEP_EVENT_TYPE,
     SWEEP_SOURCE,
     SWEEP_TEMPLATES,
     TRACKED,
+    VIA_ADOPTED,
     VIA_SWEEP,
     Transition,
     event_path_runs,
@@ -66,8 +68,22 @@ WORKLOAD_LABEL = "gpuaas.io/workload"
 RECORDED_BY_LABEL = "gpuaas.io/recorded-by"
 TEMPLATE_LABEL = "workflows.argoproj.io/workflow-template"
 COMPLETED_LABEL = "workflows.argoproj.io/completed"
+ATTEMPT_LABEL = "gpuaas.io/sweep-attempt"
+"""On every run the sweep delivers to a step: which attempt for its transition it is (1, 2, ...)."""
+TRANSITION_LABEL = "gpuaas.io/sweep-transition"
+"""On every run the sweep creates: the transition's hash (the one in the run's name)."""
+PHASE_LABEL = "workflows.argoproj.io/phase"
+CRON_NAME = "gpuaas-sweep"
+"""The CronWorkflow that runs the sweep: its creationTimestamp is when gpuaas was installed (D6: transitions
+older than that are adopted, not answered)."""
 DEFAULT_GRACE = "5m"
 DEFAULT_MAX_PER_PASS = 500
+DEFAULT_PAGE_SIZE = 500
+MAX_ATTEMPTS = 6
+"""A transition whose delivered runs failed this many times is left to an admin (an error in every pass)."""
+RETRY_BACKOFF_SECONDS = (120.0, 240.0, 480.0, 960.0, 1920.0)
+"""The wait after attempt n failed before attempt n+1 (the last value repeats): about an hour in all, longer
+than an apiserver or controller outage the step's own retries (about 75 s) cannot ride out."""
 THREADS = 8
 """Transitions decided, created and marked in parallel: each is a few API round trips."""
 LISTED_IN_RECORD = 100
@@ -79,6 +95,9 @@ class SweepSettings:
     grace_seconds: float
     max_per_pass: int
     dry_run: bool
+    page_size: int = DEFAULT_PAGE_SIZE
+    installed_at: datetime | None = None
+    """Set by hand (parameter `installed-at`); else read from the CronWorkflow."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> SweepSettings:
@@ -94,7 +113,20 @@ class SweepSettings:
         if not text.isdigit() or int(text) < 1:
             raise RejectedInput("max-per-pass", "a whole number >= 1", repr(params.get("max-per-pass")),
                                 "the runs one pass may create; the rest wait for the next pass")
-        return cls(grace, int(text), request.dry_run)
+        page = (params.get("page-size") or str(DEFAULT_PAGE_SIZE)).strip()
+        if not page.isdigit() or int(page) < 1:
+            raise RejectedInput("page-size", "a whole number >= 1", repr(params.get("page-size")),
+                                "Workloads read per list request")
+        installed = None
+        if (params.get("installed-at") or "").strip():
+            from steps.model.workload import parse_time
+
+            installed = parse_time(str(params["installed-at"]).strip())
+            if installed is None:
+                raise RejectedInput("installed-at", "an RFC 3339 time (2026-12-01T08:00:00Z) or empty",
+                                    repr(params.get("installed-at")),
+                                    "empty: the CronWorkflow gpuaas-sweep's creationTimestamp")
+        return cls(grace, int(text), request.dry_run, int(page), installed)
 
 
 @dataclass(frozen=True)
@@ -106,6 +138,12 @@ class Candidate:
     transition: Transition
     event_path: bool
     """The Sensor starts a run for it (so the sweep only catches it up after `grace`)."""
+    attempt: int = 1
+    """Which sweep run for this transition this is (2 and on: the earlier ones failed)."""
+    earlier: str = ""
+    """What happened to the earlier attempt (for the delivery's reason)."""
+    adopt: bool = False
+    """The transition predates the install: marked adopted, no run."""
 
     @property
     def name(self) -> str:
@@ -127,6 +165,7 @@ class PassReport:
     counts: dict[str, int] = field(default_factory=dict)
     runs: list[JSON] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -149,35 +188,113 @@ def in_flight(workflows: list[JSON]) -> tuple[set[tuple[str, str]], set[tuple[st
     return by_uid, by_name
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """A run the sweep delivered for a transition, as its labels and status say."""
+
+    attempt: int
+    phase: str
+    finished: datetime | None
+    completed: bool
+
+
+def sweep_history(workflows: list[JSON]) -> dict[tuple[str, str, str], list[Attempt]]:
+    """(Workload uid, reaction, transition hash) -> the sweep's delivered runs for it (pure)."""
+    from steps.model.workload import parse_time
+
+    out: dict[tuple[str, str, str], list[Attempt]] = {}
+    for wf in workflows:
+        meta = wf.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        text = str(labels.get(ATTEMPT_LABEL) or "")
+        if not text.isdigit() or not labels.get(TRANSITION_LABEL):
+            continue
+        status = wf.get("status") or {}
+        phase = str(status.get("phase") or labels.get(PHASE_LABEL) or "")
+        key = (str(labels.get(UID_LABEL) or ""), str(labels.get(REACTION_LABEL) or ""), str(labels[TRANSITION_LABEL]))
+        # Without a finish time (a run that never started), the back-off counts from its creation.
+        finished = parse_time(str(status.get("finishedAt") or meta.get("creationTimestamp") or ""))
+        out.setdefault(key, []).append(Attempt(int(text), phase, finished,
+                                               labels.get(COMPLETED_LABEL) == "true"
+                                               or phase in ("Succeeded", "Failed", "Error")))
+    return out
+
+
+def transition_hash(uid: str, key: str) -> str:
+    return sweep_run_name("on-admitted", uid, key).rsplit("-", 1)[-1]
+
+
+def backoff_seconds(failed_attempt: int) -> float:
+    return RETRY_BACKOFF_SECONDS[min(failed_attempt, len(RETRY_BACKOFF_SECONDS)) - 1]
+
+
 def candidates(workloads: list[JSON], workflows: list[JSON], now: datetime, grace_seconds: float,
-               report: PassReport) -> list[Candidate]:
-    """The transitions to record or deliver now, oldest first (pure)."""
+               report: PassReport, *, history: dict[tuple[str, str, str], list[Attempt]] | None = None,
+               installed_at: datetime | None = None) -> list[Candidate]:
+    """The transitions to adopt, record or deliver now, oldest first (pure).
+
+    `history`: the sweep's earlier delivered runs (sweep_history). A transition whose last delivered run
+    ended without answering it (Failed, Error, or Succeeded and still unmarked) is delivered again as the
+    next attempt once RETRY_BACKOFF_SECONDS have passed, at most MAX_ATTEMPTS times; waiting ones take no
+    place of max-per-pass. `installed_at`: a transition older than the install is adopted (docs/catch-up.md)."""
     from steps.names import label_value
 
     by_uid, by_name = in_flight(workflows)
+    history = history or {}
     found: list[Candidate] = []
     for workload in workloads:
         meta = workload.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             report.count("being deleted")
             continue
+        uid = str(meta.get("uid") or "")
         for reaction in TRACKED:
             transition = transition_for(reaction, workload)
             if transition is None:
                 continue
             report.count("transitions")
             marker = read_marker(workload, reaction)
-            if marker is not None and marker.transition == transition.key:
+            current = marker is not None and marker.transition == transition.key
+            if current and marker.state != CLAIMED:
                 report.count("handled")
                 continue
-            if (reaction, str(meta.get("uid") or "")) in by_uid or \
-                    (reaction, label_value(str(meta.get("name") or ""))) in by_name:
+            if (reaction, uid) in by_uid or (reaction, label_value(str(meta.get("name") or ""))) in by_name:
                 report.count("run in flight")
+                continue
+            if current and not marker.claim_is_stale(now):
+                report.count("claimed by a run (in progress)")
+                continue
+            if installed_at is not None and transition.at is not None and transition.at < installed_at \
+                    and not current:
+                found.append(Candidate(reaction, workload, transition, False, adopt=True))
                 continue
             sensor = event_path_runs(reaction, workload)
             age = (now - transition.at).total_seconds() if transition.at else grace_seconds
             if sensor and age < grace_seconds:
                 report.count("left to the event path (within the grace period)")
+                continue
+            attempts = sorted(history.get((uid, reaction, transition_hash(uid, transition.key)), []),
+                              key=lambda a: a.attempt)
+            if attempts:
+                last = attempts[-1]
+                if not last.completed:
+                    report.count("run in flight")
+                    continue
+                if last.attempt >= MAX_ATTEMPTS:
+                    report.count("gave up (attempts exhausted)")
+                    report.errors.append(
+                        f"{meta.get('namespace')}/{meta.get('name')} {reaction} ({transition.key}): {last.attempt} "
+                        f"sweep runs ended without answering it (the last {last.phase}); not delivered again: "
+                        "read their records (gpuaas audit --workload ...), then submit the reaction by hand")
+                    continue
+                wait = backoff_seconds(last.attempt)
+                if last.finished is not None and (now - last.finished).total_seconds() < wait:
+                    report.count("waiting to retry (back-off)")
+                    continue
+                earlier = (f"sweep attempt {last.attempt} ended {last.phase or 'without a phase'}"
+                           f"{' at ' + _rfc3339(last.finished) if last.finished else ''} without answering it")
+                found.append(Candidate(reaction, workload, transition, sensor, attempt=last.attempt + 1,
+                                       earlier=earlier))
                 continue
             found.append(Candidate(reaction, workload, transition, sensor))
     order = {reaction: i for i, reaction in enumerate(TRACKED)}
@@ -203,6 +320,9 @@ def sweep_event(candidate: Candidate, now: datetime, reason: str | None) -> JSON
 
 
 def catch_up_reason(candidate: Candidate, age: float) -> str:
+    if candidate.attempt > 1:
+        return (f"attempt {candidate.attempt} of {MAX_ATTEMPTS}: {candidate.earlier}; the sweep delivers it again "
+                f"{age:.0f}s after the transition")
     if candidate.event_path:
         return (f"no reaction {age:.0f}s after the transition (the grace period is over): the event path lost it "
                 "(an EventSource, EventBus or Sensor outage, a trigger that gave up while the apiserver was down) or "
@@ -216,7 +336,10 @@ def workflow_body(candidate: Candidate, namespace: str, event: JSON, *, record: 
     from steps.names import label_value
 
     labels = {REACTION_LABEL: candidate.reaction, UID_LABEL: candidate.uid, TEMPLATE_LABEL: TEMPLATES[candidate.reaction],
-              WORKLOAD_LABEL: label_value(candidate.name)}
+              WORKLOAD_LABEL: label_value(candidate.name),
+              TRANSITION_LABEL: transition_hash(candidate.uid, candidate.transition.key)}
+    if record is None:
+        labels[ATTEMPT_LABEL] = str(candidate.attempt)
     tenant = ((candidate.workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or ""
     parameters = [("namespace", candidate.namespace), ("workload", candidate.name),
                   ("event", json.dumps(event, separators=(",", ":"))), ("dry-run", "false"), ("tenant", str(tenant))]
@@ -224,7 +347,7 @@ def workflow_body(candidate: Candidate, namespace: str, event: JSON, *, record: 
         labels[RECORDED_BY_LABEL] = "sweep"
         parameters += [("recorded-by", "sweep"), ("record", json.dumps(record, separators=(",", ":")))]
     return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": run_name(candidate), "namespace": namespace, "labels": labels},
+            "metadata": {"name": run_name(candidate, candidate.attempt), "namespace": namespace, "labels": labels},
             "spec": {"workflowTemplateRef": {"name": TEMPLATES[candidate.reaction]},
                      "arguments": {"parameters": [{"name": n, "value": v} for n, v in parameters]}}}
 
@@ -278,6 +401,27 @@ class CachedReads:
 
 
 # -- the step ---------------------------------------------------------------------------------------------
+def installed_at(kube: Any, namespace: str, report: PassReport) -> datetime | None:
+    """When gpuaas was installed: the CronWorkflow gpuaas-sweep's creationTimestamp (kept by `kubectl apply`
+    of an upgrade; a CronWorkflow deleted and created again moves it). None when it cannot be read (a pass
+    submitted by hand in a cluster without the CronWorkflow): then nothing is adopted."""
+    from steps.gateways.errors import KubernetesError
+    from steps.gateways.resources import CRON_WORKFLOW
+    from steps.model.workload import parse_time
+
+    try:
+        cron = kube.get(CRON_WORKFLOW, CRON_NAME, namespace)
+    except KubernetesError as error:
+        report.count("install time unknown (nothing adopted)")
+        report.notes.append(f"CronWorkflow {CRON_NAME} could not be read ({error}): nothing adopted this pass")
+        return None
+    if cron is None:
+        report.count("install time unknown (nothing adopted)")
+        report.notes.append(f"no CronWorkflow {CRON_NAME} in {namespace}: nothing adopted this pass")
+        return None
+    return parse_time(str((cron.get("metadata") or {}).get("creationTimestamp") or ""))
+
+
 def step(context: Any) -> StepReport:
     from steps.gateways.errors import KubernetesError
     from steps.gateways.resources import WORKFLOW, WORKLOAD
@@ -290,76 +434,128 @@ def step(context: Any) -> StepReport:
     kube = context.kube
     report = PassReport()
     t = time.perf_counter()
-    workloads = kube.list(WORKLOAD)
     selector = f"{REACTION_LABEL} in ({','.join(TEMPLATES)}),{COMPLETED_LABEL}!=true"
     workflows = kube.list(WORKFLOW, context.namespace, label_selector=selector)
-    report.count("workloads", len(workloads))
-    found = candidates(workloads, workflows, now, settings.grace_seconds, report)
+    history = sweep_history([wf for page in kube.list_pages(WORKFLOW, context.namespace,
+                                                            label_selector=f"{ATTEMPT_LABEL},{TRANSITION_LABEL}",
+                                                            limit=settings.page_size) for wf in page])
+    install = settings.installed_at or installed_at(kube, context.namespace, report)
+    # The Workloads one page at a time (D5: a cluster of 10,000 Workloads is not held in a 512Mi pod at
+    # once); only the transitions to act on are kept, the oldest `max-per-pass` of them.
+    found: list[Candidate] = []
+    workloads = 0
+    try:
+        for page in kube.list_pages(WORKLOAD, limit=settings.page_size):
+            workloads += len(page)
+            for workload in page:
+                (workload.get("metadata") or {}).pop("managedFields", None)
+            found = _oldest([*found, *candidates(page, workflows, now, settings.grace_seconds, report,
+                                                 history=history, installed_at=install)], settings.max_per_pass,
+                            report)
+    except KubernetesError as error:
+        report.errors.append(f"listing Workloads stopped after {workloads} ({error}); the next pass lists again")
+    report.count("workloads", workloads)
     observe_s = time.perf_counter() - t
     reads = CachedReads(kube)
-    for workload in workloads:
-        reads.prime(WORKLOAD, workload)
+    for candidate in found:
+        reads.prime(WORKLOAD, candidate.workload)
     actions: list[JSON] = []
     results: list[JSON] = []
     lock = threading.Lock()
     timing = {"plan": 0.0, "apply": 0.0}
 
+    def listed(entry: JSON, result: str, after: JSON | None) -> None:
+        if len(actions) < LISTED_IN_RECORD:
+            actions.append(entry)
+            results.append({**entry, "before": None, "after": after, "result": result})
+
     def handle(candidate: Candidate) -> None:
         t = time.perf_counter()
+        where = f"{candidate.namespace}/{candidate.name}"
+        if candidate.adopt:
+            entry = {"action": "adopt", "target": {"kind": "Workload", "namespace": candidate.namespace,
+                                                   "name": candidate.name},
+                     "reason": f"{candidate.reaction} for {where} ({candidate.transition.key}): the transition predates "
+                               f"the install ({_rfc3339(install) if install else '?'}); marked adopted, no run"}
+            if settings.dry_run:
+                with lock:
+                    report.count("would adopt")
+                    listed(entry, "dry-run", None)
+                return
+            error = mark_recorded(kube, candidate, "", now, via=VIA_ADOPTED)
+            with lock:
+                timing["apply"] += time.perf_counter() - t
+                if error:
+                    report.count("not adopted (API error)")
+                    report.errors.append(f"adopt {where} {candidate.reaction}: {error}")
+                else:
+                    report.count("adopted (before install)")
+                    listed(entry, "applied", {"marker": VIA_ADOPTED})
+            return
         try:
             record, reason = _decide(context, reads, candidate, now)
         except (KubernetesError, RejectedInput) as error:
             with lock:
                 report.count("not decided (read failed)")
-                report.errors.append(f"{candidate.namespace}/{candidate.name} {candidate.reaction}: {error}")
+                report.errors.append(f"{where} {candidate.reaction}: {error}")
             return
         planned = time.perf_counter() - t
         kind = "record" if record is not None else "deliver"
-        body = workflow_body(candidate, context.namespace, sweep_event(candidate, now, reason), record=record)
+        event = sweep_event(candidate, now, reason)
+        body = workflow_body(candidate, context.namespace, event, record=record)
         entry = {"action": "record-run" if record is not None else "deliver-run",
                  "target": {"kind": "Workflow", "namespace": context.namespace, "name": body["metadata"]["name"]},
-                 "reason": (f"{candidate.reaction} for {candidate.namespace}/{candidate.name} "
-                            f"({candidate.transition.key}): "
+                 "reason": (f"{candidate.reaction} for {where} ({candidate.transition.key}): "
                             + ("nothing to write; recorded without a step pod" if record is not None else str(reason)))}
         if settings.dry_run:
             with lock:
                 timing["plan"] += planned
                 report.count(f"would {kind}")
-                if len(actions) < LISTED_IN_RECORD:
-                    actions.append(entry)
-                    results.append({**entry, "before": None, "after": None, "result": "dry-run"})
+                listed(entry, "dry-run", None)
             return
         counted, errors, run = _create_and_mark(kube, body, candidate, record, now, context.namespace)
         with lock:
             timing["plan"] += planned
             timing["apply"] += time.perf_counter() - t - planned
             report.count(counted)
+            if candidate.attempt > 1 and run is not None:
+                report.count("retried (an earlier sweep run failed)")
             report.errors.extend(errors)
-            if run is not None and len(actions) < LISTED_IN_RECORD:
-                actions.append(entry)
-                results.append({**entry, "before": None, "after": {"run": run}, "result": "applied"})
+            if run is not None:
+                listed(entry, "applied", {"run": run})
 
     with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(handle, found[: settings.max_per_pass]))
+        list(pool.map(handle, found))
     plan_s, apply_s = timing["plan"], timing["apply"]
-    if len(found) > settings.max_per_pass:
-        report.count("left for the next pass (max-per-pass)", len(found) - settings.max_per_pass)
-    made = sum(report.counts.get(k, 0) for k in ("recorded without a pod", "delivered to a step"))
-    reasons = [f"{key}: {value}" for key, value in sorted(report.counts.items())]
+    made = sum(report.counts.get(k, 0) for k in ("recorded without a pod", "delivered to a step",
+                                                 "adopted (before install)"))
+    reasons = [f"{key}: {value}" for key, value in sorted(report.counts.items())] + report.notes
     if len(found) > LISTED_IN_RECORD:
         reasons.append(f"the first {LISTED_IN_RECORD} runs are listed; the counts cover all")
-    outcome = Outcome.APPLIED if made else Outcome.NO_OP
-    if report.errors and not made:
-        outcome = Outcome.FAILED if report.counts.get("not created (API error)") else outcome
+    # D2: a pass with errors is a failed pass, whatever else it did: an admin must see it (gpuaas audit
+    # hides only sweep passes that did nothing and had no error).
+    outcome = Outcome.FAILED if report.errors else (Outcome.APPLIED if made else Outcome.NO_OP)
     return StepReport(
         reaction=REACTION, outcome=outcome, request=request, errors=report.errors[:50],
         plan={"actions": actions, "reasons": reasons}, results=results,
         observed={"counts": dict(report.counts), "graceSeconds": settings.grace_seconds,
-                  "maxPerPass": settings.max_per_pass, "candidates": len(found)},
+                  "maxPerPass": settings.max_per_pass, "candidates": len(found),
+                  "installedAt": _rfc3339(install) if install else None},
         metrics={"recorded": float(report.counts.get("recorded without a pod", 0)),
-                 "delivered": float(report.counts.get("delivered to a step", 0))},
+                 "delivered": float(report.counts.get("delivered to a step", 0)),
+                 "adopted": float(report.counts.get("adopted (before install)", 0))},
         timings={"observeSeconds": observe_s, "planSeconds": plan_s, "applySeconds": apply_s,
                  "totalSeconds": time.perf_counter() - started})
+
+
+def _oldest(found: list[Candidate], limit: int, report: PassReport) -> list[Candidate]:
+    """The `limit` oldest transitions; the rest are counted and wait for the next pass."""
+    if len(found) <= limit:
+        return found
+    order = {reaction: i for i, reaction in enumerate(TRACKED)}
+    found.sort(key=lambda c: (c.transition.at.timestamp() if c.transition.at else 0.0, order[c.reaction]))
+    report.count("left for the next pass (max-per-pass)", len(found) - limit)
+    return found[:limit]
 
 
 def _create_and_mark(kube: Any, body: JSON, candidate: Candidate, record: JSON | None, now: datetime,
@@ -378,11 +574,6 @@ def _create_and_mark(kube: Any, body: JSON, candidate: Candidate, record: JSON |
         existing = kube.get(WORKFLOW, body["metadata"]["name"], namespace) or {}
         run = str((existing.get("metadata") or {}).get("uid") or body["metadata"]["name"])
         counted = "run existed (an earlier pass)"
-        phase = (existing.get("status") or {}).get("phase")
-        if record is None and phase in ("Failed", "Error"):
-            errors.append(f"the sweep's run {body['metadata']['name']} for {candidate.namespace}/{candidate.name} "
-                          f"({candidate.transition.key}) ended {phase}; not delivered again: resubmit it, or submit "
-                          "the reaction by hand")
     except KubernetesError as error:
         return "not created (API error)", [f"create {body['metadata']['name']}: {error}"], None
     if record is not None:

@@ -137,7 +137,7 @@ def test_parameters_have_descriptions_and_submittable_defaults(templates: dict[s
             assert parameter["value"] in parameter["enum"]
     assert arguments["dry-run"]["enum"] == ["false", "true"] and arguments["dry-run"]["value"] == "false"
     if name == "gpuaas-sweep":  # not about one Workload: its pass's settings
-        assert set(arguments) == {"grace", "max-per-pass", "dry-run"}
+        assert set(arguments) == {"grace", "max-per-pass", "page-size", "installed-at", "dry-run"}
     else:
         assert {"event", "tenant", "namespace", "workload"} <= set(arguments)
 

@@ -436,3 +436,116 @@ def test_an_idle_release_claims_its_episode_first_and_a_live_claim_makes_a_repea
     assert on_idle._repeat(_idle_state(dead, "wf-b", episode)) is None             # a dead run's claim: taken over
     done = marked(workload, "on-idle", episode)
     assert "repeat of idle episode" in on_idle._repeat(_idle_state(done, "wf-b", episode))
+
+
+# -- the sweep: failed runs, pages, install (D2, D7, D5, D6) ----------------------------------------------------------
+def _end(api: ApiServer, name: str, phase: str, finished: datetime) -> None:
+    api.store.patch(R.WORKFLOW, name, {"metadata": {"labels": {"workflows.argoproj.io/completed": "true",
+                                                               "workflows.argoproj.io/phase": phase}}}, "gpuaas")
+    api.store.patch(R.WORKFLOW, name, {"status": {"phase": phase, "finishedAt": finished.isoformat().replace(
+        "+00:00", "Z")}}, "gpuaas", subresource="status")
+
+
+def test_transitions_whose_sweep_run_failed_never_starve_the_fresh_ones(api: ApiServer, step: Runner) -> None:
+    """Review D2's probe: 3 transitions whose sweep runs ended Failed and 1 fresh lost one, max-per-pass=3. Before:
+    outcome no-op, 'run existed: 3', the fresh one 'left for the next pass', the errors hidden."""
+    stuck = [Scene.of("StatefulSet", name=f"stuck-{i}") for i in range(3)]
+    seed(api, *stuck)
+    code, out = step("sweep", run="s-1", grace="5m", max_per_pass="3")
+    assert code == 0 and out["record"]["data"]["observed"]["counts"]["delivered to a step"] == 3
+    now = datetime.now(UTC)
+    for name in sweep_runs(api):
+        _end(api, name, "Failed", now - timedelta(seconds=30))
+    fresh = Scene.of("StatefulSet", name="fresh-lost")
+    seed(api, fresh)
+    code, out = step("sweep", run="s-2", grace="5m", max_per_pass="3")
+    counts = out["record"]["data"]["observed"]["counts"]
+    assert code == 0 and out["outcome"] == "applied", counts
+    assert counts["delivered to a step"] == 1 and counts["waiting to retry (back-off)"] == 3, counts
+    assert "left for the next pass (max-per-pass)" not in counts
+    runs = sweep_runs(api)
+    assert any(parameters(w)["workload"] == name_of(fresh) for w in runs.values())
+    # After the back-off, attempt 2 of each stuck transition, with the reason in its event.
+    for name, workflow in runs.items():
+        if workflow["metadata"]["labels"].get("gpuaas.io/sweep-attempt") == "1" and \
+                parameters(workflow)["workload"] != name_of(fresh):
+            _end(api, name, "Failed", now - timedelta(minutes=10))
+    code, out = step("sweep", run="s-3", grace="5m", max_per_pass="3")
+    counts = out["record"]["data"]["observed"]["counts"]
+    assert counts["retried (an earlier sweep run failed)"] == 3, counts
+    retries = [w for n, w in sweep_runs(api).items() if n.endswith("-2")]
+    assert len(retries) == 3 and all(w["metadata"]["labels"]["gpuaas.io/sweep-attempt"] == "2" for w in retries)
+    reason = json.loads(parameters(retries[0])["event"])["data"]["reason"]
+    assert "attempt 2 of" in reason and "sweep attempt 1 ended Failed" in reason
+
+
+def test_a_transition_whose_attempts_are_exhausted_fails_the_pass_and_audit_shows_it(api: ApiServer,
+                                                                                     step: Runner) -> None:
+    scene = Scene.of("StatefulSet", name="hopeless")
+    seed(api, scene)
+    workload = live(api, scene)
+    candidate = sweep.Candidate("on-admitted", workload, delivery.admitted_transition(workload), True)
+    long_ago = datetime.now(UTC) - timedelta(hours=5)
+    for attempt in range(1, sweep.MAX_ATTEMPTS + 1):
+        body = sweep.workflow_body(dataclasses_replace(candidate, attempt=attempt), "gpuaas", {}, record=None)
+        api.store.create(R.WORKFLOW, body, "gpuaas")
+        _end(api, body["metadata"]["name"], "Failed", long_ago)
+    code, out = step("sweep", run="s", grace="5m")
+    data = out["record"]["data"]
+    assert code == 1 and out["outcome"] == "failed", data["observed"]   # exit 1: the pass's Workflow fails
+    assert data["observed"]["counts"]["gave up (attempts exhausted)"] == 1
+    assert "submit the reaction by hand" in data["errors"][0]
+    from gpuaas.audit.filters import RunFilter
+    from gpuaas.audit.run import parse_workflow
+
+    run = parse_workflow({"metadata": {"name": "gpuaas-sweep-1", "labels": {"gpuaas.io/reaction": "sweep"}},
+                          "status": {"phase": "Succeeded", "nodes": {"n": {
+                              "type": "Pod", "templateName": "sweep", "displayName": "sweep", "phase": "Succeeded",
+                              "outputs": {"parameters": [{"name": "outcome", "value": out["outcome"]},
+                                                         {"name": "record", "value": json.dumps(out["record"])}]}}}}})
+    assert run.outcome == "failed" and RunFilter().matches(run)
+
+
+def dataclasses_replace(obj: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def test_the_sweep_reads_workloads_page_by_page(api: ApiServer, step: Runner) -> None:
+    scenes = [Scene.of("Job", name=f"paged-{i}") for i in range(5)]
+    seed(api, *scenes)
+    api.reset_counters()
+    code, out = step("sweep", run="s", page_size="2")
+    counts = out["record"]["data"]["observed"]["counts"]
+    assert code == 0 and counts["workloads"] == 5 and counts["recorded without a pod"] == 5, counts
+    from tests.support.apiserver import gateway_for
+
+    pages = list(gateway_for(api).list_pages(R.WORKLOAD, limit=2))
+    assert [len(p) for p in pages] == [2, 2, 1]
+
+
+def test_transitions_older_than_the_install_are_adopted_not_answered(api: ApiServer, step: Runner) -> None:
+    """Review D6: on the first pass after install every existing admission counted as lost (up to 500 runs, each
+    'the event path lost it'). The install is the CronWorkflow gpuaas-sweep's creationTimestamp."""
+    import time as clock
+
+    old = Scene.of("StatefulSet", name="before-install")         # admitted 2026-01-01, long before the install
+    seed(api, old)
+    api.store.create(R.CRON_WORKFLOW, {"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow",
+                                       "metadata": {"name": "gpuaas-sweep", "namespace": "gpuaas"},
+                                       "spec": {"schedules": ["*/2 * * * *"]}}, "gpuaas")
+    clock.sleep(1.1)
+    after = Scene.of("Job", name="after-install")
+    stamp = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    for condition in after.workload["status"]["conditions"]:
+        condition["lastTransitionTime"] = stamp
+    seed(api, after)
+    code, out = step("sweep", run="s", grace="5m")
+    counts = out["record"]["data"]["observed"]["counts"]
+    assert code == 0 and counts["adopted (before install)"] == 1 and counts["recorded without a pod"] == 1, counts
+    assert [parameters(w)["workload"] for w in sweep_runs(api).values()] == [name_of(after)]
+    marker = delivery.read_marker(live(api, old), "on-admitted")
+    assert marker.via == "adopted" and marker.run == "" and marker.state == "handled"
+    code, again = step("sweep", run="s-2", grace="5m")
+    assert again["outcome"] == "no-op" and again["record"]["data"]["observed"]["counts"]["handled"] == 2
