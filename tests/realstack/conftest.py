@@ -66,7 +66,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = getattr(item, "fixturenames", ())
         try:
             shards[item.nodeid] = real_shards.shard_of(marker.args if marker else None, fixtures)
-        except ValueError as error:
+            if real_shards.runs_after_others(marker.kwargs if marker else None):
+                _AFTER_OTHERS.add(item.nodeid)
+        except (TypeError, ValueError) as error:
             raise pytest.UsageError(f"{item.nodeid}: {error}") from None
 
     def argo(item: pytest.Item) -> bool:
@@ -87,6 +89,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _SHARDS: dict[str, str] = {}
 """nodeid -> shard, for the tier's tests of this session."""
+_AFTER_OTHERS: set[str] = set()
+"""The tests whose shard starts when the other shards have ended (real_shard(..., after_others=True))."""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -94,7 +98,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if plan := os.environ.get(real_shards.PLAN_ENV):
         Path(plan).write_text(json.dumps({
             item.nodeid: {"shard": _SHARDS[item.nodeid],
-                          "stacks": real_shards.stacks_used(getattr(item, "fixturenames", ()))}
+                          "stacks": real_shards.stacks_used(getattr(item, "fixturenames", ())),
+                          "after_others": item.nodeid in _AFTER_OTHERS}
             for item in session.items if item.nodeid in _SHARDS}))
 
 

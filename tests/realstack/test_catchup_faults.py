@@ -59,7 +59,9 @@ from tests.realstack.argo_product import PRODUCT_NAMESPACE, apply, install
 from tests.realstack.conftest import events_cluster
 from tests.support.real_cluster import RealCluster, eventually
 
-pytestmark = pytest.mark.real_shard("faults")  # its own cluster (the `faults` fixture), beside the other shards
+pytestmark = pytest.mark.real_shard("faults", after_others=True)
+"""Its own cluster (the `faults` fixture), started when the other shards have ended: beside five of them on two
+cores the load reached 100 and other shards' tests failed from it (tests/support/real_shards.py)."""
 REUSE_ENV = "GPUAAS_REAL_FAULT_CLUSTER"
 MIX = Mix(jobs=120, deployments=3, pods_per_deployment=5, statefulsets=15)
 """150 Workloads: 120 Jobs (the sweep records them), 30 servers (a step pod per admission)."""
