@@ -511,6 +511,8 @@ class Tally:
     """Runs that meant to answer a transition but did not finish Succeeded with their marker written."""
     unconfirmed: int = 0
     """Transitions whose answering run the Workload's marker does not name (counted lost)."""
+    by_reaction: dict[str, int] = field(default_factory=dict)
+    """Transitions seen, by reaction (on-admitted, on-finished)."""
 
     @classmethod
     def of(cls, seen: list[Seen], runs: list[ReactionRun],
@@ -538,6 +540,7 @@ class Tally:
             if run.marked and run.transition:
                 handling.setdefault((run.workload_uid, run.reaction, run.transition), []).append(run)
         for item in seen:
+            tally.by_reaction[item.reaction] = tally.by_reaction.get(item.reaction, 0) + 1
             found = handling.get((item.uid, item.reaction, item.key), [])
             acted = [r for r in found if r.phase == "Succeeded" and r.mark_applied]
             named = (markers or {}).get((item.uid, item.reaction))
@@ -575,7 +578,7 @@ class Tally:
                 "doubled": len(self.doubled), "duplicatesRecorded": self.duplicates_recorded,
                 "supersededRecorded": self.superseded_recorded, "runs": self.runs, "pending": self.pending,
                 "pods": self.pods, "late": self.late, "failedRuns": self.failed_runs,
-                "unconfirmed": self.unconfirmed, "byPath": dict(self.by_path),
+                "unconfirmed": self.unconfirmed, "byReaction": dict(self.by_reaction), "byPath": dict(self.by_path),
                 "latency": self.latency_summary(),
                 "lostExamples": [f"{s.namespace}/{s.name} {s.reaction} {s.key}" for s in self.lost[:10]],
                 "doubledExamples": [f"{s.namespace}/{s.name} {s.reaction} {s.key}: {names}"
