@@ -160,10 +160,21 @@ def transition_for(reaction: str, obj: Mapping[str, Any] | None) -> Transition |
 def idle_episode(starts_at: list[str]) -> str | None:
     """An idle episode's key: the earliest `startsAt` of the workload's firing alerts.
 
-    Prometheus keeps an alert's `activeAt` (Alertmanager's `startsAt`) for as long as it fires, and
-    restores it after a restart (`ALERTS_FOR_STATE`); Alertmanager re-sends the same value on every
-    group_interval/repeat_interval. A new episode (the alert resolved, then fired again; a resumed
-    workload's new pods) has a later one."""
+    Alertmanager re-sends the same startsAt on every group_interval/repeat_interval, and keeps the earliest
+    one when it merges a re-sent alert into the one it holds (alertmanager types.Alert.Merge), so re-sends
+    and an Alertmanager restart are one episode. A new episode (the alert resolved, then fired again; a
+    resumed workload's new pods) has a later one.
+
+    Known gap: a Prometheus restart within one idle stretch starts a second episode. Prometheus sends
+    StartsAt = the alert's FiredAt (rules/manager.go), set on the first evaluation that fires in this
+    process (rules/alerting.go); on restart RestoreForState restores only ActiveAt from ALERTS_FOR_STATE,
+    and not even that when the rule's `for` (5m as rendered) is shorter than --rules.alert.for-grace-period
+    (10m by default). The alert is pending again for 5m and fires with a new startsAt, by which time
+    Alertmanager's copy has ended (Prometheus sends EndsAt about four resend delays ahead). Effect: in
+    enforce mode none (the first episode's release removed the pods, no alert fires again); a dry-run
+    tenant gets a second would-release record for the same idle stretch. Keying the episode on anything
+    Prometheus keeps across restarts would need the activity history itself (a query over the restart's
+    gap), which a repeat check cannot afford on every re-send."""
     times = sorted((parse_time(s), s) for s in starts_at if parse_time(s) is not None)
     return f"idle@{times[0][1]}" if times else None
 
