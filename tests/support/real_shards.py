@@ -211,9 +211,10 @@ def run_shards(shards: dict[str, Shard], command: Callable[[Shard], list[str]]) 
     width = max(len(name) for name in shards)
     first = [s for s in shards.values() if not s.after_others]
     last = [s for s in shards.values() if s.after_others]
+    waves = [f"{len(wave)} shards side by side" if len(wave) > 1 else f"{wave[0].name} alone"
+             for wave in (first, last) if wave]
     _say("[real] " + ", ".join(f"{s.name}: {len(s.tests)} tests" for s in shards.values())
-         + f" ({len(first)} shards side by side"
-         + (f"; then {', '.join(s.name for s in last)} when they have ended)" if last and first else ")"))
+         + f" ({'; then, when they have ended, '.join(waves)})")
     relays: list[threading.Thread] = []
     stopping = threading.Event()
 
