@@ -6,9 +6,13 @@ verb, resource, subresource, namespace, name, HTTP code, and the RBAC decision),
 tier compares it with the rendered Roles instead of trusting a list kept by hand.
 
 The policy logs at `Metadata` level (no bodies) the requests of ServiceAccounts in the product's
-namespace (`system:serviceaccounts:gpuaas`: the steps, the sensors, the event sources) once the
-response is complete, and nothing else: the controllers' own traffic would be most of the log and
-tell nothing about the product. The log is JSON lines at `<state>/logs/audit.log`
+namespace (`system:serviceaccounts:gpuaas`: the steps, the sensors, the event sources, the sweep)
+once the response is complete; and, for what one reaction costs the control plane (benchmarks/scale.py
+counts API calls per 1,000 admissions), the requests of the programs that run reactions: Argo
+Workflows (`system:serviceaccounts:argo`), Argo Events (`system:serviceaccounts:argo-events`), the
+real node's kubelet (`system:nodes`, the step pods' status) and the scheduler (binding those pods).
+Kueue's, KWOK's and the other controllers' traffic is left out: it is the workloads', not the
+product's. The log is JSON lines at `<state>/logs/audit.log`
 (`gpuaas cluster status` lists it), written synchronously (`--audit-log-mode=blocking`, the
 default), so a request is in the file when its answer arrives.
 """
@@ -22,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 PRODUCT_NAMESPACE = "gpuaas"
+REACTION_RUNNERS = ("system:serviceaccounts:argo", "system:serviceaccounts:argo-events", "system:nodes")
+"""The groups of the programs that run a reaction besides the product's own ServiceAccounts."""
 POD_NAME = "authentication.kubernetes.io/pod-name"
 """The `user.extra` key kube-apiserver fills from a token bound to a pod (the projected token a kubelet
 mounts); a token from the TokenRequest API without a pod (what the tests use to act as a ServiceAccount)
@@ -37,7 +43,9 @@ def policy(namespace: str = PRODUCT_NAMESPACE) -> dict[str, Any]:
         "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
         "omitStages": ["RequestReceived"],
         "rules": [
-            {"level": "Metadata", "userGroups": [f"system:serviceaccounts:{namespace}"]},
+            {"level": "Metadata", "userGroups": [f"system:serviceaccounts:{namespace}", *REACTION_RUNNERS]},
+            {"level": "Metadata", "users": ["system:kube-scheduler"], "resources": [
+                {"group": "", "resources": ["pods/binding"]}]},
             {"level": "None"},
         ],
     }

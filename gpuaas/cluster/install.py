@@ -99,11 +99,15 @@ def logs(core: Any, label: str, tail_lines: int | None = 40) -> str:
 
 
 def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING,
-            field_manager: str = FIELD_MANAGER) -> None:
-    """The product and the example tenants on the cluster, with the named pods listening."""
+            field_manager: str = FIELD_MANAGER, base: Path | None = None) -> None:
+    """The product and the example tenants on the cluster, with the named pods listening. `base`: another
+    rendering of manifests/base (benchmarks/scale.py's "before": an earlier release's)."""
     from kubernetes import client
 
-    apply(kubeconfig, stack_objects(program("kubernetes", "kubectl")), field_manager)
+    kubectl_program = program("kubernetes", "kubectl")
+    objects = stack_objects(kubectl_program, base) if base else stack_objects(kubectl_program)
+    crons = [o for o in objects if o["kind"] == "CronWorkflow"]
+    apply(kubeconfig, [o for o in objects if o["kind"] != "CronWorkflow"], field_manager)
     # --force-conflicts: on a reused cluster the product's gpuaas-provision-quota (run by the capacity-clock
     # EventSource) has since set the ClusterQueues' quotas as field manager "gpuaas".
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", f"--field-manager={field_manager}", "-k",
@@ -124,6 +128,36 @@ def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str],
                        what=f"the pod with {label} logging {line!r}")
         except InstallError as error:
             raise InstallError(f"{error}\n{logs(core, label)}") from None
+    apply_crons(kubeconfig, api_client, crons, field_manager)
+
+
+CRON_TEMPLATE_VERSION = "gpuaas.io/template-resource-version"
+"""On each CronWorkflow: the resourceVersion of the WorkflowTemplate it runs, when it was applied."""
+
+
+def apply_crons(kubeconfig: Path, api_client: Any, crons: list[dict[str, Any]], field_manager: str) -> None:
+    """The CronWorkflows, last and annotated with their WorkflowTemplate's resourceVersion.
+
+    argo-workflows v4.0.5 workflow/cron/controller.go validates a CronWorkflow against the controller's
+    WorkflowTemplate informer when the CronWorkflow is added or updated; one applied in the same batch
+    as its template is rejected ("WorkflowTemplate Informer cannot find WorkflowTemplate"), the error is
+    only logged, and the CronWorkflow is not looked at again until it changes or the informer's 20-minute
+    resync (seen: no sweep for the first minutes of a benchmark). Applied after the listening wait, the
+    template has long been in the informer; the annotation changes whenever the template did, so a
+    re-install re-validates a CronWorkflow an earlier install left rejected."""
+    if not crons:
+        return
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(api_client)
+    for cron in crons:
+        ref = cron["spec"]["workflowSpec"].get("workflowTemplateRef", {}).get("name")
+        if ref:
+            template = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", cron["metadata"].get("namespace", PRODUCT_NAMESPACE),
+                                                           "workflowtemplates", ref)
+            cron["metadata"].setdefault("annotations", {})[CRON_TEMPLATE_VERSION] = \
+                template["metadata"]["resourceVersion"]
+    apply(kubeconfig, crons, field_manager)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,10 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.install", description=install.__doc__)
     parser.add_argument("--kubeconfig", type=Path, required=True, help="the cluster's admin kubeconfig")
     parser.add_argument("--idle", action="store_true", help="also wait for the webhook EventSource and on-idle")
+    parser.add_argument("--base", type=Path, help="install this manifests/base instead of the checkout's")
     args = parser.parse_args(argv)
     try:
         install(args.kubeconfig, config.new_client_from_config(str(args.kubeconfig)),
-                IDLE_LISTENING if args.idle else LISTENING)
+                IDLE_LISTENING if args.idle else LISTENING, base=args.base)
     except InstallError as error:
         print(f"install: {error}", file=sys.stderr)
         return 1

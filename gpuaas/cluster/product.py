@@ -14,7 +14,10 @@ overlay for this machine makes (and nothing else):
   takes as its environment; `prometheus-operated.monitoring.svc` in the base) becomes the stack's
   Prometheus at its fixed ClusterIP (gpuaas.cluster.services): pods on
   the real node have no cluster DNS, and the node's stand-in for kube-proxy forwards that address to
-  the Prometheus of `gpuaas cluster up` on the machine's loopback.
+  the Prometheus of `gpuaas cluster up` on the machine's loopback;
+- the catch-up sweep (CronWorkflow `gpuaas-sweep`) runs every minute with a grace of one minute
+  (rendered: every 2 minutes, grace 5 minutes), so that on this stack a lost transition is caught up
+  within about two minutes, as the fault tier checks (the idle window is shortened for the same reason).
 Everything else (each EventSource's and Sensor's spec, WorkflowTemplate, RBAC rule, policy) is applied
 as rendered.
 """
@@ -33,6 +36,8 @@ from gpuaas.cluster.images import STEP_IMAGE
 from gpuaas.cluster.objects import kustomize
 
 BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
+SWEEP_SCHEDULE = "* * * * *"
+SWEEP_GRACE = "1m"
 RENDERED_STEP_IMAGE = "gpuaas-step"
 PROMETHEUS_ENV = "GPUAAS_PROMETHEUS_URL"
 PROMETHEUS_CONFIGMAP = "gpuaas-prometheus"
@@ -78,5 +83,8 @@ def for_this_stack(rendered: list[JSON]) -> list[JSON]:
     for obj in objects:
         if obj["kind"] in ("EventSource", "Sensor"):
             obj["spec"].setdefault("template", {}).update(node_placement())
+        if obj["kind"] == "CronWorkflow" and obj["metadata"]["name"] == "gpuaas-sweep":
+            obj["spec"]["schedules"] = [SWEEP_SCHEDULE]
+            obj["spec"]["workflowSpec"]["arguments"] = {"parameters": [{"name": "grace", "value": SWEEP_GRACE}]}
     _for_this_node(objects)
     return objects

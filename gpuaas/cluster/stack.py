@@ -285,6 +285,46 @@ class Cluster:
     start_process = _start
     wait_ready = _ready
 
+    # -- outages (the fault tier: tests/realstack/test_catchup_faults.py, benchmarks/scale.py) --------------
+    def stop_component(self, name: str) -> ProcessRecord:
+        """Stop one running process of the cluster (its stop signal, then SIGKILL), keeping its record to
+        start it again; the others run on. Raises ClusterError when no such process runs."""
+        state = self.load()
+        record = state.processes.get(name) if state else None
+        if record is None or not processes.alive(record):
+            raise ClusterError(f"expected process {name} of the cluster in {self.state_dir} running, found "
+                               f"{'none' if record is None else 'it stopped'}; running: "
+                               f"{', '.join(r.name for r in self.running()) or 'nothing'}")
+        processes.stop(record)
+        record.state = "stopped"
+        assert state is not None
+        state.save()
+        return record
+
+    def start_component(self, name: str) -> ProcessRecord:
+        """Start a stopped process again with the argv, environment and user `up` gave it (same ports,
+        same state on disk: etcd's data, NATS's JetStream store, Alertmanager's notification log)."""
+        state = self.load()
+        record = state.processes.get(name) if state else None
+        if record is None:
+            raise ClusterError(f"expected a process named {name} in the cluster in {self.state_dir}, found none")
+        if processes.alive(record):
+            raise ClusterError(f"expected process {name} stopped before starting it again, found it running "
+                               f"(pid {record.pid})")
+        started = processes.start(name, record.argv, log=Path(record.log), env=record.env or None,
+                                  cwd=self.state_dir, endpoint=record.endpoint, user=record.user,
+                                  stop_signal=record.stop_signal, stop_seconds=record.stop_seconds)
+        started.state = "ready"
+        assert state is not None
+        state.processes[name] = started
+        state.save()
+        return started
+
+    def restart(self, name: str) -> ProcessRecord:
+        """Stop and start one process (a controller's crash and restart, an upgrade's rollout)."""
+        self.stop_component(name)
+        return self.start_component(name)
+
     def identity_kubeconfig(self, name: str, namespace: str, service_account: str) -> Path:
         """A kubeconfig whose client certificate authenticates as that ServiceAccount's user (once per state dir)."""
         user, groups = _service_account_user(namespace, service_account)

@@ -62,6 +62,8 @@ def base(workload_version: str = "v1beta2") -> Layout:
     }
     for name, template in workflows.rendered().items():
         layout[f"base/workflows/{name}.yaml"] = [_in_namespace(template, platform.NAMESPACE)]
+    for name, cron in workflows.cron_workflows().items():
+        layout[f"base/workflows/cronworkflow-{name}.yaml"] = [_in_namespace(cron, platform.NAMESPACE)]
     for obj in [*sensors.all_event_sources(workload_version), *sensors.all_sensors()]:
         layout[f"base/events/{_file_name(obj)}"] = [_in_namespace(obj, platform.NAMESPACE)]
     return layout

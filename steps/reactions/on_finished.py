@@ -48,6 +48,13 @@ def _hours(seconds: float) -> float:
 
 
 def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
+    """plan_transition under steps.delivery's exactly-once rule (`planned_once`)."""
+    from steps.delivery import planned_once
+
+    return planned_once(plan_transition, request, state, policy)
+
+
+def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
     from steps.gateways.resources import CLUSTER_QUEUE, SCALED_OBJECT
 
     wl = state.workload

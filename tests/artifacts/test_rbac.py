@@ -15,9 +15,10 @@ from steps.gateways import resources
 
 JSON = dict[str, Any]
 STEPS = Path(__file__).resolve().parents[2] / "steps"
-CALL = re.compile(r"\.(get|list|create|merge_patch|json_patch|replace|delete|watch|update_with_retry)\(\s*"
+SWEEP = STEPS / "reactions" / "sweep.py"
+CALL = re.compile(r"\.(get|list|list_pages|create|merge_patch|json_patch|replace|delete|watch|update_with_retry)\(\s*"
                   r"(?:R\.|resources\.)?([A-Z][A-Z_0-9]+)\b")
-VERB = {"get": "get", "list": "list", "create": "create", "merge_patch": "patch", "json_patch": "patch",
+VERB = {"get": "get", "list": "list", "list_pages": "list", "create": "create", "merge_patch": "patch", "json_patch": "patch",
         "update_with_retry": "patch", "replace": "update", "delete": "delete", "watch": "watch"}
 
 
@@ -36,8 +37,8 @@ def _steps_calls() -> set[tuple[str, str, str]]:
 
     calls = set()
     for path in STEPS.rglob("*.py"):
-        if "gateways" in path.parts:
-            continue
+        if "gateways" in path.parts or path == SWEEP:
+            continue  # the sweep runs as its own ServiceAccount (test_the_sweep_...)
         text = path.read_text()
         for method, constant in CALL.findall(text):
             resource = getattr(resources, constant, None)
@@ -123,6 +124,24 @@ def test_every_gateway_call_in_steps_is_granted(rbac_objects: list[JSON]) -> Non
     assert ("apps", "statefulsets", "patch") in calls                  # ... and the strategies' writes
     missing = sorted(calls - _granted(rbac_objects, "gpuaas-steps"))
     assert missing == [], f"steps call these without RBAC: {missing}"
+
+
+def test_the_sweep_is_granted_its_calls_and_writes_only_markers_and_runs(rbac_objects: list[JSON]) -> None:
+    """gpuaas-sweep (steps/reactions/sweep.py) lists Workloads and runs, creates runs and writes the
+    handled-transition marker; everything else it reads is the job kinds' observe path, read-only
+    (tests/realstack/test_least_privilege.py drives it as that account and finds every grant used)."""
+    calls = {(r.group, r.plural, VERB[m]) for m, c in CALL.findall(SWEEP.read_text())
+             if isinstance(r := getattr(resources, c, None), resources.Resource)}
+    granted = _granted(rbac_objects, "gpuaas-sweep")
+    assert calls == {("kueue.x-k8s.io", "workloads", "list"), ("kueue.x-k8s.io", "workloads", "patch"),
+                     ("kueue.x-k8s.io", "workloads", "get"),    # re-read after a marker conflict
+                     ("argoproj.io", "workflows", "list"), ("argoproj.io", "workflows", "create"),
+                     ("argoproj.io", "workflows", "get"),
+                     ("argoproj.io", "cronworkflows", "get")}  # the install time (adoption)
+    assert calls <= granted
+    writes = sorted((g, p, v) for g, p, v in granted if v not in ("get", "list", "watch"))
+    assert writes == [("argoproj.io", "workflows", "create"), ("argoproj.io", "workflowtaskresults", "create"),
+                      ("argoproj.io", "workflowtaskresults", "patch"), ("kueue.x-k8s.io", "workloads", "patch")]
 
 
 def test_nothing_is_granted_to_steps_that_no_code_calls(rbac_objects: list[JSON]) -> None:

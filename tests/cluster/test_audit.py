@@ -35,7 +35,7 @@ def test_grants_expand_every_rule_of_every_bound_role_per_verb() -> None:
                                   ("gpuaas-policy",))]
     users = {g.user for g in granted}
     assert users == {STEPS, "system:serviceaccount:gpuaas:gpuaas-sensors",
-                     "system:serviceaccount:gpuaas:gpuaas-eventsources"}
+                     "system:serviceaccount:gpuaas:gpuaas-eventsources", "system:serviceaccount:gpuaas:gpuaas-sweep"}
 
 
 def test_a_grant_is_used_only_by_an_allowed_request_it_covers(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ DOCS = [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if p
         REPO / "docs" / "audit.md"]
 SAMPLES = [sample for path in DOCS for sample in find_samples(path)]
 REGENERATE = os.environ.get("GPUAAS_REGENERATE_DOCS") == "1"
-RUN_NAME = re.compile(rf"\bgpuaas-(?:{'|'.join(TEMPLATES)})-[a-z0-9]{{5}}\b")
+RUN_NAME = re.compile(rf"\bgpuaas-(?:{'|'.join(TEMPLATES)})-(?:s-[0-9a-f]{{12}}|[a-z0-9]{{5}})\b")
 
 
 @dataclass

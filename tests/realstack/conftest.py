@@ -66,7 +66,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = getattr(item, "fixturenames", ())
         try:
             shards[item.nodeid] = real_shards.shard_of(marker.args if marker else None, fixtures)
-        except ValueError as error:
+            if real_shards.runs_after_others(marker.kwargs if marker else None):
+                _AFTER_OTHERS.add(item.nodeid)
+        except (TypeError, ValueError) as error:
             raise pytest.UsageError(f"{item.nodeid}: {error}") from None
 
     def argo(item: pytest.Item) -> bool:
@@ -87,6 +89,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _SHARDS: dict[str, str] = {}
 """nodeid -> shard, for the tier's tests of this session."""
+_AFTER_OTHERS: set[str] = set()
+"""The tests whose shard starts when the other shards have ended (real_shard(..., after_others=True))."""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -94,7 +98,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if plan := os.environ.get(real_shards.PLAN_ENV):
         Path(plan).write_text(json.dumps({
             item.nodeid: {"shard": _SHARDS[item.nodeid],
-                          "stacks": real_shards.stacks_used(getattr(item, "fixturenames", ()))}
+                          "stacks": real_shards.stacks_used(getattr(item, "fixturenames", ())),
+                          "after_others": item.nodeid in _AFTER_OTHERS}
             for item in session.items if item.nodeid in _SHARDS}))
 
 
@@ -121,21 +126,22 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         cluster.down(quiet=True)
 
 
-@pytest.fixture(scope="session")
-def argo_cluster() -> Iterator[RealCluster]:
-    """Session scope, started by the first test that asks; stopped at the end of the session."""
-    reused = os.environ.get(ARGO_REUSE_ENV)
+def events_cluster(reuse_env: str, prefix: str) -> Iterator[RealCluster]:
+    """A `gpuaas cluster up --with events` cluster for a fixture: the one $reuse_env names (left running), else
+    one started in a new state dir under /var/tmp (PostgreSQL's `postgres` user must traverse it) and
+    stopped and removed when the fixture ends."""
+    reused = os.environ.get(reuse_env)
     if reused:
         cluster = Cluster(Path(reused))
         status = cluster.status()
         if status["phase"] != "ready" or "events" not in status["parts"]:
-            pytest.fail(f"expected the cluster in ${ARGO_REUSE_ENV}={reused} ready with the events part, found "
+            pytest.fail(f"expected the cluster in ${reuse_env}={reused} ready with the events part, found "
                         f"{status['phase']} with parts {status['parts']}; start it with "
-                        f"`gpuaas cluster up --with events --state-dir {reused}` or unset {ARGO_REUSE_ENV}")
+                        f"`gpuaas cluster up --with events --state-dir {reused}` or unset {reuse_env}")
         yield RealCluster(cluster, Path(status["kubeconfig"]))
         return
     build_all(progress=print)
-    state_dir = Path(tempfile.mkdtemp(prefix="gpuaas-argo-cluster-", dir="/var/tmp"))
+    state_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
     cluster = Cluster(state_dir, progress=print)
     try:
         state = cluster.up(timeout_s=1500, parts={"events"})
@@ -147,6 +153,12 @@ def argo_cluster() -> Iterator[RealCluster]:
     finally:
         cluster.down(quiet=True)
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def argo_cluster() -> Iterator[RealCluster]:
+    """Session scope, started by the first test that asks; stopped at the end of the session."""
+    yield from events_cluster(ARGO_REUSE_ENV, "gpuaas-argo-cluster-")
 
 
 NODE_NAME = "gpuaas-node"

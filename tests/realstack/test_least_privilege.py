@@ -10,11 +10,13 @@ Two judges, each of the grants only the real product code exercises there:
 
 - `test_the_real_event_path_uses_every_grant_it_has_and_is_never_denied` (the Argo cluster, `gpuaas
   cluster up --with events`, after every other Argo test of the session): the requests of the real
-  EventSources, Sensors and step pods, told from a test acting as their ServiceAccount by the token
-  being bound to a pod. It judges the grants of gpuaas-eventsources (Argo Events' resource informers),
-  gpuaas-sensors (the Sensors' argoWorkflow trigger and the argo CLI it execs) and gpuaas-steps' Role
-  (the policy read, argoexec's WorkflowTaskResults), and that no product request of the session was
-  denied. It drives one admission of its own first, so the path has run in the session whatever else did.
+  EventSources, Sensors, step pods and catch-up sweep pods, told from a test acting as their ServiceAccount
+  by the token being bound to a pod. It judges the grants of gpuaas-eventsources (Argo Events' resource
+  informers), gpuaas-sensors (the Sensors' argoWorkflow trigger and the argo CLI it execs), gpuaas-steps' Role
+  (the policy read, argoexec's WorkflowTaskResults) and gpuaas-sweep's WorkflowTaskResults (argoexec in the
+  CronWorkflow's pods), and that no product request of the session was denied. It drives one admission of its
+  own first (a model server's: a job kind's admission starts no Sensor run, the sweep records it), and waits
+  for one sweep pass, so the path has run in the session whatever else did.
 - `test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied` (the control plane): the reaction
   steps' ClusterRole, through `python -m steps REACTION` as gpuaas-steps (tests.support.real_steps: the
   step image's code, as its pod runs it, on real Kueue), one workload per kind, each submitted by
@@ -30,7 +32,9 @@ Two judges, each of the grants only the real product code exercises there:
   `--cascade=orphan`: on-finished removes the ScaledObject left behind), a StatefulSet (scaled to 0), a Notebook and a
   raw-deployment InferenceService (their controllers do not run here: the test makes the
   StatefulSet and Deployment they would, owned by them, as test_reactions_per_kind does);
-  provision-quota for a new tenant by hand, a resize, and the capacity split in dry-run.
+  provision-quota for a new tenant by hand, a resize, and the capacity split in dry-run; and the catch-up
+  sweep's ClusterRole and Role (but its WorkflowTaskResults) through `python -m steps sweep` as gpuaas-sweep:
+  a Job, a RayCluster, a RayJob and a PyTorchJob admitted, the Job finished, two passes.
 
 Neither counts the tests' own calls as use: no watcher of the project's emulation runs as an EventSource's
 account, and no test lists or submits as the Sensors' account here (test_sensor_submission does, on the
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,13 +56,14 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from benchmarks.burst import server
 from gpuaas.cluster import audit
 from gpuaas.manifests import platform
 from gpuaas.manifests.rbac import NARROWER_SCOPE_NOT_APPLIED
 from steps.gateways import resources as R
 from steps.model.owners import JOB_OWNER_NAME
 from steps.strategies import RELEASE_ANNOTATION
-from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, workload_of
+from tests.realstack.argo_product import PRODUCT_NAMESPACE, install
 from tests.support.real_cluster import RealCluster, audited_since, eventually
 from tests.support.real_steps import RealSteps
 from tests.support.real_workloads import (
@@ -327,12 +333,45 @@ def _drop_new_tenant(cluster: RealCluster) -> None:
     cluster.kubectl("delete", "clusterqueue", NEW_TENANT, "--ignore-not-found")
 
 
+def _drive_sweep(steps: RealSteps, tenant: RealWorkloads, cluster: RealCluster) -> None:
+    """The catch-up sweep as gpuaas-sweep: a Job, a RayCluster, a RayJob and a PyTorchJob admitted with
+    no marker (no Sensor runs here); the pass plans each with its reaction's observe and plan, records it
+    (creates the run, marks the Workload); the Job then finishes (its finish recorded too). A second pass
+    after the Job's marker is removed finds its run by name (get) instead of creating a second."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f",
+                    str(BASE / "workflows" / "gpuaas-on-admitted.yaml"))
+    made = [tenant.submit(_sized("Job", job, pods=1), "lp-sweep-job"),
+            tenant.submit(_sized("RayCluster", ray_cluster, workers=1), "lp-sweep-ray"),
+            tenant.submit(_sized("RayJob", ray_job, workers=1), "lp-sweep-rayjob"),
+            tenant.submit(_sized("PyTorchJob", pytorch_job, workers=1), "lp-sweep-pytorch")]
+    try:
+        workloads = [tenant.admitted(m)["metadata"]["name"] for m in made]
+        tenant.finish_pods(made[0])
+        eventually(lambda: condition(tenant.get_workload(workloads[0]) or {}, "Finished") == "True", timeout_s=120,
+                   what=f"Workload {workloads[0]} finished")
+        first = steps.run("sweep", grace="0s")
+        assert first.outcome == "applied", first.describe()
+        custom = client.CustomObjectsApi(cluster.admin)
+        custom.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workloads[0],
+                                              {"metadata": {"annotations": {"gpuaas.io/handled-on-admitted": None}}})
+        again = steps.run("sweep", grace="0s")
+        assert "run existed (an earlier pass)" in again.record["data"]["observed"]["counts"], again.describe()
+    finally:
+        _gone(tenant, *made)
+        # every run a pass made (recorded or delivered: no workflow-controller runs them here)
+        client.CustomObjectsApi(cluster.admin).delete_collection_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows", label_selector="gpuaas.io/workload-uid")
+
+
 def _judged_on_the_event_path(grant: audit.Grant) -> bool:
     """The grants only the real event path exercises: the EventSources' and the Sensors' (their programs are
-    Argo Events' and the argo CLI, which run only on the Argo cluster), and the steps' Role in gpuaas (the
-    policy read, which both judges see, and argoexec's WorkflowTaskResults, which only step pods write)."""
-    return _account(grant.user) in (platform.EVENT_SOURCES_ACCOUNT, platform.SENSORS_ACCOUNT) or (
-        _account(grant.user) == platform.STEPS_ACCOUNT and grant.namespace == PRODUCT_NAMESPACE)
+    Argo Events' and the argo CLI, which run only on the Argo cluster), the steps' Role in gpuaas (the
+    policy read, which both judges see, and argoexec's WorkflowTaskResults, which only step pods write), and
+    the sweep's WorkflowTaskResults (argoexec in the pods of CronWorkflow gpuaas-sweep)."""
+    account = _account(grant.user)
+    return account in (platform.EVENT_SOURCES_ACCOUNT, platform.SENSORS_ACCOUNT) or (
+        account == platform.STEPS_ACCOUNT and grant.namespace == PRODUCT_NAMESPACE) or (
+        account == platform.SWEEP_ACCOUNT and grant.resource == "workflowtaskresults")
 
 
 def _kubectl_resource(grant: audit.Grant) -> str:
@@ -389,6 +428,7 @@ def test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied(real_clu
     _drive_job_kinds(steps, tenant)
     _drive_leader_worker_set(steps, tenant)
     _drive_serving_kinds(steps, tenant)
+    _drive_sweep(steps, tenant, real_cluster)
 
     rendered = _objects(BASE / "rbac.yaml")
     everything = audit.grants(rendered)
@@ -397,8 +437,8 @@ def test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied(real_clu
     denied = sorted({(r.user, r.verb, r.rbac_resource, r.namespace, r.name) for r in seen
                      if r.user in product_users and r.denied})
     assert not denied, f"kube-apiserver denied the product's ServiceAccounts: {denied}"
-    # the steps' ClusterRole (and the policy read), by the steps' own code; the event path's grants are the
-    # Argo cluster's to judge (test_the_real_event_path_uses_every_grant_it_has_and_is_never_denied)
+    # the steps' and the sweep's ClusterRoles (and the policy reads, the sweep's runs), by their own code; the
+    # event path's grants are the Argo cluster's to judge (test_the_real_event_path_uses_every_grant_it_has_and_is_never_denied)
     granted = [g for g in everything if not _judged_on_the_event_path(g) or g.resource == "configmaps"]
     _assert_scope(granted, seen)
 
@@ -415,15 +455,20 @@ EVENT_PATH_TENANT = "team-a"
 
 
 def _own_admission(cluster: RealCluster) -> str:
-    """A batch Job of the example tenant, admitted by Kueue; the real EventSource and Sensor submit
-    gpuaas-on-admitted for it and its step pod runs on the real node: the whole event path once, in this
-    session. Returns the run's name once it Succeeded."""
-    batch, custom = client.BatchV1Api(cluster.admin), client.CustomObjectsApi(cluster.admin)
-    job_object = batch.create_namespaced_job(EVENT_PATH_TENANT, gpu_job(EVENT_PATH_TENANT, generate_name="lp-path-"))
+    """A model server (a StatefulSet) of the example tenant, admitted by Kueue; the real EventSource and Sensor
+    submit gpuaas-on-admitted for it and its step pod runs on the real node (it makes the ScaledObject and
+    the marker): the whole event path once, in this session. A batch Job would not do: its admission writes
+    nothing, so the Sensor leaves it to the catch-up sweep (docs/catch-up.md). Returns the run's name once it
+    Succeeded."""
+    apps, custom = client.AppsV1Api(cluster.admin), client.CustomObjectsApi(cluster.admin)
+    name = f"lp-path-{int(time.time()) % 100000}"
+    apps.create_namespaced_stateful_set(EVENT_PATH_TENANT, server(EVENT_PATH_TENANT, name))
     try:
-        workload = eventually(lambda: (w := workload_of(custom, EVENT_PATH_TENANT, job_object.metadata.uid)) and any(
-            c["type"] == "Admitted" and c["status"] == "True" for c in (w.get("status") or {}).get("conditions") or [])
-            and w, timeout_s=120, what=f"the Workload of Job {job_object.metadata.name} admitted")["metadata"]["name"]
+        workload = eventually(lambda: next((w for w in custom.list_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", EVENT_PATH_TENANT, "workloads")["items"] if any(
+            r.get("name") == name for r in w["metadata"].get("ownerReferences") or [])
+            and condition(w, "Admitted") == "True"), None), timeout_s=120,
+            what=f"the Workload of StatefulSet {name} admitted")["metadata"]["name"]
 
         run = eventually(lambda: finished_run(custom, "on-admitted", workload), timeout_s=300,
                          what=f"gpuaas-on-admitted for {workload} finished")
@@ -432,13 +477,29 @@ def _own_admission(cluster: RealCluster) -> str:
         assert not problems, problems
         return run["metadata"]["name"]
     finally:
-        batch.delete_namespaced_job(job_object.metadata.name, EVENT_PATH_TENANT, propagation_policy="Background")
+        apps.delete_namespaced_stateful_set(name, EVENT_PATH_TENANT, propagation_policy="Background")
+
+
+def _a_sweep_pass(cluster: RealCluster) -> str:
+    """A pass of CronWorkflow gpuaas-sweep (its pod's argoexec writes the sweep's WorkflowTaskResults) that
+    Succeeded on this cluster: the newest, waiting for one when none has yet."""
+    custom = client.CustomObjectsApi(cluster.admin)
+
+    def passed() -> str | None:
+        runs = custom.list_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
+            label_selector="workflows.argoproj.io/cron-workflow=gpuaas-sweep")["items"]
+        done = sorted((r["metadata"]["creationTimestamp"], r["metadata"]["name"]) for r in runs
+                      if (r.get("status") or {}).get("phase") == "Succeeded")
+        return done[-1][1] if done else None
+    return eventually(passed, timeout_s=300, what="a pass of CronWorkflow gpuaas-sweep Succeeded")
 
 
 def test_the_real_event_path_uses_every_grant_it_has_and_is_never_denied(argo_cluster: RealCluster) -> None:
     """Runs after every other Argo test of the session (conftest orders it so): their requests count too."""
     cluster = install(argo_cluster)
     run = _own_admission(cluster)
+    swept = _a_sweep_pass(cluster)
     log = cluster.cluster.audit_log
     every = list(audit.requests(log))
     granted = audit.grants(_objects(BASE / "rbac.yaml"))
@@ -463,7 +524,7 @@ def test_the_real_event_path_uses_every_grant_it_has_and_is_never_denied(argo_cl
         agents = sorted({r.user_agent.split(" ")[0] for r in used})
         pods = sorted({r.pod.rsplit("-", 1)[0] for r in used})
         evidence.append(f"{len(used):5d}  {grant.describe()}  by {agents} in pods {pods[:4]}")
-    print(f"\nthe event path's grants and their uses on the Argo cluster (this module's run {run}):\n"
+    print(f"\nthe event path's grants and their uses on the Argo cluster (this module's run {run}, sweep {swept}):\n"
           + "\n".join(evidence))
     unused = [g.describe() for g in judged if not audit.uses(g, real)]
     assert not unused, ("grants of the event path no real component's request needed (remove them, or find the "

@@ -33,6 +33,12 @@ def writes(api: ApiServer) -> int:
     return api.write_count
 
 
+def marker(api: ApiServer, scene: Scene, reaction: str, name: str | None = None) -> dict:
+    """The handled-transition marker a reaction left on the Workload (steps.delivery)."""
+    workload = api.store.get(R.WORKLOAD, name or wl_name(scene), NS)
+    return json.loads(workload["metadata"]["annotations"][f"gpuaas.io/handled-{reaction}"])
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_reaction_twice_second_is_a_no_op(api: ApiServer, run_step: StepRunner, kind: str, version: str) -> None:
@@ -138,10 +144,14 @@ def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: 
     """Out of order: the admission event arrives after the Workload finished."""
     scene = Scene.of("Deployment", status="finished")
     scene.seed(api.store)
-    event = json.dumps({"context": {"id": "late"}, "data": {"type": "UPDATE", "body": Scene.of("Deployment").workload}})
+    admitted = Scene.of("Deployment").workload  # the same Workload as the admission showed it
+    admitted["metadata"]["uid"] = api.store.get(R.WORKLOAD, wl_name(scene), NS)["metadata"]["uid"]
+    event = json.dumps({"context": {"id": "late"}, "data": {"type": "UPDATE", "body": admitted}})
     api.reset_counters()
     code, out = run_step("on-admitted", namespace=NS, workload=wl_name(scene), event=event)
-    assert code == 0 and out["outcome"] == "no-op" and writes(api) == 0
+    # The one write is the marker: the admission is answered (no-op), so the sweep does not deliver it again.
+    assert code == 0 and out["outcome"] == "no-op" and dict(api.writes_by_resource) == {("patch", "workloads"): 1}
+    assert marker(api, scene, "on-admitted")["via"] == "event"
     assert "finished" in out["plan"]["reasons"][-1]
     assert out["record"]["data"]["event"]["id"] == "late"
 
@@ -149,7 +159,7 @@ def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: 
 def test_names_come_from_the_event_when_parameters_are_empty(api: ApiServer, run_step: StepRunner) -> None:
     scene = Scene.of("StatefulSet")
     scene.seed(api.store)
-    event = json.dumps({"type": "UPDATE", "body": scene.workload})
+    event = json.dumps({"type": "UPDATE", "body": api.store.get(R.WORKLOAD, wl_name(scene), NS)})
     code, out = run_step("on-admitted", event=event)
     assert code == 0 and out["outcome"] == "applied"
     assert out["record"]["subject"] == f"{NS}/{wl_name(scene)}"
@@ -344,7 +354,8 @@ def test_pods_of_one_deployment_share_one_scaled_object_without_churn(api: ApiSe
     api.store.create(R.WORKLOAD, second, NS)
     api.reset_counters()
     code, out = run_step("on-admitted", namespace=NS, workload="pod-train-second")
-    assert code == 0 and out["outcome"] == "no-op" and api.write_count == 0
+    # No churn on the ScaledObject: the one write is the second Workload's marker.
+    assert code == 0 and out["outcome"] == "no-op" and dict(api.writes_by_resource) == {("patch", "workloads"): 1}
     assert len(api.store.list(R.SCALED_OBJECT, NS)) == 1
 
 
