@@ -178,6 +178,17 @@ def uses(grant: Grant, seen: Iterable[Request]) -> list[Request]:
     return [r for r in seen if not r.denied and grant.allows(r)]
 
 
+def unused_names(grant: Grant, seen: Iterable[Request]) -> tuple[str, ...]:
+    """The names of the grant's `resourceNames` that no allowed request in `seen` named, in the grant's order.
+
+    Why: `Grant.allows` (and so `unused`) counts a grant as used once any one of its names is used. A grant of
+    [a, b] whose `b` nothing asked for authorizes more than the product needs, as much as an unused verb does:
+    each name is a grant of its own. A grant without `resourceNames` has no names to leave unused (its width is
+    `narrowings`' question)."""
+    named = {r.name for r in uses(grant, seen)}
+    return tuple(name for name in grant.resource_names if name not in named)
+
+
 @dataclass(frozen=True)
 class Narrowing:
     """A narrower grant that would still have authorized every use seen."""
