@@ -20,8 +20,6 @@ JSON = dict[str, Any]
 Layout = dict[str, list[JSON]]
 
 IMAGE_NAME = "gpuaas-step"
-DEFAULT_IMAGE = "quay.io/gpuaas/gpuaas-step"
-DEFAULT_TAG = "0.1.0"
 KUSTOMIZATION = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
 IMAGE_FIELDS = {
     # kustomize's `images:` only rewrites containers[]/initContainers[] by default; these field specs
@@ -37,44 +35,71 @@ def _file_name(obj: JSON) -> str:
     return f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
 
 
-def _in_namespace(obj: JSON, namespace: str) -> JSON:
-    """The object with `metadata.namespace` set, placed right after the name (reads like kubectl's output)."""
-    metadata = obj["metadata"]
-    obj["metadata"] = {"name": metadata["name"], "namespace": namespace,
-                       **{k: v for k, v in metadata.items() if k not in ("name", "namespace")}}
-    return obj
+SITE_EXAMPLE = "site"
+SITE_EXAMPLE_NAMESPACE = "gpu-automation"
+"""manifests/examples/site is examples/values/site.yaml installed in this namespace (`helm install -n`)."""
+OVERLAYS = ("openshift", "kubernetes")
+"""Each overlay is examples/values/<name>.yaml: the base, the example tenants, its node pool and the image pin."""
+OVERLAY_KEYS = ("image", "namespace", "kueue", "tenants", "nodePool")
+"""What an overlay's values may change from the chart's defaults (the rest needs patches: examples/site)."""
+
+
+def _defaults(workload_version: str) -> JSON:
+    from gpuaas.manifests import values
+
+    return values.load(overrides={"kueue": {"workloadVersion": workload_version}})
 
 
 def base(workload_version: str = "v1beta2") -> Layout:
-    import sensors
-    import workflows
-    from gpuaas.manifests import observability, platform, rbac
+    """manifests/base: the product for the chart's default values (gpuaas/manifests/site.py), image unpinned."""
+    from gpuaas.manifests import site
 
+    parts = site.base_objects(_defaults(workload_version))
     layout: Layout = {
-        "base/namespace.yaml": [platform.namespace()],
-        "base/rbac.yaml": [*platform.service_accounts(), *rbac.objects()],
-        "base/eventbus.yaml": [platform.event_bus()],
-        "base/policy.yaml": [platform.policy_configmap()],
-        "base/observability.yaml": observability.objects(platform.NAMESPACE),
+        "base/namespace.yaml": parts["namespace"],
+        "base/rbac.yaml": parts["rbac"],
+        "base/eventbus.yaml": parts["eventbus"],
+        "base/policy.yaml": parts["policy"],
+        "base/observability.yaml": parts["observability"] + parts["alert-routing"],
     }
-    for name, template in workflows.rendered().items():
-        layout[f"base/workflows/{name}.yaml"] = [_in_namespace(template, platform.NAMESPACE)]
-    for obj in [*sensors.all_event_sources(workload_version), *sensors.all_sensors()]:
-        layout[f"base/events/{_file_name(obj)}"] = [_in_namespace(obj, platform.NAMESPACE)]
+    for template in parts["workflowtemplates"]:
+        layout[f"base/workflows/{template['metadata']['name']}.yaml"] = [template]
+    for obj in parts["events"]:
+        layout[f"base/events/{_file_name(obj)}"] = [obj]
     return layout
 
 
-def examples() -> Layout:
-    from gpuaas.manifests import tenants
+def overlay_values(name: str) -> JSON:
+    """examples/values/<name>.yaml, refused if it changes what an overlay cannot carry (OVERLAY_KEYS)."""
+    from gpuaas.manifests import site, values
 
-    return {"examples/tenants/tenants.yaml": tenants.objects()}
+    example = site.example_values(name)
+    defaults = values.defaults()
+    changed = sorted(key for key in set(example) | set(defaults)
+                     if key not in OVERLAY_KEYS and example.get(key) != defaults.get(key))
+    if changed:
+        raise site.SiteError(f"examples/values/{name}.yaml changes {changed}, which the overlay {name} cannot carry "
+                             f"(it is the base plus {', '.join(OVERLAY_KEYS)}); make it a site (manifests/examples/site)")
+    return example
+
+
+def examples() -> Layout:
+    """The example tenants of the overlays (the same in every overlay's values)."""
+    from gpuaas.manifests import site
+
+    tenants = {name: site.tenant_objects(overlay_values(name)) for name in OVERLAYS}
+    first = tenants[OVERLAYS[0]]
+    different = [name for name, objects in tenants.items() if objects != first]
+    if different:
+        raise site.SiteError(f"examples/values/{different[0]}.yaml has other tenants than "
+                             f"examples/values/{OVERLAYS[0]}.yaml; the overlays share manifests/examples/tenants")
+    return {"examples/tenants/tenants.yaml": first}
 
 
 def overlays() -> Layout:
-    from gpuaas.manifests import node_pool
+    from gpuaas.manifests import site
 
-    return {"overlays/openshift/node-pool.yaml": node_pool.openshift(),
-            "overlays/kubernetes/node-pool.yaml": node_pool.kubernetes()}
+    return {f"overlays/{name}/node-pool.yaml": site.node_pool_objects(overlay_values(name)) for name in OVERLAYS}
 
 
 def objects(workload_version: str = "v1beta2") -> list[JSON]:
@@ -91,16 +116,16 @@ def kustomizations(layout: Layout) -> dict[str, JSON]:
     def files_under(prefix: str) -> list[str]:
         return sorted(path[len(prefix):] for path in layout if path.startswith(prefix))
 
-    overlay_images = [{"name": IMAGE_NAME, "newName": DEFAULT_IMAGE, "newTag": DEFAULT_TAG}]
     out = {
         "base/kustomization.yaml": {**KUSTOMIZATION, "configurations": ["kustomizeconfig.yaml"],
                                     "resources": files_under("base/")},
         "examples/tenants/kustomization.yaml": {**KUSTOMIZATION, "resources": files_under("examples/tenants/")},
     }
-    for overlay in ("openshift", "kubernetes"):
+    for overlay in OVERLAYS:
+        image = overlay_values(overlay)["image"]
         out[f"overlays/{overlay}/kustomization.yaml"] = {
             **KUSTOMIZATION,
             "resources": ["../../base", "../../examples/tenants", *files_under(f"overlays/{overlay}/")],
-            "images": overlay_images,
+            "images": [{"name": IMAGE_NAME, "newName": image["repository"], "newTag": image["tag"]}],
         }
     return out

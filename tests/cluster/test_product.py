@@ -1,11 +1,12 @@
-"""The product as it runs on this stack (gpuaas.cluster.product): what the machine's overlay changes."""
+"""The product as it runs on this stack (gpuaas.cluster.product): what this machine's values change."""
 
 from __future__ import annotations
 
 import yaml
 
 from gpuaas.cluster import services
-from gpuaas.cluster.product import BASE, for_this_stack
+from gpuaas.cluster.images import STEP_IMAGE
+from gpuaas.cluster.product import BASE, stack_objects
 
 
 def _base() -> list[dict]:
@@ -30,22 +31,31 @@ def _envs(objects: list[dict], name: str) -> list[str]:
     return found
 
 
+def _by_key(objects: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
 def test_the_steps_reach_prometheus_at_the_fixed_cluster_ip_the_node_forwards() -> None:
     """Pods on the real node have no cluster DNS: `prometheus-operated.monitoring.svc` resolves to nothing
     there, so the on-idle step could never read the evidence. The stack's Prometheus has a Service with a
     fixed ClusterIP that the node's stand-in for kube-proxy forwards (gpuaas.cluster.services)."""
     base = _base()
     assert _envs(base, "GPUAAS_PROMETHEUS_URL"), "the base has no step that reads Prometheus: test is stale"
-    objects = for_this_stack(base)
-    urls = _envs(objects, "GPUAAS_PROMETHEUS_URL")
+    urls = _envs(stack_objects(), "GPUAAS_PROMETHEUS_URL")
     assert urls and set(urls) == {f"http://{services.PROMETHEUS.url_host}"}, urls
-    assert _envs(base, "GPUAAS_PROMETHEUS_URL")[0].startswith("http://prometheus-operated"), "base changed in place"
 
 
-def test_the_overlay_changes_only_the_event_bus_placement_image_and_prometheus_address() -> None:
-    base = _base()
-    objects = for_this_stack(base)
-    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [(o["kind"], o["metadata"]["name"]) for o in base]
-    policy = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpuaas-policy")
-    assert policy == next(o for o in base if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpuaas-policy")
-
+def test_the_values_change_only_the_event_bus_placement_image_and_prometheus_address() -> None:
+    base, stack = _by_key(_base()), _by_key(stack_objects())
+    assert sorted(stack) == sorted(base)
+    changed = sorted(key for key in base if base[key] != stack[key])
+    assert {kind for kind, _ in changed} == {"EventBus", "EventSource", "Sensor", "WorkflowTemplate"}, changed
+    assert stack[("ConfigMap", "gpuaas-policy")] == base[("ConfigMap", "gpuaas-policy")]
+    assert list(stack[("EventBus", "default")]["spec"]) == ["jetstreamExotic"]
+    for key in changed:
+        if key[0] in ("EventSource", "Sensor"):
+            template = stack[key]["spec"]["template"]
+            assert template["nodeSelector"] and template["tolerations"], key
+    images = {c["image"] for t in stack.values() if t["kind"] == "WorkflowTemplate" for c in
+              (s["script"] for s in t["spec"]["templates"] if "script" in s)}
+    assert images == {STEP_IMAGE}
