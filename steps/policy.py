@@ -79,7 +79,8 @@ class PolicyError(RejectedInput):
 
     def __init__(self, field: str, expected: str, found: object) -> None:
         super().__init__(f"policy.yaml {field}", expected, found,
-                         f"fix ConfigMap {CONFIG_MAP} (kubectl -n gpuaas edit configmap {CONFIG_MAP})")
+                         f"fix the policy: the chart's `policy` value (helm upgrade), your kustomize site's "
+                         f"policy.yaml, or ConfigMap {CONFIG_MAP}")
 
 
 @dataclass(frozen=True)

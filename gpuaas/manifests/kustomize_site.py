@@ -11,6 +11,8 @@ For admins who install with `kubectl apply -k` instead of Helm. A site folder ho
                                   address, Secret names, rule labels and the alert's window, the EventBus,
                                   the event pods' placement, pull policy), or a `$patch: delete`
     tenants.yaml, node-pool.yaml  the site's tenants and node pool (Kueue and KEDA objects)
+    other-namespaces.yaml         product objects the values put outside the release namespace (the
+                                  AlertmanagerConfig with monitoring.alertRouting.namespace)
 
 `site_files(values, namespace)` writes such a folder for a values file: manifests/examples/site is
 examples/values/site.yaml's. The patches are what kustomize must change after its own fields have
@@ -99,13 +101,17 @@ def site_layout(values: JSON, namespace: str, base_path: str = "../../../base") 
 
     files: dict[str, Any] = {}
     patches: list[JSON] = []
+    elsewhere: list[JSON] = []
     for key, obj in transformed.items():
         kind, name = key
         group, _, version = obj["apiVersion"].rpartition("/")
         target = {"group": group, "version": version, "kind": kind, "name": name} if group else \
             {"version": version, "kind": kind, "name": name}
         file = f"patches/{kind.lower()}-{original_of[key]['metadata']['name']}.yaml"
-        if key not in wanted:
+        moved = key in wanted and wanted[key]["metadata"].get("namespace") != obj["metadata"].get("namespace")
+        if moved:  # kustomize's `namespace:` would undo a patch of the namespace: the object goes in at the top
+            elsewhere.append(wanted[key])
+        if key not in wanted or moved:
             original = original_of[key]
             files[f"product/{file}"] = {"apiVersion": obj["apiVersion"], "kind": kind,
                                         "metadata": {"name": original["metadata"]["name"],
@@ -131,6 +137,9 @@ def site_layout(values: JSON, namespace: str, base_path: str = "../../../base") 
     files["product/policy.yaml"] = policy_text
 
     resources = ["product"]
+    if elsewhere:
+        files["other-namespaces.yaml"] = elsewhere
+        resources.append("other-namespaces.yaml")
     tenants, pool = site.tenant_objects(values), site.node_pool_objects(values)
     if tenants:
         files["tenants.yaml"] = tenants
@@ -150,7 +159,7 @@ def site_files(values: JSON, namespace: str, base_path: str = "../../../base", h
     for path, content in site_layout(values, namespace, base_path).items():
         if isinstance(content, str):
             text = content
-        elif path in ("tenants.yaml", "node-pool.yaml"):
+        elif path in ("tenants.yaml", "node-pool.yaml", "other-namespaces.yaml"):
             text = dump(content)
         else:
             text = dump([content])

@@ -239,7 +239,7 @@ def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: s
                                secret_name: str = WEBHOOK_SECRET, secret_key: str = WEBHOOK_SECRET_KEY,
                                admins_secret: str = ADMINS_SECRET, admins_secret_key: str = ADMINS_SECRET_KEY,
                                group_wait: str = "30s", group_interval: str = "5m",
-                               repeat_interval: str = "1h") -> dict[str, Any]:
+                               repeat_interval: str = "1h", webhook_namespace: str | None = None) -> dict[str, Any]:
     """AlertmanagerConfig (monitoring.coreos.com/v1alpha1): GPUWorkloadIdle to the webhook EventSource,
     GPU health alerts to the admins' webhook (URL from Secret `gpuaas-admin-alerts`, key `url`).
 
@@ -268,7 +268,7 @@ def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: s
             "receivers": [
                 {"name": RECEIVER,
                  "webhookConfigs": [{
-                     "url": f"http://{service}.{namespace}.svc:{port}{path}",
+                     "url": f"http://{service}.{webhook_namespace or namespace}.svc:{port}{path}",
                      "sendResolved": False,
                      "httpConfig": {"authorization": {"type": "Bearer",
                                                       "credentials": {"name": secret_name, "key": secret_key}}},

@@ -297,8 +297,10 @@ def _alert_routing(v: Values, ns: Values) -> list[JSON]:
     from gpuaas.manifests import observability as obs
 
     webhook, admins = v["secrets"]["webhookToken"], v["secrets"]["adminAlerts"]
-    return [obs.alertmanager_config_object(ns.text, secret_name=webhook["name"].text, secret_key=webhook["key"].text,
-                                           admins_secret=admins["name"].text, admins_secret_key=admins["key"].text)]
+    where = v["monitoring"]["alertRouting"]["namespace"].default(ns)
+    return [obs.alertmanager_config_object(where.text, secret_name=webhook["name"].text, secret_key=webhook["key"].text,
+                                           admins_secret=admins["name"].text, admins_secret_key=admins["key"].text,
+                                           webhook_namespace=ns.text)]
 
 
 def pin_step_image(objects: list[JSON], image: str, pull_policy: Any, prometheus_url: str) -> None:

@@ -88,9 +88,14 @@ monitoring:
   ruleLabels: {}
   alertRouting:
     # How GPUWorkloadIdle reaches the webhook EventSource and health alerts the admins:
-    # alertmanagerConfig: an AlertmanagerConfig `gpuaas-idle` in the release namespace;
+    # alertmanagerConfig: an AlertmanagerConfig `gpuaas-idle` (in `namespace` below);
     # none: no routing object (you route in your Alertmanager's own configuration).
+    # Other platforms' ways (OpenShift's alertmanager-main reads no AlertmanagerConfig) are reserved.
     mode: alertmanagerConfig
+    # Where the AlertmanagerConfig goes (default: the release namespace). With the operator's default
+    # matcher strategy only the Alertmanager's own namespace sees every namespace's alerts: put it there,
+    # with the two Secrets (docs/observability.md, "Which alerts the route sees").
+    namespace: ""
 
 eventBus:
   # The EventBus `default` the EventSources and Sensors share: an Argo Events EventBus spec, used whole.
@@ -250,7 +255,8 @@ def schema() -> JSON:
                 "platform": {"enum": list(MONITORING_PLATFORMS),
                              "description": f"implemented: {', '.join(IMPLEMENTED_PLATFORMS)}"},
                 "ruleLabels": _LABELS,
-                "alertRouting": _object({"mode": {"enum": list(ALERT_ROUTING_MODES)}}, ("mode",)),
+                "alertRouting": _object({"mode": {"enum": list(ALERT_ROUTING_MODES)},
+                                         "namespace": {"oneOf": [{"const": ""}, _NAME]}}, ("mode",)),
             }, ("platform", "alertRouting")),
             "eventBus": _object({"spec": {"type": "object",
                                           "description": "an Argo Events EventBus spec; empty: the chart's JetStream"}},

@@ -98,6 +98,7 @@ OTHER_SITES: dict[str, dict[str, Any]] = {
     },
     "OpenShift pool with its own Prometheus and no tenants": {
         "image": {"repository": "r.example/x", "tag": "sha-1"},
+        "monitoring": {"alertRouting": {"namespace": "monitoring"}},
         "prometheus": {"url": "https://prometheus.example:9091"},
         "nodePool": {"enabled": True, "kind": "MachineSet", "name": "p", "namespace": "openshift-machine-api",
                      "label": "example.com/pool_v1", "prometheus": {"authSecret": "keda-prom"}},
