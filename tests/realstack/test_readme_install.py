@@ -33,7 +33,7 @@ from gpuaas.cluster.binaries import program
 from gpuaas.cluster.install import LISTENING, wait_listening
 from gpuaas.cluster.product import stack_values
 from gpuaas.manifests.values import coalesce
-from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, logs, workload_of
+from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, logs, reaction_run, workload_of
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.helm import pinned_helm
 from tests.support.real_cluster import RealCluster, eventually
@@ -89,16 +89,6 @@ def stack_values_file(path: Path) -> Path:
     return path
 
 
-def _on_admitted_run(custom: client.CustomObjectsApi, workload: str) -> dict | None:
-    items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
-                                                 label_selector="gpuaas.io/reaction=on-admitted")["items"]
-    for item in items:
-        parameters = {p["name"]: p.get("value") for p in item["spec"]["arguments"]["parameters"]}
-        if parameters.get("workload") == workload and parameters.get("namespace") == TENANT:
-            return item
-    return None
-
-
 def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster: RealCluster, tmp_path: Path) -> None:
     pinned_helm()
     assert shutil.which("openssl"), "the README's install block runs `openssl rand`: install openssl"
@@ -125,7 +115,7 @@ def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster:
                               timeout_s=90, what=f"the Workload of Job {job.metadata.name} admitted")
         workload = admitted["metadata"]["name"]
         try:
-            run = eventually(lambda: _on_admitted_run(custom, workload), timeout_s=120,
+            run = eventually(lambda: reaction_run(custom, "on-admitted", TENANT, workload), timeout_s=120,
                              what=f"a gpuaas-on-admitted Workflow for Workload {workload}")
         except AssertionError as error:
             raise AssertionError(f"{error}\nEventSource:\n{logs(core, 'eventsource-name=gpuaas-workloads')}\n"

@@ -10,22 +10,17 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
-from gpuaas.cluster.binaries import BuildFailed, program
 from gpuaas.manifests.validation import YamlLoader
+from tests.support.kubectl import pinned_program
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpuaas"
 
 
 def pinned_helm() -> Path:
-    try:
-        return program("helm", "helm")
-    except BuildFailed as missing:
-        reason = str(missing)
-    pytest.fail(f"helm needed: {reason}", pytrace=False)
+    return pinned_program("helm", "helm", "helm")
 
 
 def helm(*args: str, home: Path | None = None, kubeconfig: Path | None = None,
