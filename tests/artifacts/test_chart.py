@@ -173,3 +173,21 @@ def test_values_the_chart_refuses_are_refused_by_helm_naming_the_key(override: s
     path.write_text(yaml.safe_dump(document))
     with pytest.raises(site.SiteError):
         site.objects(values.load(path))
+
+
+def test_prometheus_url_reaches_every_step_that_reads_it() -> None:
+    """The on-idle step reads GPU activity there, and the on-admitted step writes it into the KEDA
+    ScaledObjects of inference servers (steps/reactions/on_admitted.py serverAddress, from
+    GPUAAS_PROMETHEUS_URL): a site's Prometheus must reach both, or KEDA queries a Prometheus the site
+    does not have."""
+    url = "http://prometheus.example.svc:9090"
+    chosen = values.load(overrides={"prometheus": {"url": url}})
+    urls = {}
+    for obj in site.objects(chosen):
+        if obj["kind"] == "WorkflowTemplate":
+            for template in obj["spec"]["templates"]:
+                for env in (template.get("script") or {}).get("env") or []:
+                    if env["name"] == "GPUAAS_PROMETHEUS_URL":
+                        urls.setdefault(obj["metadata"]["name"], set()).add(env["value"])
+    assert {"gpuaas-on-idle", "gpuaas-on-admitted"} <= set(urls), sorted(urls)
+    assert set().union(*urls.values()) == {url}
