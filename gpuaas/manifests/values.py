@@ -70,7 +70,8 @@ secrets:
     key: url
 
 prometheus:
-  # The Prometheus HTTP API the steps read GPU activity from (on-idle), and KEDA the node pool's demand.
+  # The Prometheus HTTP API: the on-idle step reads GPU activity there, the on-admitted step writes it into
+  # the inference servers' KEDA ScaledObjects, and the node pool's ScaledObject reads Kueue's demand there.
   url: http://prometheus-operated.monitoring.svc:9090
   # Reserved for the monitoring profiles (OpenShift's thanos-querier): how the steps authenticate, and
   # the CA they trust. Only `type: none` and no CA are implemented yet; the chart refuses the others.
