@@ -222,6 +222,11 @@ def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
     unknown = sorted(set(section) - _IDLE_KEYS)
     if unknown:
         raise PolicyError(f"{where}.{unknown[0]}", f"one of {', '.join(sorted(_IDLE_KEYS))}", repr(unknown[0]))
+    for spec in IDLE_FIELDS:
+        given = [key for key in (spec.key, *spec.aliases) if key in section]
+        if len(given) > 1:  # one would silently win over the other
+            raise PolicyError(f"{where}.{given[1]}", f"{spec.key} or {given[1]}, not both",
+                              f"both ({spec.key}: {section[spec.key]!r})")
     aliases = {alias: f.key for f in IDLE_FIELDS for alias in f.aliases}
     section = {aliases.get(k, k): v for k, v in section.items()}
     out = base

@@ -49,7 +49,11 @@ def idle_schema() -> JSON:
         for key in (spec.key, *spec.aliases):
             properties[key] = _value_schema(spec.kind, spec.description if key == spec.key
                                             else f"alias of {spec.key}: {spec.description}")
-    return {"type": ["object", "null"], "additionalProperties": False, "properties": properties}
+    schema: JSON = {"type": ["object", "null"], "additionalProperties": False, "properties": properties}
+    both = [{"type": "object", "required": [spec.key, alias]} for spec in IDLE_FIELDS for alias in spec.aliases]
+    if both:  # a key and its alias: the step refuses both at once (one would silently win)
+        schema["not"] = {"anyOf": both}
+    return schema
 
 
 def policy_schema() -> JSON:
