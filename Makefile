@@ -1,15 +1,22 @@
-# The two commands a new user needs: `make demo` and `make test`. Both set up a fresh machine first.
+# The two commands a new user needs: `make demo` and `make test`. Both set up a fresh machine first, each only
+# with what it needs: `make demo` Python packages (.[demo]) and Debian's prometheus and prometheus-alertmanager;
+# `make test` everything (Go, the pinned upstream modules, PostgreSQL, the real node's packages, the oracle).
 SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup go-toolchain upstream-modules system-packages node-packages node-images demo test test-real test-local test-ui argo-ui-git render lint bench bench-real clean cluster-build cluster cluster-down
+.PHONY: setup demo-setup go-toolchain upstream-modules monitoring-packages system-packages node-packages node-images demo test test-real test-local test-ui argo-ui-git render lint bench bench-real clean cluster-build cluster cluster-down
 
 setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages $(ORACLE)
+
+# `make demo`'s set-up: a virtualenv with the demo's packages only (no Go, no compiler, nothing of the real stack)
+# and the two Debian packages it runs. `make setup` installs all of it too.
+demo-setup: $(DEMO_STAMP) monitoring-packages
 
 # Go builds the pinned stack and fetches the upstream CRDs and schemas: checked first, in one line. The
 # version is the newest `go` directive of stack/*/go.mod. Asked inside stack/crds, a Go 1.21+ that is older
@@ -23,15 +30,24 @@ go-toolchain:
 	if [ -z "$$found" ] || [ "$$(printf '%s\n%s\n' "$(GO_NEEDED)" "$$found" | sort -V | head -n 1)" != "$(GO_NEEDED)" ]; then \
 		echo "make setup needs Go $(GO_NEEDED)+ (the go directive of stack/*/go.mod) and found $$(cd / && go env GOVERSION 2>/dev/null || echo 'an unknown go'), which cannot switch to it: $(GO_GET)" >&2; exit 1; fi
 
-# Prometheus and Alertmanager are Debian packages; the tests and the demo start their own copies, and
-# the tests run promtool (package prometheus) and amtool (package prometheus-alertmanager).
+# Prometheus and Alertmanager are Debian packages; the tests and the demo start their own copies on free loopback
+# ports, and the tests run promtool (package prometheus) and amtool (package prometheus-alertmanager). Debian also
+# enables the packages' own services (ports 9090 and 9093); gpuaas neither uses nor stops them.
+MONITORING_PACKAGES := prometheus prometheus-alertmanager
+monitoring-packages:
+	@if ! command -v prometheus >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v promtool >/dev/null || ! command -v amtool >/dev/null; then \
+		echo "installing Debian packages:" $(MONITORING_PACKAGES); \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(MONITORING_PACKAGES) >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(MONITORING_PACKAGES) >/dev/null; fi; \
+	fi
+
 # PostgreSQL (Debian's server) holds Argo's workflow archive in `gpuaas cluster up --with argo`; the
 # system's own database cluster is left alone (gpuaas/cluster/postgres.py).
-system-packages:
-	@if ! command -v prometheus >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v promtool >/dev/null || ! command -v amtool >/dev/null \
-			|| ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager postgresql >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager postgresql >/dev/null; fi; \
+system-packages: monitoring-packages
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+		echo "installing Debian packages: postgresql"; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; fi; \
 	fi
 
 # The real node of the real-stack tier (tests/realstack, docs/real-stack-pods.md): containerd, runc and
@@ -59,7 +75,16 @@ $(STAMP): pyproject.toml | go-toolchain
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[cli,test]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
+
+# The demo's packages only (pyproject's `demo` extra: the step image's dependencies and matplotlib); `.[cli]`
+# includes them, so a venv made by `make setup` counts.
+# --no-compile: pip's byte-compiling of every installed module (the kubernetes client's thousand models) took half of
+# the install on a loaded machine (64 s -> 34 s measured); Python compiles what the demo imports, once, as it runs.
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --no-compile -e '.[demo]'
+	touch $(DEMO_STAMP)
 
 # Argo Events' own code as a program (stack/argo-events-oracle), for the router's differential tests.
 # The first build compiles the pinned argo-events module (minutes, then cached by Go).
@@ -67,7 +92,8 @@ $(ORACLE): $(STAMP) $(ORACLE_SOURCES) | go-toolchain
 	@echo "building stack/argo-events-oracle (the first time Go downloads and compiles the pinned argo-events module: minutes)"
 	cd stack/argo-events-oracle && GOFLAGS=-mod=readonly go build -o $(abspath $(ORACLE)) .
 
-demo: setup
+# The CLI is $(BIN)/gpuaas (`source $(BIN)/activate` puts it on PATH); the demo's hints name it as it can be run.
+demo: demo-setup
 	$(BIN)/gpuaas demo
 
 # The real components (Kubernetes, etcd, Kueue, KEDA, KWOK, NATS, Argo) built from the Go modules
@@ -133,4 +159,4 @@ bench-real: setup cluster-build
 	$(BIN)/python benchmarks/real_loop.py $(if $(STATE_DIR),--state-dir $(STATE_DIR))
 
 clean:
-	rm -rf $(VENV) demo-report .pytest_cache
+	rm -rf $(VENV) demo-report .demo-report.new-* .demo-report.old-* .demo-report.lock .pytest_cache

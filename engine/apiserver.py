@@ -34,10 +34,11 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from engine.http_server import QuietHTTPServer
 from steps.gateways import resources as known
 
 JSON = dict[str, Any]
@@ -1346,7 +1347,7 @@ def _resource_list(registry: Registry, group: str, version: str) -> JSON:
             "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _HTTPServer(QuietHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     api: ApiServer

@@ -59,11 +59,14 @@ def write(gateway: KubernetesGateway, path: Path) -> int:
 
 
 def read(path: Path) -> list[dict[str, Any]]:
+    expected = "expected the demo's demo-report/cluster-snapshot.json"
     try:
-        snapshot = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        snapshot = json.loads(text) if text.strip() else None
     except (OSError, ValueError) as error:  # ValueError: JSONDecodeError, UnicodeDecodeError
-        raise ValueError(f"snapshot {path}: cannot read it ({error}); expected the demo's "
-                         "demo-report/cluster-snapshot.json") from error
+        raise ValueError(f"snapshot {path}: cannot read it ({error}); {expected}") from error
+    if snapshot is None:
+        raise ValueError(f"snapshot {path}: {expected}, found an empty file")
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("objects"), list):
         raise ValueError(  # noqa: TRY004 - bad file content, not a caller type error
             f"snapshot {path}: expected {{\"objects\": [...]}}, found {type(snapshot).__name__}")

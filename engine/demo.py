@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from engine import demo_cluster as cluster
 from engine.rendered import DEFAULT_MANIFESTS
 from engine.runtime import EngineOptions, LocalEngine
-from engine.timeline import reaction_records
+from engine.timeline import STARTED_BY, reaction_records, started_by
 from engine.workload_pods import WorkloadPods, holds_quota
 from steps.gateways import resources as R
 
@@ -241,6 +241,7 @@ class Scenario:
         self.say: Progress = options.progress or (lambda _: None)
         self.samples: list[Sample] = []
         self.metrics_mode = ""
+        self.metrics_live = ""  # the metrics' URLs while they run, for the progress only
         self.fallback_metrics = False
         self._stop_sampling = threading.Event()
         self.engine: LocalEngine | None = None
@@ -396,8 +397,10 @@ class Scenario:
             monitor.start()
             monitor.wait_for_targets_up(timeout_s=20)
             self.engine.executor.settings.env["GPUAAS_PROMETHEUS_URL"] = monitor.prometheus_url  # type: ignore[union-attr]
-            self.metrics_mode = (f"Prometheus {monitor.prometheus_url} + Alertmanager {monitor.alertmanager_url} "
-                                 "with the product's alert rules (short windows); DCGM series carry exported_pod/"
+            # no URL in the summary: these processes stop with the demo (the progress names them while they run)
+            self.metrics_live = f"Prometheus {monitor.prometheus_url} + Alertmanager {monitor.alertmanager_url}"
+            self.metrics_mode = ("Prometheus + Alertmanager (Debian's, on loopback while the demo runs) with the "
+                                 "product's alert rules (short windows); DCGM series carry exported_pod/"
                                  "exported_namespace as behind a ServiceMonitor")
             return monitor
         from engine.idle_rule import InProcessIdleRule
@@ -448,7 +451,8 @@ class Scenario:
                 self.pods.start()
                 self.backend = LocalBackend(self.engine, self.pods, options.wait_timeout)
                 monitor = self._start_metrics(exporter, token_file)
-                self.say(f"metrics: {self.metrics_mode}")
+                self.say(f"metrics: {self.metrics_live} while the demo runs, with the product's alert rules"
+                         if self.metrics_live else f"metrics: {self.metrics_mode}")
                 self.engine.settle(timeout=options.wait_timeout, quiet_seconds=0.5)  # start-up reactions done
                 self.clock.begin()
                 sampler.start()
@@ -673,8 +677,12 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
                 gpus_released += int(metrics.get("gpusReleased") or 0)
     reclaimed_wall = gpu_hours_reclaimed(runs)
     final = samples[-1] if samples else None
+    starts = {how: 0 for how in STARTED_BY}
+    for run in runs:
+        starts[started_by(run)] += 1
     return {
         "runs": len(runs),
+        "started_by": starts,
         "gpu_hours_reclaimed": round(sum(reclaimed_wall.values()) * speed, 3),
         "gpu_hours_reclaimed_wall": round(sum(reclaimed_wall.values()), 6),
         "gpu_hours_reclaimed_by_workload": {key: round(hours * speed, 3) for key, hours in reclaimed_wall.items()},

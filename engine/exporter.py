@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
+from engine.http_server import QuietHTTPServer
+
 LabelStyle = Literal["plain", "exported"]
 
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -271,7 +273,7 @@ class DcgmExporter:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self._server = ThreadingHTTPServer((self._host, self._port), Handler)
+        self._server = QuietHTTPServer((self._host, self._port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="dcgm-exporter", daemon=True)
         self._thread.start()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -153,6 +154,31 @@ class _Process:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.proc = None
+
+
+def _stop_unrecorded_children(workdir: Path) -> None:
+    """Stop this process's children that run in `workdir` but were never recorded: a Ctrl-C or SIGTERM (raised
+    as an exception, gpuaas.stops) that lands inside subprocess.Popen after the fork leaves the child running
+    and unknown to `_Process.stop`. Every child started here has its workdir as its current directory."""
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[1]
+            if parent != me or Path(os.readlink(entry / "cwd")) != workdir.resolve():
+                continue
+            pid = int(entry.name)
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.05)
+        except (OSError, IndexError, ChildProcessError):
+            continue
 
 
 class PrometheusProcess(_Process):
@@ -302,6 +328,8 @@ class Monitoring:
                 process.stop()
         self.prometheus = None
         self.alertmanager = None
+        if self.workdir is not None:
+            _stop_unrecorded_children(self.workdir)
         if self._own_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None

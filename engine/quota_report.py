@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
+from engine.colours import tenant_colours
 
 
 def _clock_start(clock: str) -> datetime:
@@ -25,7 +25,9 @@ def _clock_start(clock: str) -> datetime:
     return datetime(2000, 1, 1, hours, minutes)
 
 
-def _chart(output: Path, advice: dict[str, Any], demo_hours: float, summary_clock: str = "08:00") -> str:
+def _chart(output: Path, advice: dict[str, Any], demo_hours: float, summary_clock: str = "08:00",
+           colours: dict[str, str] | None = None) -> str:
+    """The quota chart; a tenant's colour is the one the demo report's allocation chart gives it (`colours`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,10 +35,12 @@ def _chart(output: Path, advice: dict[str, Any], demo_hours: float, summary_cloc
     import matplotlib.pyplot as plt
 
     tenants = [t["tenant"] for t in advice["tenants"]]
+    colours = colours or tenant_colours(tenants)
     scale = demo_hours / max(1, advice.get("wall_seconds", 1))  # wall seconds -> demo hours
     start = _clock_start(summary_clock)
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
-    for tenant, colour in zip(tenants, COLOURS, strict=False):
+    for tenant in tenants:
+        colour = colours[tenant]
         series = advice["series"].get(tenant, {})
         allocated = series.get("allocated", [])
         pending = {t: v for t, v in series.get("pending", [])}
@@ -47,29 +51,29 @@ def _chart(output: Path, advice: dict[str, Any], demo_hours: float, summary_cloc
                       linestyle="--", alpha=0.8, label=f"{tenant} allocated + waiting")
         nominal = series.get("nominal", [])
         if nominal:
-            left.axhline(nominal[-1][1], color=colour, linestyle=":", linewidth=1)
+            left.axhline(nominal[-1][1], color=colour, linestyle=":", linewidth=1)  # data: the quota
     left.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
     left.set_xlabel("demo clock (the timeline's)")
     left.set_ylabel("GPUs")
     left.set_title("Kueue: GPUs allocated and waiting per tenant (dotted: nominal quota)", fontsize=10)
     left.set_ylim(bottom=0)
     left.grid(alpha=0.3)
-    left.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    left.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.22))
     now = [t["usage"]["nominal"] for t in advice["tenants"]]
     advised = [t["newNominal"] if t["newNominal"] is not None else t["usage"]["nominal"] for t in advice["tenants"]]
     positions = range(len(tenants))
     right.bar([p - 0.2 for p in positions], now, width=0.4, color="#BBBBBB", label="nominal now")
-    right.bar([p + 0.2 for p in positions], advised, width=0.4,
-              color=[COLOURS[i % len(COLOURS)] for i in positions], label="advised")
+    right.bar([p + 0.2 for p in positions], advised, width=0.4, color=[colours[t] for t in tenants], label="advised")
     for p, t in zip(positions, advice["tenants"], strict=True):
-        right.plot([p - 0.4, p + 0.4], [t["usage"]["demand_p95"]] * 2, color="black", linewidth=1.5)
-        right.text(p + 0.2, advised[p], f" {t['verdict']}", rotation=90, va="bottom", ha="center", fontsize=8)
-    right.set_xticks(list(positions), tenants)
+        right.plot([p - 0.4, p + 0.4], [t["usage"]["demand_p95"]] * 2, color="black", linewidth=1.5,
+                   label="demand p95" if p == 0 else None)
+    # the verdict under the tenant's name: written over the bars it crossed the demand line (issue 18)
+    right.set_xticks(list(positions), [f"{t['tenant']}\n{t['verdict']}" for t in advice["tenants"]])
     right.set_ylabel("GPUs")
-    right.set_title("Quota now vs advised (black line: demand p95)", fontsize=10)
-    right.legend(fontsize=7, loc="upper right")
+    right.set_title("Quota now vs advised", fontsize=10)
+    right.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.22))
     demand = [t["usage"]["demand_p95"] for t in advice["tenants"]]
-    right.set_ylim(0, max([*now, *advised, *demand, 1]) * 1.45)
+    right.set_ylim(0, max([*now, *advised, *demand, 1]) * 1.1)
     figure.tight_layout()
     name = "quota-advice.png"
     figure.savefig(output / name, dpi=110)
@@ -85,7 +89,8 @@ def section(output: Path, summary: dict[str, Any]) -> str:
         return f"<h2>Quota advice</h2><p>Not computed: {html.escape(str(reason))}.</p>"
     demo_hours = (summary.get("demo_time") or {}).get("demo_hours", 0.0) or 1.0
     speed = (summary.get("demo_time") or {}).get("speed", 1.0) or 1.0  # Prometheus saw wall seconds
-    image = _chart(output, advice, demo_hours, str((summary.get("demo_time") or {}).get("clock_start") or "08:00"))
+    image = _chart(output, advice, demo_hours, str((summary.get("demo_time") or {}).get("clock_start") or "08:00"),
+                   tenant_colours(list(summary.get("tenants") or {}) + [t["tenant"] for t in advice["tenants"]]))
     embedded = "data:image/png;base64," + base64.b64encode((output / image).read_bytes()).decode("ascii")
     rows = []
     for t in advice["tenants"]:

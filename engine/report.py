@@ -16,10 +16,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-TENANT_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
+from engine.colours import tenant_colours
+
 MARK_COLOUR = "#333333"
 CHART = "gpu-allocation.png"
 MERGE_WITHIN_HOURS = 10 / 60  # marks of one tenant closer than this share one label
+BACKGROUND = "background"
+"""gid of what the chart draws behind the data (the marks' lines, the shaded spans): labels may cross it, never data."""
 LABEL_CHAR_FRACTION = 0.0075  # one label character, as a fraction of the time axis (10-inch figure, 7.5 pt)
 
 
@@ -93,7 +96,9 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
     marks = summary.get("marks") or []
     figure, axes = plt.subplots(len(tenants), 1, figsize=(10, 1.15 + 2.05 * len(tenants)), sharex=True, sharey=True,
                                 squeeze=False)
-    for axis, tenant, colour in zip(axes[:, 0], tenants, TENANT_COLOURS, strict=False):
+    colours = tenant_colours(tenants)
+    for axis, tenant in zip(axes[:, 0], tenants, strict=True):
+        colour = colours[tenant]
         axis.step(times, [s.reserved.get(tenant, 0) for s in samples], where="post", color=colour, linewidth=1.8,
                   label="GPUs reserved by Kueue (admitted)")
         axis.fill_between(times, [s.busy.get(tenant, 0.0) for s in samples], step="post", alpha=0.3, color=colour,
@@ -106,12 +111,12 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
         released = _span(marks, tenant, "released", "resumed")
         if released:
             axis.axvspan(start + timedelta(hours=released[0]), start + timedelta(hours=released[1]),
-                         color="#55A868", alpha=0.12, hatch="//", linewidth=0, label="released: GPUs back in the cohort")
+                         color="#55A868", alpha=0.12, hatch="//", linewidth=0, label="released: GPUs back in the cohort",
+                         gid=BACKGROUND)
         for begin, end in queued_spans(marks).get(tenant, []):
             axis.axvspan(start + timedelta(hours=begin), start + timedelta(hours=end),
-                         color="#999999", alpha=0.12, linewidth=0, label="queued: waiting for quota")
-    axes[0, 0].set_ylim(0, peak * 1.5 + 0.5)  # head room for the marks' labels, above every line
-    axes[0, 0].yaxis.get_major_locator().set_params(integer=True)
+                         color="#999999", alpha=0.12, linewidth=0, label="queued: waiting for quota", gid=BACKGROUND)
+    axes[0, 0].set_ylim(0, peak * 1.5 + 0.5)  # head room for the marks' labels; raised below to fit their rows
     span_hours = max([s.hours for s in samples] + [1.0])
     labels = []
     for index, mark in enumerate(grouped_marks(marks), start=1):
@@ -128,7 +133,7 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
     for number, (mark, panel, text, leftward, _) in enumerate(labels):
         moment = start + timedelta(hours=mark["hours"])
         for axis in axes[:, 0]:
-            axis.axvline(moment, color=MARK_COLOUR, linestyle="--", linewidth=0.8, alpha=0.55)
+            axis.axvline(moment, color=MARK_COLOUR, linestyle="--", linewidth=0.8, alpha=0.55, gid=BACKGROUND)
         level = levels[number]
         axes[tenants.index(panel), 0].annotate(
             text, xy=(moment, 1), xycoords=("data", "axes fraction"), xytext=(-3 if leftward else 3, -4 - 12 * level),
@@ -148,10 +153,46 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
             handles.setdefault(label, handle)
     figure.suptitle("GPUs per tenant: reserved by Kueue, busy on the GPUs, and what gpuaas did", fontsize=11)
     figure.tight_layout(rect=(0, 0, 1, 0.935))
+    _above_the_labels(figure, axes[:, 0], peak)
+    figure.tight_layout(rect=(0, 0, 1, 0.935))
     figure.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize=8, frameon=False,
                   bbox_to_anchor=(0.5, axes[0, 0].get_position().y1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def started_words(summary: dict[str, Any]) -> str:
+    """What started the runs: `13 started by the Sensors (from 31 events routed), 1 hand-submitted, 0 resubmitted`."""
+    starts = summary.get("started_by") or {}
+    routed = summary.get("events_routed", 0)
+    source = (f"from {routed} events routed" if summary.get("stack") != "real"
+              else "Argo Events on the stack")
+    return (f"{starts.get('events', 0)} started by the Sensors ({source}), {starts.get('hand-submitted', 0)} "
+            f"hand-submitted, {starts.get('resubmitted', 0)} resubmitted")
+
+
+def _above_the_labels(figure: Any, axes: Any, peak: float) -> None:
+    """Raise the shared y scale until every line and area stays below the lowest label of the marks.
+
+    The labels hang from each panel's top in rows (`label_rows`), so how far down they reach depends on how
+    many marks crowd one panel: a fixed head room let a third row cover the reserved line (issue 18)."""
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    needed = axes[0].get_ylim()[1]
+    for axis in axes:
+        box = axis.get_window_extent(renderer)
+        labels = [text.get_bbox_patch().get_window_extent(renderer) if text.get_bbox_patch() is not None
+                  else text.get_window_extent(renderer) for text in axis.texts]
+        if not labels or box.height <= 0:
+            continue
+        free = (min(label.y0 for label in labels) - box.y0) / box.height  # the share of the panel under the labels
+        needed = max(needed, peak * 1.08 / max(free, 0.2))
+    axes[0].set_ylim(0, needed)
+    # ticks only up to the data: above it is the labels' room, and a tick at the top edge ran into the next
+    # panel's 0 (shared scale, panels close together)
+    from matplotlib.ticker import MaxNLocator
+
+    axes[0].set_yticks([tick for tick in MaxNLocator(nbins=4, integer=True).tick_values(0, peak) if 0 <= tick <= peak])
 
 
 def outcome_words(template: str, reaction: dict[str, Any]) -> str:
@@ -214,9 +255,9 @@ th {{ background: #f3f3f3; }} figure {{ margin: 1.5em 0; }} img {{ max-width: 10
 code {{ background: #f3f3f3; padding: 0 0.2em; }} .note {{ color: #555; font-size: 0.9em; }}
 </style></head><body>
 <h1>gpuaas demo report</h1>
-<p><b>{summary.get('runs', 0)}</b> workflow runs started by {summary.get('events_routed', 0)} events through the
-rendered Sensors; <b>{reclaimed:.2f} GPU-hours reclaimed</b> from idle workloads (GPUs released &times; hours
-until they were resumed).</p>
+<p><b>{summary.get('runs', 0)}</b> workflow runs: {html.escape(started_words(summary))};
+<b>{reclaimed:.2f} GPU-hours reclaimed</b> from idle workloads (GPUs released &times; hours until they were
+resumed).</p>
 <p class="note">Time base: every time on this page is the <b>demo clock</b>, which starts at
 {html.escape(str(demo_time.get('clock_start', '08:00')))} and runs {speed:g}x wall time
 ({demo_time.get('demo_hours', 0)} demo hours in {demo_time.get('wall_seconds', 0)} s). The steps measure wall

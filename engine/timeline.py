@@ -15,6 +15,21 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+STARTED_BY = ("events", "hand-submitted", "resubmitted")
+"""What started a run, as the report's headline counts it."""
+SENSOR_LABEL = "events.argoproj.io/sensor"
+RESUBMITTED_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
+
+
+def started_by(run: dict[str, Any]) -> str:
+    """`events` (a Sensor submitted it: Argo Events labels it with the Sensor), `resubmitted` (Argo's resubmit, from
+    the UI or `argo resubmit`, labels it with the run it repeats), else `hand-submitted` (the UI's SUBMIT or `argo
+    submit --from`: the admin's resume in the demo)."""
+    labels = (run.get("metadata") or {}).get("labels") or {}
+    if RESUBMITTED_LABEL in labels:
+        return "resubmitted"
+    return "events" if SENSOR_LABEL in labels else "hand-submitted"
+
 
 @dataclass
 class TimelineRow:

@@ -41,6 +41,7 @@ from engine.demo import (
 )
 from engine.timeline import summarize_outcome
 from engine.workload_pods import holds_quota
+from gpuaas.invocation import command
 
 REAL_SPEED = 120.0
 """Demo seconds per wall second on the real stack: the story's pauses (210 demo minutes) take under two
@@ -84,19 +85,19 @@ def check_stack(state_dir: Path) -> dict[str, Any]:
     from gpuaas.cluster.stack import Cluster
 
     if not state_dir.is_dir():
-        raise StackNotReady(f"--state-dir {state_dir}: expected the folder of a cluster started with `gpuaas cluster "
+        raise StackNotReady(f"--state-dir {state_dir}: expected the folder of a cluster started with `{command()} cluster "
                             f"up --with events --state-dir {state_dir}`, found "
                             f"{'a file' if state_dir.exists() else 'no folder'}; start one, or leave out "
                             "--state-dir and the demo starts (and stops) its own")
     status = Cluster(state_dir).status()
     if status.get("phase") != "ready":
         raise StackNotReady(f"--state-dir {state_dir}: expected a ready cluster, found phase "
-                            f"{status.get('phase', '?')}; start it with `gpuaas cluster up --with events --state-dir "
-                            f"{state_dir}` (or see `gpuaas cluster status --state-dir {state_dir}`)")
+                            f"{status.get('phase', '?')}; start it with `{command()} cluster up --with events --state-dir "
+                            f"{state_dir}` (or see `{command()} cluster status --state-dir {state_dir}`)")
     if "events" not in (status.get("parts") or []):
         raise StackNotReady(f"--state-dir {state_dir}: expected the events part (Argo Events, Argo Workflows, the "
-                            f"alert path), found parts {status.get('parts') or []}; restart it with `gpuaas cluster "
-                            f"down --state-dir {state_dir}` then `gpuaas cluster up --with events --state-dir "
+                            f"alert path), found parts {status.get('parts') or []}; restart it with `{command()} cluster "
+                            f"down --state-dir {state_dir}` then `{command()} cluster up --with events --state-dir "
                             f"{state_dir}`")
     return status
 
@@ -405,6 +406,7 @@ class RealScenario(Scenario):
         self.status = status
         self.epoch_start: float | None = None
         self.real: RealBackend | None = None
+        self.metrics_urls = ("", "")
 
     def ours(self, run: dict[str, Any]) -> bool:
         """A run of the demo's tenants (its `namespace` argument) created since the story began."""
@@ -482,12 +484,9 @@ class RealScenario(Scenario):
         self._prepare(kubeconfig, api_client)
         self.backend = self.real
         endpoints = self.status["endpoints"]
-        window = (self.status.get("idleRule") or {}).get("window", "30s")
         prometheus = next((c["endpoint"] for c in self.status.get("components") or [] if c["name"] == "prometheus"), "")
-        self.metrics_mode = (f"the stack's Prometheus {prometheus} + Alertmanager {endpoints.get('alertmanager')} with "
-                             f"the product's alert rules (idle window {window}); GPU utilization from the stack's "
-                             f"DCGM-like exporter (a stand-in: KWOK has no GPUs) reading each pod's annotation "
-                             f"{UTILIZATION_ANNOTATION}")
+        self.metrics_urls = (prometheus, str(endpoints.get("alertmanager") or ""))
+        self.metrics_mode = self.metrics_words(stopped=False)
         self.say(f"metrics: {self.metrics_mode}")
         self.say(f"demo time x{options.speed:g}: the story's pauses are short; a reaction (20-35 s wall) spans "
                  f"about {30 * options.speed / 3600:.1f} demo hours")
@@ -518,9 +517,20 @@ class RealScenario(Scenario):
             "runs_source": f"Argo Server {server} (namespace {PRODUCT_NAMESPACE}; live and archived)",
             "stand_ins": list(STAND_INS),
             "files": {"runs": "runs.json", "report": "index.html",
-                      "audit": f"gpuaas audit --argo-server {server}"},
+                      "audit": f"{command()} audit --argo-server {server}"},
         })
         return self._result(summary, output)
+
+    def metrics_words(self, *, stopped: bool) -> str:
+        """summary.json's `metrics`: the stack's Prometheus and Alertmanager, at their URLs while the cluster runs
+        (never a URL of a process the demo stopped)."""
+        window = (self.status.get("idleRule") or {}).get("window", "30s")
+        prometheus, alertmanager = self.metrics_urls
+        where = ("Prometheus + Alertmanager (stopped with the demo's cluster)" if stopped
+                 else f"Prometheus {prometheus} + Alertmanager {alertmanager}")
+        return (f"the stack's {where} with the product's alert rules (idle window {window}); GPU utilization from "
+                f"the stack's DCGM-like exporter (a stand-in: KWOK has no GPUs) reading each pod's annotation "
+                f"{UTILIZATION_ANNOTATION}")
 
     def _advise_real(self, prometheus: str, api_client: Any) -> None:
         from kubernetes import client
@@ -570,12 +580,13 @@ def run_real_demo(options: DemoOptions, state_dir: Path | None) -> DemoResult:
 
             # under /var/tmp: PostgreSQL's `postgres` user must traverse the archive's folder (tests/realstack/conftest.py)
             state_dir = Path(tempfile.mkdtemp(prefix="gpuaas-demo-stack-", dir="/var/tmp"))
+            started = Cluster(state_dir, progress=say)  # from here the folder is removed however the run ends
             say(f"starting a cluster with the events part in {state_dir} (2-7 minutes; stopped at the end)")
             build_all(progress=say)
-            started = Cluster(state_dir, progress=say)
             started.up(timeout_s=1500, parts={"events"})
         status = check_stack(state_dir)
-        result = RealScenario(options, state_dir, status).run()
+        scenario = RealScenario(options, state_dir, status)
+        result = scenario.run()
     finally:
         if started is not None:
             say(f"stopping the cluster in {state_dir}")
@@ -583,8 +594,9 @@ def run_real_demo(options: DemoOptions, state_dir: Path | None) -> DemoResult:
             shutil.rmtree(started.state_dir, ignore_errors=True)
     if started is not None:  # its Argo Server is gone with it: say so instead of a stale audit command
         result.summary["files"]["audit"] = ("the demo's cluster was stopped: runs.json holds the runs; with "
-                                            "--state-dir the cluster stays for `gpuaas audit --argo-server URL`")
+                                            f"--state-dir the cluster stays for `{command()} audit --argo-server URL`")
         result.summary["state_dir"] = f"{state_dir} (started for the demo, stopped and removed)"
+        result.summary["metrics"] = scenario.metrics_words(stopped=True)
     report.write(result.output_dir, result.summary, result.samples)
     (result.output_dir / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
     return result

@@ -124,6 +124,8 @@ DURATION_DIGITS = 15
 can overflow to an infinite duration (steps/policy_schema.py writes the same bound into the chart's schema)."""
 _NUMBER = f"[0-9]{{1,{DURATION_DIGITS}}}(?:\\.[0-9]{{1,{DURATION_DIGITS}}})?"
 _DURATION = re.compile(f"^(?:({_NUMBER})h)?(?:({_NUMBER})m)?(?:({_NUMBER})s)?$")
+_LONG_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?h)?(?:[0-9]+(?:\.[0-9]+)?m)?(?:[0-9]+(?:\.[0-9]+)?s)?$")
+"""The grammar without the bound: a duration spelt with too many digits is told so."""
 """ASCII digits only (Python's \\d also takes other scripts' digits; the JSON Schema, read by Go, does not)."""
 
 
@@ -137,6 +139,10 @@ def parse_duration(where: str, value: object) -> float:
         return float(value)
     text = str(value).strip()
     match = _DURATION.match(text)
+    if text and not match and _LONG_DURATION.match(text):
+        shown = repr(value)
+        raise PolicyError(where, f"a duration with at most {DURATION_DIGITS} digits in each number",
+                          shown if len(shown) <= 40 else shown[:40] + "...")
     if not text or not match or not any(match.groups()):
         raise PolicyError(where, "a duration (seconds, or 30s / 10m / 1h30m)", repr(value))
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())

@@ -9,9 +9,16 @@
 It also installs tests/support/no_skips.py's hooks (a skipped test is reported as a failure) and
 tests/support/disk_space.py's (the run refuses to start on a nearly full disk: 8 GiB with real-stack
 tests, 1 GiB without; and reports what was free).
+
+The tests run as in an activated virtualenv: its bin/ first on PATH, so the hints the CLI prints read
+`gpuaas ...` as the docs write them (gpuaas.invocation); tests/test_invocation.py checks a PATH without it.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -29,3 +36,7 @@ _COMMON = {"deadline": None, "database": None, "print_blob": True,
 settings.register_profile("ci", max_examples=FUZZ_CASES, **_COMMON)
 settings.register_profile("dev", max_examples=300, **_COMMON)
 settings.load_profile("ci")
+
+_VENV_BIN = str(Path(sys.prefix) / "bin")
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _VENV_BIN:
+    os.environ["PATH"] = os.pathsep.join([_VENV_BIN, os.environ.get("PATH", "")])

@@ -36,6 +36,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder with the inputs the tables name: a run archive, snapshots, bad files."""
     for name in ("ARGO_SERVER", "ARGO_TOKEN", "ARGO_NAMESPACE", "KUBECONFIG", "GPUAAS_KUBE_URL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GPUAAS_TRACEBACK", "1")  # a defect raises here (the row fails with it), not one line
     monkeypatch.chdir(tmp_path)
     write_archive(tmp_path / "runs.db", list(history().values()))
     (tmp_path / "cluster-snapshot.json").write_text(json.dumps({"objects": []}))
@@ -44,6 +45,11 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "list.json").write_text("[]\n")
     (tmp_path / "object.json").write_text("{}\n")
     (tmp_path / "empty-folder").mkdir()
+    (tmp_path / "not-a-report").mkdir()
+    (tmp_path / "not-a-report" / "thesis.tex").write_text("an admin's own file\n")
+    for name in ("empty.json", "empty.jsonl", "empty.db", "empty.yaml"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
     (tmp_path / "params.json").write_text(json.dumps([{"name": "namespace", "value": "team-a"},
                                                       {"name": "workload", "value": "job-train-1"}]))
     (tmp_path / "kubeconfig").write_text("garbage\n")
@@ -68,12 +74,25 @@ def check_one_line_error(code: int, out: str, err: str, *, expected_code: int, p
 GPUAAS_CASES = [
     # (id, argv, exit code, words the one line must contain)
     ("no-command", [], 2, ("required: COMMAND", "--help")),
-    ("unknown-command", ["bogus"], 2, ("invalid choice: 'bogus'",)),
+    ("unknown-command", ["bogus"], 2, ("unknown command 'bogus'", "expected one of render, route, demo")),
+    ("misspelt-command", ["demoo"], 2, ("unknown command 'demoo'; did you mean demo?",)),
+    ("misspelt-option", ["audit", "--archvie", "runs.db"], 2, ("unknown option --archvie; did you mean --archive?",)),
+    ("misspelt-option-after-a-value", ["audit", "--archive", "runs.db", "--sinse", "1h"], 2,
+     ("unknown option --sinse; did you mean --since?",)),
+    ("misspelt-action", ["audit", "shwo", "x", "--archive", "runs.db"], 2, ("unknown action 'shwo'; did you mean show?",)),
+    ("misspelt-option-of-an-action", ["audit", "show", "x", "--archvie", "runs.db"], 2,
+     ("unknown option --archvie; did you mean --archive?",)),
+    ("unknown-option-far-from-all", ["route", "--zzzzzz", "object.json"], 2, ("unknown option --zzzzzz",)),
+    ("misspelt-short-option", ["audit", "resubmit", RUN, "--archive", "runs.db", "-P", "dry-run=true"], 2,
+     ("unknown option -P; did you mean -p?",)),
+    ("misspelt-value", ["route", "--output", "jsno", "object.json"], 2, ("--output: unknown value 'jsno'; did you mean json?",)),
+    ("misspelt-cluster-action", ["cluster", "staus"], 2, ("unknown action 'staus'; did you mean status?",)),
+    ("misspelt-quota-command", ["quota", "advice"], 2, ("unknown command 'advice'; did you mean advise?",)),
     # render
     ("render-out-is-a-file", ["render", "--out", "a-file", "--no-validate"], 2, ("expected a folder", "found a file")),
     ("render-out-unwritable", ["render", "--out", "/proc/gpuaas", "--no-validate"], 2, ("expected a folder this user can write",)),
     ("render-check-out-is-a-file", ["render", "--out", "a-file", "--check", "--no-validate"], 2, ("found a file",)),
-    ("render-workload-version", ["render", "--workload-version", "v9"], 2, ("invalid choice: 'v9'",)),
+    ("render-workload-version", ["render", "--workload-version", "v9"], 2, ("--workload-version: unknown value 'v9'", "expected one of v1beta2, v1beta1")),
     # route
     ("route-no-event", ["route"], 2, ("give exactly one of",)),
     ("route-event-and-events", ["route", "object.json", "--events", "object.json"], 2, ("give exactly one of",)),
@@ -92,7 +111,15 @@ GPUAAS_CASES = [
     ("route-manifests-missing", ["route", "--manifests", "nope", "object.json"], 2, ("does not exist",)),
     ("route-manifests-without-sensors", ["route", "--manifests", "empty-folder", "object.json"], 2,
      ("no Sensor found",)),
-    ("route-output", ["route", "--output", "yaml", "object.json"], 2, ("invalid choice: 'yaml'",)),
+    ("route-json-lines-as-one-event", ["route", str(REPO / "examples" / "events" / "admission-check.jsonl")], 2,
+     ("not a JSON CloudEvent", "pass it with --events")),
+    ("route-event-empty", ["route", "empty.json"], 2, ("empty.json: expected a JSON CloudEvent, found an empty file",)),
+    ("route-events-empty", ["route", "--events", "empty.jsonl"], 2,
+     ("--events empty.jsonl: expected one JSON CloudEvent per line, found an empty file",)),
+    ("route-events-blank", ["route", "--events", "blank.jsonl"], 2, ("found 2 blank line(s)",)),
+    ("route-empty-argument", ["route", ""], 2, ("found an empty one",)),
+    ("route-manifests-empty", ["route", "--manifests", "", "object.json"], 2, ("--manifests: expected a value",)),
+    ("route-output", ["route", "--output", "yaml", "object.json"], 2, ("--output: unknown value 'yaml'", "expected one of json, text")),
     # demo (each fails before the engine starts)
     ("demo-speed-zero", ["demo", "--speed", "0"], 2, ("expected a number from 1 to 1000", "found 0")),
     ("demo-speed-negative", ["demo", "--speed", "-5"], 2, ("expected a number from 1 to 1000", "found -5")),
@@ -103,8 +130,13 @@ GPUAAS_CASES = [
     ("demo-speed-wraps-the-clock", ["demo", "--speed", "5000"], 2, ("expected a number from 1 to 1000", "found 5000")),
     ("demo-speed-infinite", ["demo", "--speed", "inf"], 2, ("expected a number from 1 to 1000", "found inf")),
     ("demo-output-dir-is-a-file", ["demo", "--output-dir", "a-file"], 2, ("expected a folder", "found a file")),
+    ("demo-output-dir-empty", ["demo", "--output-dir", ""], 2, ("--output-dir: expected a value, found an empty one",)),
+    ("demo-output-dir-current-folder", ["demo", "--output-dir", "."], 2, ("found the current folder",)),
+    ("demo-output-dir-not-a-report", ["demo", "--output-dir", "not-a-report"], 2,
+     ("expected a new or empty folder or an earlier demo report", "thesis.tex")),
+    ("demo-manifests-empty-value", ["demo", "--manifests", ""], 2, ("--manifests: expected a value",)),
     ("demo-real-state-dir-missing", ["demo", "--stack", "real", "--state-dir", "nope"], 2,
-     ("expected the folder of a cluster started with `gpuaas cluster up --with events", "found no folder")),
+     ("expected the folder of a cluster started with `", "cluster up --with events --state-dir nope`", "found no folder")),
     ("demo-real-state-dir-is-a-file", ["demo", "--stack", "real", "--state-dir", "a-file"], 2,
      ("expected the folder of a cluster", "found a file")),
     ("demo-real-state-dir-not-a-cluster", ["demo", "--stack", "real", "--state-dir", "."], 2,
@@ -123,6 +155,44 @@ GPUAAS_CASES = [
     ("cluster-up-state-dir-is-a-file", ["cluster", "up", "--no-build", "--state-dir", "a-file"], 2,
      ("expected a folder", "found a file")),
     ("cluster-status-state-dir-is-a-file", ["cluster", "status", "--state-dir", "a-file"], 2, ("found a file",)),
+    ("cluster-up-timeout-negative", ["cluster", "up", "--no-build", "--timeout", "-5"], 2,
+     ("--timeout: expected seconds from 10 to 86400", "found -5")),
+    ("cluster-up-timeout-nan", ["cluster", "up", "--no-build", "--timeout", "nan"], 2, ("found nan",)),
+    ("cluster-up-timeout-infinite", ["cluster", "up", "--no-build", "--timeout", "1e400"], 2, ("found inf",)),
+    ("cluster-up-timeout-word", ["cluster", "up", "--no-build", "--timeout", "soon"], 2, ("'soon'",)),
+    ("cluster-up-with-empty", ["cluster", "up", "--no-build", "--with", ""], 2, ("--with: expected a value",)),
+    ("cluster-up-with-commas", ["cluster", "up", "--no-build", "--with", ","], 2,
+     ("--with: expected parts among node, argo, events", "found an empty value")),
+    ("cluster-up-idle-window-huge", ["cluster", "up", "--no-build", "--with", "events", "--idle-window",
+                                     "99999999999999999999h"], 2, ("--idle-window", "at most 24h")),
+    ("cluster-up-idle-window-short", ["cluster", "up", "--no-build", "--with", "events", "--idle-window", "5s"], 2,
+     ("--idle-window", "at least 10s")),
+    # quota (each fails before anything is read)
+    ("quota-since-huge", ["quota", "advise", "--prometheus", "http://127.0.0.1:9", "--since", "99999999999999d"], 2,
+     ("--since: expected a window of at most 366d",)),
+    ("quota-since-zero", ["quota", "advise", "--prometheus", "http://127.0.0.1:9", "--since", "0s"], 2,
+     ("--since: expected a duration like 7d", "'0s'")),
+    ("quota-prometheus-empty", ["quota", "advise", "--prometheus", ""], 2, ("--prometheus: expected a value",)),
+    # simulate (each fails before the history is read)
+    ("simulate-step-below-a-second", ["simulate", "--synthesize", "--step", "1ms"], 2, ("--step", "at least 1s")),
+    ("simulate-step-zero", ["simulate", "--synthesize", "--step", "0s"], 2, ("--step", "at least 1s")),
+    ("simulate-step-above-a-day", ["simulate", "--synthesize", "--step", "2d"], 2, ("--step", "at most 1d")),
+    ("simulate-step-word", ["simulate", "--synthesize", "--step", "often"], 2, ("--step", "'often'")),
+    ("simulate-reaction-delay-huge", ["simulate", "--synthesize", "--reaction-delay", "9999999999999999999d"], 2,
+     ("--reaction-delay: expected at most 1h",)),
+    ("simulate-windows-huge", ["simulate", "--synthesize", "--windows", "99999999999999999999d"], 2,
+     ("--windows: expected idle windows of at most 1d",)),
+    ("simulate-windows-below-step", ["simulate", "--synthesize", "--windows", "30s"], 2, ("at least --step",)),
+    ("simulate-days-tiny", ["simulate", "--synthesize", "--days", "0.0000001"], 2, ("--days", "an hour")),
+    ("simulate-days-infinite", ["simulate", "--synthesize", "--days", "1e400"], 2, ("--days", "found inf")),
+    ("simulate-days-beyond-the-trace", ["simulate", "--synthesize", "--days", "1000"], 2, ("--days: expected at most",)),
+    ("simulate-seed-negative", ["simulate", "--synthesize", "--seed", "-1"], 2, ("--seed",)),
+    ("simulate-since-huge", ["simulate", "--prometheus", "http://127.0.0.1:9", "--since", "99999999999d"], 2,
+     ("--since", "at most 36500d")),
+    ("simulate-policy-empty", ["simulate", "--synthesize", "--policy", "empty.yaml"], 2, ("found an empty file",)),
+    ("simulate-observability-empty", ["simulate", "--synthesize", "--observability", "empty.yaml"], 2,
+     ("found an empty file",)),
+    ("simulate-no-history", ["simulate"], 2, ("one of the arguments --trace --prometheus --synthesize is required",)),
     # audit
     ("audit-no-source", ["audit"], 2, ("no history source",)),
     ("audit-two-sources", ["audit", "--archive", "runs.db", "--argo-server", "127.0.0.1:9"], 2, ("not both",)),
@@ -132,8 +202,15 @@ GPUAAS_CASES = [
     ("audit-reaction-unknown", ["audit", "--archive", "runs.db", "--reaction", "bogus"], 2,
      ("expected one of", "on-admitted", "found 'bogus'")),
     ("audit-since", ["audit", "--archive", "runs.db", "--since", "yesterday"], 2, ("found 'yesterday'",)),
+    ("audit-since-huge", ["audit", "--archive", "runs.db", "--since", "99999999999d"], 2, ("at most 36500d",)),
+    ("audit-until-huge", ["audit", "--archive", "runs.db", "--until", "9999999999999999999999w"], 2,
+     ("--until", "at most 36500d")),
+    ("audit-since-zero", ["audit", "--archive", "runs.db", "--since", "0h"], 2, ("an age above 0",)),
+    ("audit-since-empty", ["audit", "--archive", "runs.db", "--since", ""], 2, ("--since: expected a value",)),
+    ("audit-tenant-empty", ["audit", "--archive", "runs.db", "--tenant", ""], 2, ("--tenant: expected a value",)),
+    ("audit-archive-empty-file", ["audit", "--archive", "empty.db"], 2, ("found an empty file",)),
     ("audit-until", ["audit", "--archive", "runs.db", "--until", "5x"], 2, ("found '5x'",)),
-    ("audit-outcome", ["audit", "--archive", "runs.db", "--outcome", "weird"], 2, ("invalid choice: 'weird'",)),
+    ("audit-outcome", ["audit", "--archive", "runs.db", "--outcome", "weird"], 2, ("--outcome: unknown value 'weird'",)),
     ("audit-ca-file", ["audit", "--argo-server", "https://127.0.0.1:9", "--ca-file", "nope.pem"], 2,
      ("found no file at nope.pem",)),
     ("audit-argo-unreachable", ["audit", "--argo-server", "http://127.0.0.1:9"], 2, ("cannot connect",)),
@@ -150,6 +227,10 @@ GPUAAS_CASES = [
      2, ("--snapshot broken.json", "cannot read it")),
     ("audit-resubmit-snapshot-shape", ["audit", "resubmit", RUN, "--archive", "runs.db", "--snapshot", "list.json"],
      2, ("--snapshot list.json", "expected")),
+    ("audit-resubmit-snapshot-empty", ["audit", "resubmit", RUN, "--archive", "runs.db", "--snapshot", "empty.json"],
+     2, ("--snapshot empty.json", "found an empty file")),
+    ("audit-resubmit-parameter-empty", ["audit", "resubmit", RUN, "--archive", "runs.db", "-p", ""], 2,
+     ("-p: expected a value",)),
     ("audit-resubmit-snapshot-missing", ["audit", "resubmit", RUN, "--archive", "runs.db", "--snapshot", "nope.json"],
      2, ("found no file at nope.json",)),
     ("audit-resubmit-parameter-value", ["audit", "resubmit", RUN, "--archive", "runs.db", "-p", "dry-run=maybe"], 2,
@@ -361,6 +442,7 @@ ENGINE_CASES = [
     ("cluster-state-missing", ["engine.cluster_state", "nope.json"], ("nope.json", "cannot read it")),
     ("cluster-state-not-json", ["engine.cluster_state", "broken.json"], ("broken.json", "cannot read it")),
     ("cluster-state-shape", ["engine.cluster_state", "list.json"], ("expected {\"objects\": [...]}", "found list")),
+    ("cluster-state-empty", ["engine.cluster_state", "empty.json"], ("empty.json", "found an empty file")),
     ("cluster-state-not-utf8", ["engine.cluster_state", "latin1.json"], ("latin1.json", "cannot read it")),
     ("cluster-state-no-api", ["engine.cluster_state", "cluster-snapshot.json"], ("expected a Kubernetes API",)),
 ]

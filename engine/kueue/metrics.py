@@ -25,6 +25,7 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from engine.http_server import QuietHTTPServer
 from steps.cluster_queue import cohort_of
 
 GPU = "nvidia.com/gpu"
@@ -177,7 +178,7 @@ class KueueMetrics:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, name="kueue-metrics", daemon=True).start()
         return self.target

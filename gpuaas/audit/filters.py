@@ -17,7 +17,9 @@ from datetime import UTC, datetime, timedelta
 from gpuaas.audit.run import REACTION_LABEL, Run, parse_time
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_AGE = timedelta(days=36500)
+"""The oldest age `--since`/`--until` take: 100 years (a larger one overflowed datetime arithmetic)."""
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
@@ -28,9 +30,16 @@ class FilterError(ValueError):
 def parse_moment(option: str, value: str, now: datetime | None = None) -> datetime:
     """`--since/--until` value: RFC 3339 ('2026-12-01T08:00:00Z') or an age ('24h', '7d', '90m')."""
     now = now or datetime.now(UTC)
+    if not value.strip():
+        raise FilterError(f"{option}: expected RFC 3339 (2026-12-01T08:00:00Z) or an age such as 90m, 24h, 7d; "
+                          "found an empty value")
     relative = _RELATIVE.match(value)
     if relative:
-        return now - timedelta(**{_UNITS[relative.group(2)]: float(relative.group(1))})
+        seconds = float(relative.group(1)) * _SECONDS[relative.group(2)]
+        if not 0 < seconds <= MAX_AGE.total_seconds():
+            raise FilterError(f"{option}: expected an age above 0 and at most {MAX_AGE.days}d (100 years), "
+                              f"found {value!r}")
+        return now - timedelta(seconds=seconds)
     parsed = parse_time(value.strip())
     if parsed is None:
         raise FilterError(f"{option}: expected RFC 3339 (2026-12-01T08:00:00Z) or an age such as 90m, 24h, 7d; "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuaas.audit.run import Run, parse_workflow, unreadable_run
+from gpuaas.invocation import command
 
 _UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 PAGE_SIZE = 200
@@ -68,13 +69,16 @@ class ArchiveHistory:
         self.where = f"archive {self.path}"
         if not self.path.is_file():
             raise HistoryError(f"--archive: expected a run archive (SQLite, e.g. demo-report/runs.db), "
-                               f"found no file at {self.path}; run `gpuaas demo` first or give the right path")
+                               f"found no file at {self.path}; run `{command()} demo` first or give the right path")
         try:
             self._db = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True)
             tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as error:
             raise HistoryError(f"--archive {self.path}: expected a SQLite run archive, found a file SQLite "
                                f"cannot read ({error})") from error
+        if "archived_workflows" not in tables and self.path.stat().st_size == 0:
+            raise HistoryError(f"--archive {self.path}: expected a SQLite run archive, found an empty file; pass the "
+                               "runs.db a demo wrote (or the archive an admin exported)")
         if "archived_workflows" not in tables:
             raise HistoryError(f"--archive {self.path}: expected table archived_workflows (ARCHITECTURE section 6), "
                                f"found tables {sorted(tables) or 'none'}")
@@ -114,7 +118,7 @@ class ArchiveHistory:
         rows = self._rows("WHERE uid = ? OR name = ?", (ref, ref))
         if not rows:
             raise RunNotFound(f"RUN: expected a workflow name or uid in {self.where}, found no run {ref!r}; "
-                              f"list them with `gpuaas audit --archive {self.path}`")
+                              f"list them with `{command()} audit --archive {self.path}`")
         return self._run(rows[-1])
 
     def close(self) -> None:
@@ -303,7 +307,7 @@ class ArgoServerHistory:
             if matches:
                 return self._full(matches[-1], archived=True)
         raise RunNotFound(f"RUN: expected a workflow name or uid known to {self.where}, found no run {ref!r}; "
-                          f"list them with `gpuaas audit --argo-server {self.connection.url}`")
+                          f"list them with `{command()} audit --argo-server {self.connection.url}`")
 
     def resubmit(self, run: Run, parameters: list[str], memoized: bool = False) -> Run:
         """Argo's own resubmit: a new workflow from the same template and arguments (the template is

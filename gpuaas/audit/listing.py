@@ -13,6 +13,7 @@ import re
 from typing import Any, TextIO
 
 from gpuaas.audit.run import Run, StepRecord
+from gpuaas.invocation import command
 
 COLUMNS = ("started", "reaction", "tenant", "namespace", "workload", "outcome", "workflow")
 CSV_COLUMNS = ("started", "finished", "reaction", "tenant", "namespace", "workload", "outcome", "reason",
@@ -54,7 +55,7 @@ def write_table(runs: list[Run], out: TextIO) -> None:
     failed = sum(1 for r in runs if r.outcome == "failed")
     unknown = sum(1 for r in runs if r.outcome == "unknown")
     out.write(f"\n{len(runs)} run(s); {failed} failed, {unknown} unknown; times in UTC. "
-              f"`gpuaas audit show WORKFLOW` for one run in full.\n")
+              f"`{command()} audit show WORKFLOW` for one run in full.\n")
 
 
 def write_json(runs: list[Run], out: TextIO) -> None:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from engine.colours import NO_TENANT, tenant_colours
 from gpuaas.audit.run import OUTCOME_PRECEDENCE, Run
 
 OUTCOME_COLOURS = {"applied": "#55A868", "no-op": "#8C8C8C", "skipped-by-policy": "#4C72B0",
@@ -92,6 +93,12 @@ def _legend_on_top(figure: Any, axes: list[Any], ncol: int = 6) -> None:
                       fontsize=8, frameon=False, bbox_to_anchor=(0.5, axes[0].get_position().y1))
 
 
+def _colours(runs: list[Run]) -> dict[str, str]:
+    """Tenant -> colour over every tenant the runs name (engine.colours), so a chart that shows only some of them
+    colours each as the others do, and as the demo report does for the demo's tenants."""
+    return tenant_colours({tenant for run in runs for tenant, _ in tenant_outcomes(run)} | {"(no runs)"})
+
+
 def _runs_over_time(runs: list[Run], path: Path) -> str:
     """Stacked bars of runs per time bin, one panel per tenant, coloured by outcome; returns the bin name."""
     import matplotlib.pyplot as plt
@@ -103,6 +110,7 @@ def _runs_over_time(runs: list[Run], path: Path) -> str:
     bins = sorted({moment for _, moment, _ in dated})
     outcomes = _outcomes_in_order({outcome for _, _, outcome in dated})
     counts = Counter(dated)
+    colours = _colours(runs)  # bars are coloured by outcome; each panel's name by its tenant
     figure, axes = plt.subplots(len(tenants), 1, figsize=(10, 1.3 + 1.7 * len(tenants)), sharex=True, sharey=True,
                                 squeeze=False)
     width = size.total_seconds() / 86400 * 0.8  # matplotlib dates count days
@@ -114,7 +122,7 @@ def _runs_over_time(runs: list[Run], path: Path) -> str:
                 axis.bar([b + size / 2 for b in bins], values, width=width, bottom=bottom, label=outcome,
                          color=OUTCOME_COLOURS.get(outcome, "#CCB974"))
                 bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-        axis.set_ylabel(f"{tenant}\nruns", fontsize=9)
+        axis.set_ylabel(f"{tenant}\nruns", fontsize=9, color=colours[tenant])
         axis.grid(axis="y", alpha=0.3)
         axis.yaxis.get_major_locator().set_params(integer=True)
     axis = axes[-1, 0]
@@ -151,7 +159,8 @@ def _reclaimed_per_tenant(runs: list[Run], path: Path, demo_speed: float | None)
     figure, axis = plt.subplots(figsize=(10, max(2.2, 0.5 * len(tenants) + 1.6)))
     if tenants:
         hours = [totals[t][0] for t in tenants]
-        axis.barh(tenants, hours, color="#55A868", height=0.5)
+        colours = _colours(runs)
+        axis.barh(tenants, hours, color=[colours.get(t, NO_TENANT) for t in tenants], height=0.5)
         for index, tenant in enumerate(tenants):
             text = f" {hours[index]:.3g} GPU-hours"
             if demo_speed:

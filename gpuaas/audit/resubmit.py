@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuaas.audit.history import HistoryError
 from gpuaas.audit.run import RESUBMITTED_FROM_LABEL, Run, parse_workflow
+from gpuaas.invocation import command
 
 # Labels Argo's controller owns; a resubmitted workflow gets fresh ones.
 _CONTROLLER_LABEL_PREFIX = "workflows.argoproj.io/"
@@ -78,7 +79,7 @@ def resubmit_locally(archive: Path, snapshot: Path, run: Run, overrides: dict[st
                             f"nothing to resubmit from")
     if not snapshot.is_file():
         raise ResubmitError(f"--snapshot: expected the cluster snapshot the demo writes next to the archive "
-                            f"(cluster-snapshot.json), found no file at {snapshot}; run `gpuaas demo` again "
+                            f"(cluster-snapshot.json), found no file at {snapshot}; run `{command()} demo` again "
                             f"or pass --snapshot FILE")
     workflow = resubmission(run.raw, overrides)
     try:
@@ -105,14 +106,17 @@ def resubmit_commands(run: Run, archive: Path | None = None, argo_server: str | 
     """The exact commands that resubmit this run, for `gpuaas audit show`."""
     commands: list[str] = []
     if archive is not None:
-        commands.append(f"gpuaas audit resubmit {shlex.quote(run.workflow)} --archive {shlex.quote(str(archive))}")
+        commands.append(f"{command()} audit resubmit {shlex.quote(run.workflow)} --archive {shlex.quote(str(archive))}")
     else:
         server = f" --argo-server {shlex.quote(argo_server)}" if argo_server else ""
-        commands.append(f"gpuaas audit resubmit {shlex.quote(run.workflow)}{server} "
+        commands.append(f"{command()} audit resubmit {shlex.quote(run.workflow)}{server} "
                         f"--argo-namespace {shlex.quote(run.argo_namespace)}")
     if run.archived:
         commands.append(f"argo archive resubmit {shlex.quote(run.uid)} -n {shlex.quote(run.argo_namespace)}")
     else:
         commands.append(f"argo resubmit {shlex.quote(run.workflow)} -n {shlex.quote(run.argo_namespace)}")
     commands.append("# dry run first: add -p dry-run=true to either command")
+    if archive is not None and run.reaction == "on-idle":  # the demo's Prometheus stopped with it
+        commands.append("# on-idle confirms idleness in Prometheus: a local re-run needs --prometheus URL (one that "
+                        "holds the workload's GPU metrics), else it ends failed: MetricsUnavailable")
     return commands

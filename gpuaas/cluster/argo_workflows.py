@@ -36,6 +36,7 @@ import yaml
 from gpuaas.cluster import objects, postgres, readiness
 from gpuaas.cluster.binaries import PLACEHOLDER_UI, program
 from gpuaas.cluster.images import ARGOEXEC_IMAGE
+from gpuaas.invocation import command
 
 if TYPE_CHECKING:
     from gpuaas.cluster.stack import Cluster
@@ -166,5 +167,5 @@ def _server(cluster: Cluster) -> None:
     if "<title>Argo</title>" in body:
         cluster.state.endpoints.update({"argo-ui": f"{url}/workflows", "argo-archive": f"{url}/archived-workflows"})
     else:
-        cluster.progress("  the Argo UI is not built (upstream's placeholder page): `gpuaas cluster build --argo-ui`")
+        cluster.progress(f"  the Argo UI is not built (upstream's placeholder page): `{command()} cluster build --argo-ui`")
     cluster.state.save()

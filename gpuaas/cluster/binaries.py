@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuaas.cluster import argo_ui
+from gpuaas.invocation import command
 from gpuaas.upstream import STACK_DIR, _directives, pins
 
 CACHE_ENV = "GPUAAS_STACK_CACHE"
@@ -261,7 +262,7 @@ def build(component: Component, go: str | None = None, progress: Progress = lamb
     go = go or shutil.which("go")
     if go is None:
         raise BuildFailed("expected the `go` command (Go 1.26+) on PATH to build the real components, found "
-                          "none; install Go (https://go.dev/doc/install) and run `gpuaas cluster build` again")
+                          f"none; install Go (https://go.dev/doc/install) and run `{command()} cluster build` again")
     target = bin_dir(component.name)
     target.mkdir(parents=True, exist_ok=True)
     before = _digests(component)
@@ -309,6 +310,6 @@ def program(component: str, name: str) -> Path:
     path = bin_dir(component) / name
     if not path.is_file():
         raise BuildFailed(f"expected {name} (stack/{component}) at {path}, found no such file; run "
-                          f"`gpuaas cluster build` (or `make cluster-build`), or set {CACHE_ENV} to a cache "
+                          f"`{command()} cluster build` (or `make cluster-build`), or set {CACHE_ENV} to a cache "
                           "that has it")
     return path

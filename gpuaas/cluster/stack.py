@@ -57,6 +57,8 @@ from gpuaas.cluster.debian import ToolMissing
 from gpuaas.cluster.images import ImageBuildError
 from gpuaas.cluster.kubeconfig import write_kubeconfig
 from gpuaas.cluster.state import ClusterState, ProcessRecord, default_state_dir, port_free
+from gpuaas.invocation import command
+from gpuaas.stops import signals_deferred
 from gpuaas.upstream import pins
 
 KUEUE = "sigs.k8s.io/kueue"
@@ -134,6 +136,8 @@ class Cluster:
         self.logs = self.state_dir / "logs"
         self.admin_kubeconfig = self.state_dir / "kubeconfig"
         self.audit_log = self.logs / "audit.log"
+        self.stopped_on_failure = 0
+        """How many processes a failed or interrupted `up` had started and stopped again."""
 
     # -- state -----------------------------------------------------------------------------------
     def load(self) -> ClusterState | None:
@@ -166,7 +170,7 @@ class Cluster:
         if self.running():
             raise ClusterError(f"expected no cluster running from {self.state_dir}, found "
                                f"{', '.join(r.name for r in self.running())} running; use it "
-                               f"(export KUBECONFIG={self.admin_kubeconfig}), or `gpuaas cluster down` first, "
+                               f"(export KUBECONFIG={self.admin_kubeconfig}), or `{command()} cluster down` first, "
                                "or pass another --state-dir")
         previous = self.load()
         state = ClusterState(state_dir=str(self.state_dir), started_at=time.time(),
@@ -199,9 +203,13 @@ class Cluster:
             if "events" in parts:
                 argo_events.start(self)
         except BaseException as error:
+            # a failure, Ctrl-C or SIGTERM (gpuaas.stops.Stopped), a defect: everything started so far is stopped,
+            # nothing was handed over yet (the stack is the user's only once `up` returns ready)
             state.phase = "failed"
             state.save()
-            self.progress(f"start-up failed: stopping the {len(self.running())} processes started")
+            self.stopped_on_failure = len(self.running())
+            if isinstance(error, Exception):  # an interrupted start says it in its one line (gpuaas cluster up)
+                self.progress(f"start-up failed: stopping the {self.stopped_on_failure} processes started")
             self.down(quiet=True)
             stopped = self.load() or state  # down() marked each process stopped
             stopped.phase = "failed"
@@ -231,14 +239,17 @@ class Cluster:
     def _start(self, name: str, argv: list[str], *, endpoint: str = "", env: dict[str, str] | None = None,
                **options: Any) -> ProcessRecord:
         self.progress(f"  starting {name}")
-        try:
-            record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
-                                     endpoint=endpoint, **options)
-        except OSError as error:
-            raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
-                               "`gpuaas cluster build` if a program is missing") from None
-        self.state.processes[name] = record
-        self.state.save()
+        # Ctrl-C or SIGTERM waits until the process is recorded: one arriving between the fork and the record
+        # (seen: kube-scheduler left running by a SIGTERM to `cluster up`) started what `down` could not find
+        with signals_deferred():
+            try:
+                record = processes.start(name, argv, log=self.logs / f"{name}.log", env=env, cwd=self.state_dir,
+                                         endpoint=endpoint, **options)
+            except OSError as error:
+                raise ClusterError(f"expected to start {name} ({argv[0]}), the system said: {error}; run "
+                                   f"`{command()} cluster build` if a program is missing") from None
+            self.state.processes[name] = record
+            self.state.save()
         return record
 
     def _ready(self, record: ProcessRecord, check: Callable[[], str | None], cap: float = 120.0) -> None:
@@ -739,7 +750,9 @@ class Cluster:
         return {"stateDir": state.state_dir, "phase": phase, "kubeconfig": state.kubeconfig,
                 "readySeconds": state.ready_seconds, "versions": state.versions, "parts": state.parts,
                 **({"idleRule": state.idle_rule} if state.idle_rule else {}),
-                "endpoints": {**state.endpoints, **(argo_events.live_endpoints(self) if running_parts(state) else {})},
+                # no URL of a process that stopped: a stopped cluster's endpoints are not where anything answers
+                "endpoints": {**state.endpoints, **(argo_events.live_endpoints(self) if running_parts(state) else {})}
+                if any(c["running"] for c in components) else {},
                 "components": components}
 
 

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpuaas.invocation import command
+
 OUTCOME_CHOICES = ("applied", "no-op", "skipped-by-policy", "rejected-input", "failed", "unknown")
 
 
@@ -236,14 +238,14 @@ def _resubmit(args: argparse.Namespace, history: Any) -> int:
         history.close()
         new = resubmit_locally(archive, snapshot, original, overrides, prometheus_url=args.prometheus)
         where = f"local engine (snapshot {snapshot}); appended to {archive}"
-        show_hint = f"gpuaas audit show {new.workflow} --archive {archive}"
+        show_hint = f"{command()} audit show {new.workflow} --archive {archive}"
     else:
         if args.prometheus or args.snapshot:
             raise _UsageError("--snapshot and --prometheus apply to a local re-run (--archive) only; "
                               "on a cluster the workflow's pods use the cluster's Prometheus")
         new = history.resubmit(original, [f"{k}={v}" for k, v in overrides.items()], memoized=args.memoized)
         where = history.where
-        show_hint = f"gpuaas audit show {new.workflow} --argo-server {args.argo_server}"
+        show_hint = f"{command()} audit show {new.workflow} --argo-server {args.argo_server}"
     print(f"resubmitted {original.workflow} as {new.workflow} on {where}")
     print(f"  phase {new.phase or 'Pending'}, outcome {new.outcome}" + (f": {new.reason}" if new.reason else ""))
     print(f"  details: {show_hint}")

@@ -7,17 +7,23 @@
 
 `--state-dir DIR` runs a second cluster beside the first. The cache is `$GPUAAS_STACK_CACHE`
 (default `.stack-cache/` in the checkout); the default state dir is `<cache>/cluster`.
-Exit codes: 0 success, 1 a component failed (its last log lines are printed), 2 bad usage.
+Exit codes: 0 success, 1 a component failed (its last log lines are printed), 2 bad usage, 130 or 143 `up`
+stopped by Ctrl-C or SIGTERM while starting (what it had started is stopped again; nothing is handed over
+until the cluster is ready).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 from pathlib import Path
+
+MIN_TIMEOUT, MAX_TIMEOUT = 10.0, 86400.0
+"""`cluster up --timeout` (seconds): below 10 nothing is ready yet; above a day a stuck start is not noticed."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +106,17 @@ def _build(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from gpuaas.cluster.binaries import BuildFailed, build_all
     from gpuaas.cluster.stack import PARTS, Cluster, ClusterError
+    from gpuaas.invocation import command
+    from gpuaas.stops import Stopped
 
+    if any(not given.strip(" ,") for given in args.parts):
+        print(f"gpuaas cluster up: --with: expected parts among {', '.join(PARTS)} or all, found an empty value",
+              file=sys.stderr)
+        return 2
+    if not math.isfinite(args.timeout) or not MIN_TIMEOUT <= args.timeout <= MAX_TIMEOUT:
+        print(f"gpuaas cluster up: --timeout: expected seconds from {MIN_TIMEOUT:g} to {MAX_TIMEOUT:g} (a day; "
+              f"the stack starts in 1 to 7 minutes), found {args.timeout:g}", file=sys.stderr)
+        return 2
     parts = {part.strip() for given in args.parts for part in given.split(",") if part.strip()}
     if "all" in parts:
         parts = (parts - {"all"}) | set(PARTS)
@@ -122,23 +138,30 @@ def _up(args: argparse.Namespace) -> int:
             print(f"gpuaas cluster up: {error}", file=sys.stderr)
             return 2
     cluster = Cluster(args.state_dir, progress=_progress)
-    if not args.no_build:
+    try:
+        if not args.no_build:
+            try:
+                build_all(progress=_progress)
+            except BuildFailed as error:
+                print(f"gpuaas cluster up: {error}", file=sys.stderr)
+                return 1
         try:
-            build_all(progress=_progress)
-        except BuildFailed as error:
+            state = cluster.up(timeout_s=args.timeout, parts=parts,
+                               **({"idle_window": args.idle_window} if args.idle_window is not None else {}))
+        except ClusterError as error:
             print(f"gpuaas cluster up: {error}", file=sys.stderr)
             return 1
-    try:
-        state = cluster.up(timeout_s=args.timeout, parts=parts,
-                           **({"idle_window": args.idle_window} if args.idle_window is not None else {}))
-    except ClusterError as error:
-        print(f"gpuaas cluster up: {error}", file=sys.stderr)
-        return 1
+    except Stopped as stop:  # nothing was handed over: up() stopped what it had started (module docstring)
+        started = cluster.stopped_on_failure
+        print(f"gpuaas cluster up: stopped by {stop} while starting: " + (
+            f"stopped the {started} processes it had started; their logs stay in {cluster.logs}" if started
+            else "no process of the cluster had started yet"), file=sys.stderr)
+        return stop.exit_code
     if args.output == "json":
         print(json.dumps(cluster.status(), indent=2))
     else:
-        _progress(f"cluster ready in {state.ready_seconds:.1f}s (state in {state.state_dir}); "
-                  "stop it with `gpuaas cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
+        _progress(f"cluster ready in {state.ready_seconds:.1f}s (state in {state.state_dir}); stop it with "
+                  f"`{command()} cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
         print(f"export KUBECONFIG={state.kubeconfig}")
     return 0
 
@@ -170,7 +193,7 @@ def _status(args: argparse.Namespace) -> int:
     rows = [("component", "state", "pid", "rss MiB", "endpoint", "log")]
     for c in report["components"]:
         rss = f"{c['rssBytes'] / 2**20:.0f}" if c["rssBytes"] else "-"
-        rows.append((c["name"], c["state"], str(c["pid"]), rss, c["endpoint"], c["log"]))
+        rows.append((c["name"], c["state"], str(c["pid"]), rss, c["endpoint"] if c["running"] else "-", c["log"]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())

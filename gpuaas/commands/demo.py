@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpuaas.invocation import command
+
 REQUIRED_KINDS = ("WorkflowTemplate", "Sensor", "EventSource")
 
 
@@ -98,21 +100,6 @@ class _Unusable(ValueError):
     pass
 
 
-def _check_output_dir(folder: Path) -> None:
-    """Fail before a minute of demo when the report could not be written at the end."""
-    if folder.exists() and not folder.is_dir():
-        raise _Unusable(f"--output-dir {folder}: expected a folder for the report, found a file; "
-                        "pass another path (default: demo-report)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".gpuaas-write-check"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as error:
-        raise _Unusable(f"--output-dir {folder}: expected a folder this user can write, found "
-                        f"{error.strerror.lower() if error.strerror else error}; pass another path") from None
-
-
 def _check_manifests(folder: Path) -> None:
     """The engine runs the rendered YAML: say which kinds are missing instead of failing mid-way."""
     from engine.rendered import RenderedManifests
@@ -124,7 +111,7 @@ def _check_manifests(folder: Path) -> None:
     missing = [kind for kind in REQUIRED_KINDS if not rendered.of_kind(kind)]
     if missing:
         raise _Unusable(f"--manifests {folder}: expected the rendered {', '.join(REQUIRED_KINDS)} objects, found no "
-                        f"{', '.join(missing)}; pass the folder `gpuaas render` writes (manifests/)")
+                        f"{', '.join(missing)}; pass the folder `{command()} render` writes (manifests/)")
 
 
 REAL_SPEED = 120.0
@@ -157,7 +144,7 @@ def _check_real(args: argparse.Namespace) -> None:
         except Exception as error:  # noqa: BLE001 - a gone apiserver, a broken kubeconfig: one line, not a traceback
             first = (str(error).strip().splitlines() or [""])[0]
             raise _Unusable(f"--state-dir {args.state_dir}: expected its apiserver to answer, found "
-                            f"{type(error).__name__}: {first}; see `gpuaas cluster status --state-dir "
+                            f"{type(error).__name__}: {first}; see `{command()} cluster status --state-dir "
                             f"{args.state_dir}`") from None
 
 
@@ -172,10 +159,46 @@ def _stack_errors() -> tuple[type[BaseException], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.rendered import DEFAULT_MANIFESTS
+    from gpuaas.report_folder import ReportFolder, ReportFolderError
+
+    real = getattr(args, "stack", "local") == "real"
+    folder = ReportFolder(args.output_dir)
+    try:
+        folder.check()
+        if real:
+            _check_real(args)
+        else:
+            if getattr(args, "state_dir", None) is not None:
+                raise _Unusable("--state-dir: only with --stack real (the local engine needs no cluster)")
+            _check_manifests(args.manifests or DEFAULT_MANIFESTS)
+        with folder:  # locked against a second demo; the run writes beside the report, swapped in at the end
+            return _run_into(args, folder, real)
+    except (_Unusable, ReportFolderError) as error:
+        print(f"gpuaas demo: {error}", file=sys.stderr)
+        return 2
+
+
+def _stop_words(args: argparse.Namespace, real: bool, had_report: bool) -> str:
+    """What a stopped or failed demo left: the same promise for a signal and a defect."""
+    if real and args.state_dir is None:
+        started = "the cluster it started (stopped and its folder removed)"
+    elif real:
+        started = f"its commands (the cluster in {args.state_dir} stays up, with the demo's namespaces in it)"
+    else:
+        started = "the engine, Prometheus and Alertmanager it started"
+    kept = (f"{args.output_dir} keeps the previous report" if had_report
+            else f"no report was written to {args.output_dir}")
+    return f"stopped {started}, removed its temporary folders; {kept}"
+
+
+def _run_into(args: argparse.Namespace, folder: Any, real: bool) -> int:
+    """The run, writing into folder.staging; the report swapped in only when complete."""
     from engine.demo import DemoOptions, DemoStalled, run_demo
     from engine.rendered import DEFAULT_MANIFESTS
-    from engine.report import outcome_words
+    from engine.report import outcome_words, started_words
     from gpuaas.manifests import observability
+    from gpuaas.stops import Stopped, show_tracebacks
 
     as_json = args.output == "json"
     progress_stream = sys.stderr if as_json else sys.stdout
@@ -183,20 +206,9 @@ def run(args: argparse.Namespace) -> int:
     def progress(text: str) -> None:
         print(text, file=progress_stream, flush=True)
 
-    real = getattr(args, "stack", "local") == "real"
-    try:
-        _check_output_dir(args.output_dir)
-        if real:
-            _check_real(args)
-        else:
-            if getattr(args, "state_dir", None) is not None:
-                raise _Unusable("--state-dir: only with --stack real (the local engine needs no cluster)")
-            _check_manifests(args.manifests or DEFAULT_MANIFESTS)
-    except _Unusable as error:
-        print(f"gpuaas demo: {error}", file=sys.stderr)
-        return 2
+    had_report = args.output_dir.is_dir() and any(args.output_dir.iterdir())
     speed = args.speed if args.speed is not None else (REAL_SPEED if real else 300.0)
-    options = DemoOptions(output_dir=args.output_dir, manifests=args.manifests or DEFAULT_MANIFESTS,
+    options = DemoOptions(output_dir=folder.staging, manifests=args.manifests or DEFAULT_MANIFESTS,
                           step_mode=args.steps, speed=speed, metrics=args.metrics, progress=progress,
                           alert_rules=observability, quota_advisor=quota_advice_for_demo)
     try:
@@ -207,8 +219,11 @@ def run(args: argparse.Namespace) -> int:
             result = run_real_demo(options, args.state_dir)
         else:
             result = run_demo(options)
+    except Stopped as stop:
+        print(f"gpuaas demo: stopped by {stop}: {_stop_words(args, real, had_report)}", file=sys.stderr)
+        return stop.exit_code
     except DemoStalled as error:
-        print(f"gpuaas demo: the scenario stalled: {error}", file=sys.stderr)
+        print(f"gpuaas demo: the scenario stalled: {error}; {_stop_words(args, real, had_report)}", file=sys.stderr)
         return 1
     except FileNotFoundError as error:
         print(f"gpuaas demo: {error}", file=sys.stderr)
@@ -216,11 +231,18 @@ def run(args: argparse.Namespace) -> int:
     except Exception as error:
         # the real stack: gpuaas.cluster.install.InstallError, ClusterError, HistoryError (RuntimeErrors), the
         # kubernetes client's ApiException, urllib3's errors, a kubectl or argo past its timeout: one line
-        if not real or not isinstance(error, _stack_errors()):
+        lines = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        if real and isinstance(error, _stack_errors()):
+            print(f"gpuaas demo: the real stack failed: {type(error).__name__}: {lines}; "
+                  f"{_stop_words(args, real, had_report)}", file=sys.stderr)
+            return 1
+        if show_tracebacks():
             raise
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        print(f"gpuaas demo: the real stack failed: {type(error).__name__}: {'; '.join(lines)}", file=sys.stderr)
-        return 1
+        print(f"gpuaas demo: failed (a defect of gpuaas): {type(error).__name__}: {lines}; "
+              f"{_stop_words(args, real, had_report)}; GPUAAS_TRACEBACK=1 shows where", file=sys.stderr)
+        return 70
+    folder.commit()
+    result.output_dir = args.output_dir
     summary = result.summary
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -229,7 +251,8 @@ def run(args: argparse.Namespace) -> int:
     _print_table(summary["timeline"], sys.stdout)
     print()
     speed = summary["demo_time"]["speed"]
-    print(f"runs: {summary['runs']}   events routed: {summary['events_routed']}   GPU-hours reclaimed: "
+    print(f"runs: {summary['runs']} ({started_words(summary)})")
+    print(f"GPU-hours reclaimed: "
           f"{summary['gpu_hours_reclaimed']:.2f} on the demo clock ({summary['gpu_hours_reclaimed_wall']:.4g} as the "
           f"steps measured them in wall time; the demo clock runs {speed:g}x)")
     for name, reaction in summary["reactions"].items():
@@ -242,5 +265,5 @@ def run(args: argparse.Namespace) -> int:
               f"{result.output_dir / 'runs.json'}   audit: {summary['files']['audit']}")
         return 0
     print(f"report: {result.output_dir / 'index.html'}   archive: {result.output_dir / 'runs.db'}   "
-          f"(try: gpuaas audit --archive {result.output_dir / 'runs.db'})")
+          f"(try: {command()} audit --archive {result.output_dir / 'runs.db'})")
     return 0

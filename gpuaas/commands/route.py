@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from gpuaas.invocation import command
+
 DEFAULT_MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
 
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuaas route: {exc}", file=sys.stderr)
         return 2
     if not router.sensors:
-        print(f"gpuaas route: no Sensor found under {args.manifests} (run `gpuaas render` first?)", file=sys.stderr)
+        print(f"gpuaas route: no Sensor found under {args.manifests} (run `{command()} render` first?)", file=sys.stderr)
         return 2
     for warning in router.load_warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -93,10 +95,14 @@ def _read_events(args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
         raise _InputError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise _InputError(_not_utf8(str(path), exc)) from None
+    if not text.strip():
+        raise _InputError(f"{'<stdin>' if str(path) == '-' else path}: expected a JSON CloudEvent, found "
+                          f"{'an empty file' if not text else 'only white space'}")
     try:
         yield str(path), _json(text)
     except ValueError as exc:
-        raise _InputError(f"{path}: not a JSON CloudEvent: {exc}") from None
+        lines = "; one event per line (JSON lines): pass it with --events" if "Extra data" in str(exc) else ""
+        raise _InputError(f"{path}: not a JSON CloudEvent: {exc}{lines}") from None
 
 
 def _json(text: str) -> Any:
@@ -114,13 +120,20 @@ def _not_utf8(name: str, error: UnicodeDecodeError) -> str:
 
 
 def _read_lines(name: str, handle: TextIO) -> Iterator[tuple[str, Any]]:
+    number = 0
+    events = 0
     for number, line in enumerate(handle, start=1):
         if not line.strip():
             continue
         try:
-            yield f"{name}:{number}", _json(line)
+            event = _json(line)
         except ValueError as exc:
             raise _InputError(f"{name}:{number}: not a JSON object: {exc}") from None
+        events += 1
+        yield f"{name}:{number}", event
+    if not events:  # routing nothing and exiting 0 read as "no Sensor fires", which nothing showed
+        raise _InputError(f"--events {name}: expected one JSON CloudEvent per line, found "
+                          f"{'an empty file' if not number else f'{number} blank line(s)'}")
 
 
 def _write_text(result: Any, out: TextIO) -> None:

@@ -23,6 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+MAX_WINDOW = 86400.0
+"""Seconds: the longest idle window swept and the coarsest --step (a day; longer ones overflowed the replay)."""
+MAX_REACTION_DELAY = 3600.0
+MIN_DAYS = 1 / 24
+"""--days below an hour holds no whole workload of the trace."""
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     source = parser.add_argument_group("history (one of)")
@@ -50,8 +56,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                          help="the PrometheusRule and AlertmanagerConfig (default: manifests/base/observability.yaml)")
     product.add_argument("--mode", choices=("enforce", "dry-run"), default=None,
                          help="override every tenant's idle.mode (e.g. enforce: what would switching do?)")
-    product.add_argument("--windows", default="5m,10m,15m,30m,1h,2h",
-                         help="idle windows to sweep (default 5m,10m,15m,30m,1h,2h; empty: no sweep)")
+    windows = product.add_argument("--windows", default="5m,10m,15m,30m,1h,2h",
+                                   help="idle windows to sweep (default 5m,10m,15m,30m,1h,2h; empty: no sweep)")
+    windows.empty_allowed = True  # type: ignore[attr-defined]  # gpuaas.cli.check_spelling: "" means no sweep
     product.add_argument("--reaction-delay", default="0s",
                          help="time from a webhook delivery to the on-idle step reading Prometheus (default 0s)")
     output = parser.add_argument_group("output")
@@ -106,6 +113,8 @@ def _windows(text: str, step: float) -> list[float]:
         if not item:
             continue
         seconds = _seconds("--windows", item)
+        if seconds > MAX_WINDOW:
+            raise ValueError(f"--windows: expected idle windows of at most 1d, found {item}")
         if seconds < step:
             raise ValueError(f"--windows: expected idle windows of at least --step ({format_duration(step)}), "
                              f"found {item}; pass longer windows or a finer --step")
@@ -160,8 +169,9 @@ def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
         return read_cluster(args.prometheus, since, until, step, progress=progress)
     from gpuaas.simulate.synthesis import load_itp, synthesize
 
-    if not math.isfinite(args.days) or args.days <= 0:
-        raise ValueError(f"--days: expected a positive number of days such as 7 or 30, found {args.days:g}")
+    if not math.isfinite(args.days) or args.days < MIN_DAYS:
+        raise ValueError(f"--days: expected a number of days of at least {MIN_DAYS:.3f} (an hour), such as 7 or 30, "
+                         f"found {args.days:g}")
     if args.seed < 0:
         raise ValueError(f"--seed: expected a whole number >= 0, found {args.seed}")
     try:
@@ -193,8 +203,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         step = _seconds("--step", args.step)
         delay = _seconds("--reaction-delay", args.reaction_delay)
-        if step <= 0:
-            raise ValueError(f"--step: expected a positive duration such as 1m, found {args.step!r}")
+        if step < 1:
+            raise ValueError(f"--step: expected a duration of at least 1s such as 1m (Prometheus stores whole "
+                             f"seconds), found {args.step!r}")
+        if step > MAX_WINDOW:
+            raise ValueError(f"--step: expected at most 1d (one sample a day), found {args.step!r}")
+        if delay > MAX_REACTION_DELAY:
+            raise ValueError(f"--reaction-delay: expected at most 1h (from a webhook delivery to the step reading "
+                             f"Prometheus; seconds to minutes in practice), found {args.reaction_delay!r}")
         windows = _windows(args.windows, step)
         _writable_folder("--html", args.html)
         _writable_folder("--write-trace", args.write_trace)

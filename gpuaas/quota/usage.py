@@ -28,6 +28,8 @@ from gpuaas.quota.advice import TenantUsage
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_POINTS = 720
+MAX_WINDOW_SECONDS = 366 * 86400
+"""The longest `quota advise --since`: a year; a longer one made queries before the epoch."""
 
 
 def parse_window(text: str) -> int:
@@ -35,7 +37,11 @@ def parse_window(text: str) -> int:
     match = _DURATION.match(text.strip())
     if not match or int(match.group(1)) == 0:
         raise ValueError(f"--since: expected a duration like 7d, 12h or 90m, found {text!r}")
-    return int(match.group(1)) * _SECONDS[match.group(2)]
+    seconds = int(match.group(1)) * _SECONDS[match.group(2)]
+    if seconds > MAX_WINDOW_SECONDS:
+        raise ValueError(f"--since: expected a window of at most 366d (Prometheus keeps weeks to months of "
+                         f"history), found {text!r}")
+    return seconds
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,11 @@ def lifetime_slots(t0: float, step: float, start: np.ndarray, end: np.ndarray) -
     return first, np.maximum(last - first, 0)
 
 
+MAX_SAMPLES = 300_000_000
+"""The most GPU samples a history may hold: about 7x the synthetic 30 days at 1m (47 M), 1.2 GB as float32 before
+the replay's own arrays; a --step of 1ms asked for 10 TiB and ended in numpy's MemoryError."""
+
+
 def allocate(t0: float, step: float, workloads: Workloads, columns: np.ndarray,
              pods: Pods | None = None, source: str = "") -> History:
     """An empty history (every held GPU without data) for these workloads; readers fill `activity`."""
@@ -152,7 +157,12 @@ def allocate(t0: float, step: float, workloads: Workloads, columns: np.ndarray,
     offset = np.zeros(len(workloads), dtype=np.int64)
     if len(workloads):
         offset[1:] = np.cumsum(sizes)[:-1]
-    activity = np.full(int(sizes.sum()), np.nan, dtype=np.float32)
+    total = int(sizes.sum())
+    if total > MAX_SAMPLES:
+        raise ValueError(f"expected at most {MAX_SAMPLES / 1e6:,.0f} M GPU samples (the replay holds several arrays "
+                         f"of them in memory), found {total / 1e6:,.0f} M on a {step:g} s grid; pass a coarser --step "
+                         "or a shorter history")
+    activity = np.full(total, np.nan, dtype=np.float32)
     if pods is None:
         pods = Pods(name=workloads.name.copy(), workload=np.arange(len(workloads), dtype=np.int64),
                     first_column=np.zeros(len(workloads), dtype=np.int64), columns=columns.copy())

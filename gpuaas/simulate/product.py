@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from gpuaas.invocation import command
 from gpuaas.manifests.observability import ALERT_NAME, GPU_ACTIVITY
 from gpuaas.simulate.alert_rule import RuleTimings
 from gpuaas.simulate.alertmanager import NotificationTimings
@@ -63,6 +64,9 @@ def _documents(path: Path) -> list[Any]:
         text = path.read_text()
     except OSError as error:
         raise ProductSettingsError(f"{path}: cannot read it ({error.strerror}); pass an existing file") from None
+    if not text.strip():
+        raise ProductSettingsError(f"{path}: expected YAML (the rendered manifest or `kubectl get ... -o yaml`), found "
+                                   "an empty file")
     try:
         return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as error:
@@ -116,7 +120,7 @@ def rule_timings(rule: dict[str, Any], where: str) -> RuleTimings:
     match = _ALERT_EXPR.search(str(rule.get("expr", "")))
     if not match:
         raise ProductSettingsError(f"{where}: the {ALERT_NAME} expression is not the one gpuaas renders "
-                                   f"(max_over_time({GPU_ACTIVITY}[W]) <= T); re-render it with `gpuaas render`")
+                                   f"(max_over_time({GPU_ACTIVITY}[W]) <= T); re-render it with `{command()} render`")
     return RuleTimings(window_seconds=prometheus_duration(match.group(1), f"{where} window"),
                        for_seconds=prometheus_duration(rule.get("for", "0s"), f"{where} for"),
                        threshold=float(match.group(2)))

@@ -85,7 +85,7 @@ def read_workloads(path: Path) -> Workloads:
         missing = [c for c in WORKLOAD_COLUMNS if c not in header]
         if missing:
             raise TraceError(path, 1, missing[0], f"expected a header with {', '.join(WORKLOAD_COLUMNS)} "
-                             f"(exempt optional), found {', '.join(header) or 'nothing'}")
+                             f"(exempt optional), found {', '.join(header) or 'an empty file'}")
         at = {c: header.index(c) for c in header}
         seen: dict[str, int] = {}
         for line, row in enumerate(reader, start=2):
@@ -197,7 +197,7 @@ def _activity_header(path: Path) -> list[str]:
     missing = [c for c in ACTIVITY_COLUMNS if c not in header]
     if missing:
         raise TraceError(path, 1, missing[0], f"expected a header with {', '.join(ACTIVITY_COLUMNS)} (pod optional), "
-                         f"found {', '.join(header) or 'nothing'}")
+                         f"found {', '.join(header) or ('an empty file' if not header_bytes.strip() else 'nothing')}")
     return header
 
 

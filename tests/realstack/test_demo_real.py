@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from gpuaas.cluster.readiness import http_status
+from tests.support.processes import processes_naming
 from tests.support.real_cluster import RealCluster
 
 DEMO_NAMESPACES = {"team-research", "team-vision", "team-serving"}
@@ -91,6 +93,44 @@ def _admitted_after_the_release(admitted: list[dict], idle_runs: list[dict]) -> 
                         if n.get("templateName") == "on-idle" and n.get("type") == "Pod"]
     released_after = release_node["startedAt"]  # the step released ray-vision after its pod started
     assert _time(admitted_at) >= _time(released_after) - 1, (admitted_at, released_after)  # whole seconds
+
+
+def test_a_demo_stopped_mid_story_keeps_the_users_cluster_and_the_previous_report(argo_cluster: RealCluster,
+                                                                                 tmp_path: Path) -> None:
+    """Issue 18 item 2 on the real stack: SIGTERM to `gpuaas demo --stack real --state-dir` mid-story. The cluster is
+    the user's (handed over by `cluster up`): it stays up. The demo's own commands (kubectl, argo) are gone, the
+    report folder is the previous report, nothing is left beside it, and it says so in one line. First in the
+    module: the full demo below deletes the namespaces this one leaves, as a second demo does."""
+    report = tmp_path / "demo-report"
+    report.mkdir()
+    (report / "summary.json").write_text('{"runs": 1}\n')
+    process = subprocess.Popen([sys.executable, "-m", "gpuaas.cli", "demo", "--stack", "real", "--state-dir",
+                                str(argo_cluster.state_dir), "--output-dir", str(report)], cwd=REPO, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if "research: opens notebook" in line:
+            break
+    else:
+        pytest.fail(f"the demo ended before its story began:\n{''.join(seen)}{process.stderr.read() if process.stderr else ''}")
+    os.kill(process.pid, signal.SIGTERM)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 143, f"exit {process.returncode}:\n{''.join(seen)}{out}\n{err}"
+    (line,) = err.strip().splitlines()
+    assert line.startswith("gpuaas demo: stopped by SIGTERM: ") and "stays up" in line, line
+    assert "keeps the previous report" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-report"]
+    assert sorted(p.name for p in report.iterdir()) == ["summary.json"]
+    assert (report / "summary.json").read_text() == '{"runs": 1}\n'
+    time.sleep(0.5)
+    commands = [p for p in processes_naming(str(argo_cluster.state_dir))
+                if p.split(": ", 1)[1].split(" ", 1)[0].rsplit("/", 1)[-1] in ("kubectl", "argo")]
+    assert commands == [], commands
+    status = argo_cluster.cluster.status()
+    assert status["phase"] == "ready", [(c["name"], c["state"]) for c in status["components"] if not c["running"]]
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ def test_durations(text: object, seconds: float) -> None:
     ("idle: {maxReleasesPerHour: " + "9" * 5000 + "}", "policy.yaml (document)", "digits"),  # YAML's own int()
     ("idle: {maxReleasesPerHour: " + "9" * 30 + "}", "policy.yaml idle.maxReleasesPerHour", "digits"),
     ("idle: {window: " + "9" * 400 + "}", "policy.yaml idle.window", "digits"),
-    ("idle: {window: " + "9" * 400 + "s}", "policy.yaml idle.window", "30s / 10m / 1h30m"),  # 15 digits at most
+    ("idle: {window: " + "9" * 400 + "s}", "policy.yaml idle.window", "at most 15 digits"),
     ("idle: " + "[" * 5000 + "]" * 5000, "policy.yaml (document)", "nested"),
 ])
 def test_errors_name_the_key(text: str, field: str, found: str) -> None:

@@ -1,0 +1,49 @@
+"""Every hint the CLI prints runs as printed (issue 18 item 3): `gpuaas ...` when PATH finds this installation,
+else the path to it, as a new user right after `make demo` has it (`.venv/bin/` is not on PATH)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = Path(sys.prefix) / "bin" / "gpuaas"
+BARE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _hint(cwd: Path, path: str) -> str:
+    """The command `gpuaas audit` tells the user to run when the archive is missing."""
+    done = subprocess.run([str(SCRIPT), "audit", "--archive", "nope.db"], cwd=cwd, capture_output=True, text=True,
+                          timeout=60, check=False, env={**os.environ, "PATH": path})
+    assert done.returncode == 2, done.stderr
+    found = re.search(r"run `(.+?) demo` first", done.stderr)
+    assert found, done.stderr
+    return found.group(1)
+
+
+def test_off_path_the_hint_is_the_path_that_runs_it(tmp_path: Path) -> None:
+    assert SCRIPT.is_file(), f"expected the gpuaas entry point at {SCRIPT} (pip install -e .)"
+    for cwd in (REPO, tmp_path):
+        hint = _hint(cwd, BARE_PATH)
+        assert hint != "gpuaas" and Path(cwd, hint).resolve() == SCRIPT.resolve(), (cwd, hint)
+        ran = subprocess.run(f"{hint} --help", shell=True, cwd=cwd, capture_output=True, text=True, timeout=60,
+                             check=False, env={**os.environ, "PATH": BARE_PATH})
+        assert ran.returncode == 0 and "usage: gpuaas" in ran.stdout, ran.stderr
+    assert _hint(REPO, BARE_PATH) == os.path.relpath(SCRIPT, REPO)  # `.venv/bin/gpuaas` in the checkout
+
+
+def test_on_path_the_hint_is_gpuaas(tmp_path: Path) -> None:
+    assert _hint(tmp_path, f"{SCRIPT.parent}:{BARE_PATH}") == "gpuaas"
+
+
+def test_another_gpuaas_first_on_path_is_not_named(tmp_path: Path) -> None:
+    """A different installation earlier on PATH would run other code: the hint names this one's path."""
+    other = tmp_path / "bin"
+    other.mkdir()
+    (other / "gpuaas").write_text("#!/bin/sh\necho another gpuaas\n")
+    (other / "gpuaas").chmod(0o755)
+    hint = _hint(tmp_path, f"{other}:{SCRIPT.parent}:{BARE_PATH}")
+    assert Path(tmp_path, hint).resolve() == SCRIPT.resolve(), hint
