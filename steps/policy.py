@@ -79,7 +79,8 @@ class PolicyError(RejectedInput):
 
     def __init__(self, field: str, expected: str, found: object) -> None:
         super().__init__(f"policy.yaml {field}", expected, found,
-                         f"fix ConfigMap {CONFIG_MAP} (kubectl -n gpuaas edit configmap {CONFIG_MAP})")
+                         f"fix the policy: the chart's `policy` value (helm upgrade), your kustomize site's "
+                         f"policy.yaml, or ConfigMap {CONFIG_MAP}")
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,14 @@ class Policy:
         return ((self.raw.get("tenants") or {}).get(tenant) or {})
 
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+DURATION_DIGITS = 15
+"""Digits a duration's number may have on each side of the point: ample (10^15 hours), and no spelling
+can overflow to an infinite duration (steps/policy_schema.py writes the same bound into the chart's schema)."""
+_NUMBER = f"[0-9]{{1,{DURATION_DIGITS}}}(?:\\.[0-9]{{1,{DURATION_DIGITS}}})?"
+_DURATION = re.compile(f"^(?:({_NUMBER})h)?(?:({_NUMBER})m)?(?:({_NUMBER})s)?$")
+_LONG_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?h)?(?:[0-9]+(?:\.[0-9]+)?m)?(?:[0-9]+(?:\.[0-9]+)?s)?$")
+"""The grammar without the bound: a duration spelt with too many digits is told so."""
+"""ASCII digits only (Python's \\d also takes other scripts' digits; the JSON Schema, read by Go, does not)."""
 
 
 def parse_duration(where: str, value: object) -> float:
@@ -131,6 +139,10 @@ def parse_duration(where: str, value: object) -> float:
         return float(value)
     text = str(value).strip()
     match = _DURATION.match(text)
+    if text and not match and _LONG_DURATION.match(text):
+        shown = repr(value)
+        raise PolicyError(where, f"a duration with at most {DURATION_DIGITS} digits in each number",
+                          shown if len(shown) <= 40 else shown[:40] + "...")
     if not text or not match or not any(match.groups()):
         raise PolicyError(where, "a duration (seconds, or 30s / 10m / 1h30m)", repr(value))
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
@@ -151,8 +163,61 @@ def _number(where: str, value: object, low: float, high: float | None = None) ->
     return float(value)
 
 
-_IDLE_KEYS = {"window", "threshold", "minCoverage", "minRuntime", "mode", "maxReleasesPerHour",
-              "windowSeconds", "minRuntimeSeconds"}
+@dataclass(frozen=True)
+class IdleField:
+    """One key of an `idle` section: how the step reads it and (steps/policy_schema.py) how the JSON Schema
+    of the chart's values describes it. IDLE_FIELDS is the one definition of the section: the parser below
+    and the schema are both read from it, so a key added here is validated the same way everywhere."""
+
+    key: str
+    attribute: str
+    """The IdleSettings field it sets."""
+    kind: str
+    """duration (>= 0), positive-duration (> 0), ratio (0-1), count (whole number >= 0) or mode."""
+    description: str
+    aliases: tuple[str, ...] = ()
+
+
+IDLE_FIELDS: tuple[IdleField, ...] = (
+    IdleField("window", "window_seconds", "positive-duration",
+              "how long every GPU of a workload must stay idle before it is released", ("windowSeconds",)),
+    IdleField("threshold", "threshold", "ratio", "the highest GPU activity (0-1) that still counts as idle"),
+    IdleField("minCoverage", "min_coverage", "ratio",
+              "the share of the window the samples must cover before idle is believed (no data is never idle)"),
+    IdleField("minRuntime", "min_runtime_seconds", "duration",
+              "never release a workload admitted less than this ago", ("minRuntimeSeconds",)),
+    IdleField("mode", "mode", "mode", "enforce (release) or dry-run (plan and record only)"),
+    IdleField("maxReleasesPerHour", "max_releases_per_hour", "count", "per tenant; 0 = never release"),
+)
+SECTIONS = ("idle", "quota", "tenants")
+"""The top-level keys of policy.yaml."""
+TENANT_SECTIONS = ("idle", "quota")
+"""The keys of one tenant's overrides."""
+
+_IDLE_KEYS = {name for f in IDLE_FIELDS for name in (f.key, *f.aliases)}
+
+
+def _field_value(where: str, kind: str, value: object) -> object:
+    """One idle value read as its kind says (IdleField.kind); PolicyError naming `where` otherwise."""
+    if kind in ("duration", "positive-duration"):
+        seconds = parse_duration(where, value)
+        if kind == "positive-duration" and seconds <= 0:
+            raise PolicyError(where, "a duration > 0", repr(value))
+        return seconds
+    if kind == "ratio":
+        return _number(where, value, 0, 1)
+    if kind == "mode":
+        if value not in MODES:
+            raise PolicyError(where, "enforce or dry-run", repr(value))
+        return value
+    if kind == "count":
+        # A whole number; 3.0 is 3 (a YAML or JSON writer may spell it so: the chart's values are JSON numbers).
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PolicyError(where, "a whole number >= 0", repr(value))
+        return value
+    raise ValueError(f"IdleField kind {kind!r} has no reader")
 
 
 def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
@@ -163,29 +228,17 @@ def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
     unknown = sorted(set(section) - _IDLE_KEYS)
     if unknown:
         raise PolicyError(f"{where}.{unknown[0]}", f"one of {', '.join(sorted(_IDLE_KEYS))}", repr(unknown[0]))
-    aliases = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
+    for spec in IDLE_FIELDS:
+        given = [key for key in (spec.key, *spec.aliases) if key in section]
+        if len(given) > 1:  # one would silently win over the other
+            raise PolicyError(f"{where}.{given[1]}", f"{spec.key} or {given[1]}, not both",
+                              f"both ({spec.key}: {section[spec.key]!r})")
+    aliases = {alias: f.key for f in IDLE_FIELDS for alias in f.aliases}
     section = {aliases.get(k, k): v for k, v in section.items()}
     out = base
-    if "window" in section:
-        window = parse_duration(f"{where}.window", section["window"])
-        if window <= 0:
-            raise PolicyError(f"{where}.window", "a duration > 0", repr(section["window"]))
-        out = replace(out, window_seconds=window)
-    if "threshold" in section:
-        out = replace(out, threshold=_number(f"{where}.threshold", section["threshold"], 0, 1))
-    if "minCoverage" in section:
-        out = replace(out, min_coverage=_number(f"{where}.minCoverage", section["minCoverage"], 0, 1))
-    if "minRuntime" in section:
-        out = replace(out, min_runtime_seconds=parse_duration(f"{where}.minRuntime", section["minRuntime"]))
-    if "mode" in section:
-        if section["mode"] not in MODES:
-            raise PolicyError(f"{where}.mode", "enforce or dry-run", repr(section["mode"]))
-        out = replace(out, mode=section["mode"])
-    if "maxReleasesPerHour" in section:
-        value = section["maxReleasesPerHour"]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise PolicyError(f"{where}.maxReleasesPerHour", "a whole number >= 0", repr(value))
-        out = replace(out, max_releases_per_hour=value)
+    for spec in IDLE_FIELDS:
+        if spec.key in section:
+            out = replace(out, **{spec.attribute: _field_value(f"{where}.{spec.key}", spec.kind, section[spec.key])})
     return out
 
 
@@ -220,11 +273,13 @@ def policy_from_mapping(document: object) -> Policy:
         return Policy()
     if not isinstance(document, Mapping):
         raise PolicyError("(document)", "a mapping with idle/quota/tenants sections", type(document).__name__)
-    unknown = sorted(set(document) - {"idle", "quota", "tenants"})
+    unknown = sorted(set(document) - set(SECTIONS))
     if unknown:
         raise PolicyError(unknown[0], "one of idle, quota, tenants", repr(unknown[0]))
     defaults = _idle("idle", document.get("idle"), IdleSettings())
-    tenants_section = document.get("tenants") or {}
+    tenants_section = document.get("tenants")
+    if tenants_section is None:
+        tenants_section = {}
     if not isinstance(tenants_section, Mapping):
         raise PolicyError("tenants", "a mapping of ClusterQueue name -> overrides", type(tenants_section).__name__)
     tenants: dict[str, IdleSettings] = {}
@@ -233,9 +288,12 @@ def policy_from_mapping(document: object) -> Policy:
             section = {}
         if not isinstance(section, Mapping):
             raise PolicyError(f"tenants.{name}", "a mapping with idle and/or quota", type(section).__name__)
-        extra = sorted(set(section) - {"idle", "quota"})
+        extra = sorted(set(section) - set(TENANT_SECTIONS))
         if extra:
             raise PolicyError(f"tenants.{name}.{extra[0]}", "idle or quota", repr(extra[0]))
+        if section.get("quota") is not None and not isinstance(section.get("quota"), Mapping):
+            raise PolicyError(f"tenants.{name}.quota", "a mapping of quota settings",
+                              type(section.get("quota")).__name__)
         tenants[str(name)] = _idle(f"tenants.{name}.idle", section.get("idle"), defaults)
     if document.get("quota") is not None and not isinstance(document.get("quota"), Mapping):
         raise PolicyError("quota", "a mapping of quota settings", type(document.get("quota")).__name__)

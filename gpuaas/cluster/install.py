@@ -2,7 +2,7 @@
 
 Used by `gpuaas demo --stack real`, the real-stack tests (tests/realstack/argo_product.py) and
 benchmarks/real_loop.py (`python -m gpuaas.cluster.install`) alike:
-the rendered base applied with this stack's EventBus and step image (gpuaas.cluster.product), the
+the product for this stack's values (gpuaas.cluster.product: its EventBus, step image, Prometheus), the
 example tenants, and the EventSource and Sensor pods not just Running but listening. Idempotent
 (server-side apply): a second install costs a few seconds.
 
@@ -101,13 +101,18 @@ def logs(core: Any, label: str, tail_lines: int | None = 40) -> str:
 def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING,
             field_manager: str = FIELD_MANAGER) -> None:
     """The product and the example tenants on the cluster, with the named pods listening."""
-    from kubernetes import client
-
-    apply(kubeconfig, stack_objects(program("kubernetes", "kubectl")), field_manager)
+    apply(kubeconfig, stack_objects(), field_manager)
     # --force-conflicts: on a reused cluster the product's gpuaas-provision-quota (run by the capacity-clock
     # EventSource) has since set the ClusterQueues' quotas as field manager "gpuaas".
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", f"--field-manager={field_manager}", "-k",
             str(EXAMPLE_TENANTS))
+    wait_listening(api_client, listening)
+
+
+def wait_listening(api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING) -> None:
+    """The named EventSource and Sensor pods Running on the real node and logging that they listen."""
+    from kubernetes import client
+
     core = client.CoreV1Api(api_client)
     for label, _ in listening:
         try:

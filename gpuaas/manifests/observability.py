@@ -252,7 +252,7 @@ def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: s
                                secret_name: str = WEBHOOK_SECRET, secret_key: str = WEBHOOK_SECRET_KEY,
                                admins_secret: str = ADMINS_SECRET, admins_secret_key: str = ADMINS_SECRET_KEY,
                                group_wait: str = "30s", group_interval: str = "5m",
-                               repeat_interval: str = "1h") -> dict[str, Any]:
+                               repeat_interval: str = "1h", webhook_namespace: str | None = None) -> dict[str, Any]:
     """AlertmanagerConfig (monitoring.coreos.com/v1alpha1): GPUWorkloadIdle to the webhook EventSource,
     GPU health alerts to the admins' webhook (URL from Secret `gpuaas-admin-alerts`, key `url`).
 
@@ -281,7 +281,7 @@ def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: s
             "receivers": [
                 {"name": RECEIVER,
                  "webhookConfigs": [{
-                     "url": f"http://{service}.{namespace}.svc:{port}{path}",
+                     "url": f"http://{service}.{webhook_namespace or namespace}.svc:{port}{path}",
                      "sendResolved": False,
                      "httpConfig": {"authorization": {"type": "Bearer",
                                                       "credentials": {"name": secret_name, "key": secret_key}}},
@@ -346,6 +346,43 @@ def dashboard_configmap(namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
     }
 
 
+def window_keys() -> tuple[str, ...]:
+    """The policy keys that set an idle window (steps.policy.IDLE_FIELDS: `window` and its alias)."""
+    from steps.policy import IDLE_FIELDS
+
+    spec = next(f for f in IDLE_FIELDS if f.attribute == "window_seconds")
+    return (spec.key, *spec.aliases)
+
+
+def shortest_window_seconds(document: Any) -> float:
+    """The shortest idle window a policy document sets anywhere (defaults, tenants, and any section a later
+    policy adds), or the steps' default window where the defaults set none. The chart's
+    `gpuaas.ruleWindow` walks the values' policy the same way."""
+    from steps.policy import IdleSettings, parse_duration
+
+    keys = window_keys()
+    found: list[float] = []
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in keys:
+                    found.append(parse_duration(key, value))
+                else:
+                    stack.append(value)
+    idle = (document or {}).get("idle") if isinstance(document, dict) else None
+    if not (isinstance(idle, dict) and any(key in idle for key in keys)):
+        found.append(IdleSettings().window_seconds)
+    return min(found)
+
+
+def duration_text(seconds: float) -> str:
+    """Whole seconds (half up) as Prometheus writes a range: 2h, 90m, 45s."""
+    whole = int(seconds + 0.5)
+    return f"{whole // 3600}h" if whole % 3600 == 0 else f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
+
+
 def rule_window(policy_text: str | None = None) -> str:
     """The alert's window: the SHORTEST idle window of the policy (default: the policy gpuaas renders).
 
@@ -357,9 +394,7 @@ def rule_window(policy_text: str | None = None) -> str:
     from steps.policy import default_policy_text, parse_policy
 
     policy = parse_policy(policy_text if policy_text is not None else default_policy_text())
-    seconds = min([policy.idle.window_seconds, *(s.window_seconds for s in policy.tenants.values())])
-    whole = round(seconds)
-    return f"{whole // 3600}h" if whole % 3600 == 0 else f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
+    return duration_text(shortest_window_seconds(dict(policy.raw)))
 
 
 def objects(namespace: str = DEFAULT_NAMESPACE, **webhook: Any) -> list[dict[str, Any]]:

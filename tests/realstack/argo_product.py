@@ -13,8 +13,8 @@ from gpuaas.cluster import install as product_install
 from gpuaas.cluster.install import IDLE_LISTENING, LISTENING, PRODUCT_NAMESPACE, logs, running_pod
 from tests.support.real_cluster import RealCluster
 
-__all__ = ["IDLE_LISTENING", "LISTENING", "PRODUCT_NAMESPACE", "apply", "gpu_job", "install", "logs", "running_pod",
-           "workload_of"]
+__all__ = ["IDLE_LISTENING", "LISTENING", "PRODUCT_NAMESPACE", "apply", "gpu_job", "install", "logs", "reaction_run",
+           "running_pod", "workload_of"]
 
 
 def apply(cluster: RealCluster, objects: list[dict]) -> None:
@@ -52,3 +52,14 @@ def workload_of(custom: client.CustomObjectsApi, namespace: str, uid: str) -> di
     items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads",
                                                  label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
     return items[0] if items else None
+
+
+def reaction_run(custom: client.CustomObjectsApi, reaction: str, namespace: str, workload: str) -> dict | None:
+    """The Workflow of `reaction` (label gpuaas.io/reaction) whose parameters name this Workload, once made."""
+    items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
+                                                 label_selector=f"gpuaas.io/reaction={reaction}")["items"]
+    for item in items:
+        parameters = {p["name"]: p.get("value") for p in item["spec"]["arguments"]["parameters"]}
+        if parameters.get("workload") == workload and parameters.get("namespace") == namespace:
+            return item
+    return None

@@ -45,16 +45,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     Why the order: starting the Argo cluster costs minutes, so it starts once for every module that uses
     it; its real node and a `real_node` cannot both run (one node lock per machine), so every Argo test
-    must be done before the first `real_node` test takes the lock (see `release_argo_cluster`). The demo's
-    module runs first of the Argo tests: its story needs 11 of the 12 KWOK GPUs free."""
+    must be done before the first `real_node` test takes the lock (see `release_argo_cluster`). The README's
+    Helm install runs first of the Argo tests (helm installs only onto a cluster without the product and
+    uninstalls after), then the demo's module: its story needs 11 of the 12 KWOK GPUs free."""
     slots = []
     for index, item in enumerate(items):
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.realstack)
             slots.append(index)
     tier = [items[index] for index in slots]
-    # the demo first among them: it needs 11 of the 12 KWOK GPUs at once (tests/realstack/test_demo_real.py)
+    # The README's Helm install first: it installs the chart on the fresh Argo cluster (helm refuses objects
+    # another tool applied) and uninstalls it. Then the demo: it needs 11 of the 12 KWOK GPUs at once
+    # (tests/realstack/test_demo_real.py).
     ordered = sorted(tier, key=lambda item: ("argo_cluster" not in getattr(item, "fixturenames", ()),
+                                             "test_the_readme_helm_install" not in item.name,
                                              Path(str(item.fspath)).name != "test_demo_real.py"))
     for index, item in zip(slots, ordered, strict=True):
         items[index] = item

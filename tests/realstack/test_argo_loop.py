@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client
 
 from gpuaas.cluster.readiness import http_status
-from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, logs, workload_of
+from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, logs, reaction_run, workload_of
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
 
@@ -69,17 +69,8 @@ def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_wo
     name = admitted["metadata"]["name"]
     admitted_at = next(c["lastTransitionTime"] for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
 
-    def reaction() -> dict | None:
-        items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
-                                                     label_selector="gpuaas.io/reaction=on-admitted")["items"]
-        for item in items:
-            parameters = {p["name"]: p.get("value") for p in item["spec"]["arguments"]["parameters"]}
-            if parameters.get("workload") == name and parameters.get("namespace") == TENANT:
-                return item
-        return None
-
     try:
-        submitted = eventually(reaction, timeout_s=120, what=f"a gpuaas-on-admitted Workflow for Workload {name}")
+        submitted = eventually(lambda: reaction_run(custom, "on-admitted", TENANT, name), timeout_s=120, what=f"a gpuaas-on-admitted Workflow for Workload {name}")
     except AssertionError as error:
         raise AssertionError(f"{error}\nEventSource:\n{logs(core, 'eventsource-name=gpuaas-workloads')}\n"
                              f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-admitted')}") from None

@@ -51,3 +51,17 @@ def test_rendered_manifests_pass_a_server_side_dry_run_then_apply(real_cluster: 
         where = ["-n", obj["metadata"]["namespace"]] if obj["metadata"].get("namespace") else []
         got = real_cluster.kubectl("get", resource, obj["metadata"]["name"], *where, "-o", "name", check=False)
         assert got.returncode == 0, f"expected {resource} {obj['metadata']['name']} stored, found: {got.stderr}"
+
+
+def test_the_example_kustomize_site_passes_a_server_side_dry_run(real_cluster: RealCluster) -> None:
+    """manifests/examples/site (examples/values/site.yaml with kustomize's fields and patch files): every
+    patched object is still one the real apiserver, the CRD schemas and the admission webhooks accept.
+    A dry run only: its ClusterRoleBindings name the site's namespace and would take the product's grants
+    from the other tests."""
+    objects = _render(real_cluster, "examples/site")
+    assert objects, "kubectl kustomize examples/site rendered nothing"
+    _namespaces(real_cluster, objects)
+    done = real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests",
+                                "--dry-run=server", "-f", "-", input_text=yaml.safe_dump_all(objects, sort_keys=False),
+                                check=False)
+    assert done.returncode == 0, f"the real apiserver rejected manifests/examples/site (dry run):\n{done.stderr}"
