@@ -196,9 +196,9 @@ def test_prometheus_settings_reach_every_step_through_one_configmap() -> None:
     assert settings["data"]["GPUAAS_KEDA_AUTHENTICATION"] == "ClusterTriggerAuthentication/gpuaas-prometheus"
     templates = [o for o in built if o["kind"] == "WorkflowTemplate"]
     assert {"gpuaas-on-idle", "gpuaas-on-admitted"} <= {t["metadata"]["name"] for t in templates}
-    for template in templates:
-        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
-        for step in (t["script"] for t in template["spec"]["templates"] if "script" in t):
+    for workflow_template in templates:
+        volumes = {v["name"]: v for v in workflow_template["spec"]["volumes"]}
+        for step in (t["script"] for t in workflow_template["spec"]["templates"] if "script" in t):
             assert {"configMapRef": {"name": "gpuaas-prometheus", "optional": True}} in step["envFrom"]
             (mount,) = [m for m in step["volumeMounts"] if volumes[m["name"]].get("configMap")]
             assert volumes[mount["name"]]["configMap"]["name"] == "site-ca"
