@@ -177,8 +177,14 @@ def stack_values_file(path: Path) -> Path:
     return path
 
 
-def _install(cluster: RealCluster, platform: str, receiver: Receiver, workdir: Path) -> None:
-    """docs/install.md's block for `platform`, as written, with the module docstring's three substitutions."""
+UWM_CONFIG_CREATE = "create configmap user-workload-monitoring-config"
+
+
+def _install(cluster: RealCluster, platform: str, receiver: Receiver, workdir: Path,
+             existing_uwm_config: bool = False) -> None:
+    """docs/install.md's block for `platform`, as written, with the module docstring's three substitutions.
+    `existing_uwm_config`: OpenShift's user-workload-monitoring-config exists already; the docs' check finds
+    neither key in it, and their append line replaces the block's `create` line."""
     pinned_helm()
     repository = stack_values()["image"]["repository"]
     tools = os.pathsep.join(str(program(c, n).parent) for c, n in (("kubernetes", "kubectl"), ("helm", "helm")))
@@ -191,6 +197,13 @@ def _install(cluster: RealCluster, platform: str, receiver: Receiver, workdir: P
     cluster.kubectl("-n", "gpuaas", "delete", "secret", obs.ADMINS_SECRET, "--ignore-not-found", check=False)
     lines = install_block(platform)
     assert [line for line in lines if line.startswith("helm install ")], f"expected a `helm install` line: {lines}"
+    if existing_uwm_config:
+        (check,) = install_block("openshift-uwm-config-check")
+        done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 1 and not done.stdout.strip(), f"the docs' check found a key already: {done.stdout}"
+        (append,) = install_block("openshift-existing-uwm-config")
+        lines = [append if UWM_CONFIG_CREATE in line else line for line in lines]
+        assert append in lines, f"expected a `{UWM_CONFIG_CREATE}` line in the openshift block: {lines}"
     for line in lines:
         line = line.replace(WEBHOOK_PLACEHOLDER, receiver.url).replace(IMAGE_PLACEHOLDER, repository)
         if line.startswith("helm install "):
@@ -423,10 +436,21 @@ def _keda_metric_answers(cluster: RealCluster, custom: client.CustomObjectsApi, 
 
 # -- OpenShift ----------------------------------------------------------------------------------------------
 
+ADMINS_UWM_CONFIG = "prometheus:\n  retention: 24h\n"
+"""An admin's user-workload-monitoring-config from before gpuaas: the install must keep it."""
+
+
 @pytest.fixture
 def openshift(receiver: Receiver, tmp_path: Path) -> Iterator[RealCluster]:
+    """The cluster with an admin's user-workload-monitoring-config in place before the install (the docs' path
+    for it: check, then append; the plain `create` was proven before, by the same block on an empty cluster)."""
+    from gpuaas.cluster import openshift_platform as osp
+
     for cluster in _start("openshift"):
-        _install(cluster, "openshift", receiver, tmp_path)
+        cluster.kubectl("-n", osp.UWM, "delete", "configmap", osp.UWM_CONFIGMAP, "--ignore-not-found")
+        cluster.kubectl("-n", osp.UWM, "create", "configmap", osp.UWM_CONFIGMAP,
+                        f"--from-literal=config.yaml={ADMINS_UWM_CONFIG}")
+        _install(cluster, "openshift", receiver, tmp_path, existing_uwm_config=True)
         yield cluster
 
 
@@ -470,6 +494,11 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     status = openshift.cluster.status()
     ruler = status["endpoints"][f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
 
+    # The admin's setting kept, the two keys appended, and the whole file still valid for CMO's strict parser.
+    config = core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"]
+    parsed = osp.parse_uwm_config(config)
+    assert parsed["prometheus"] == {"retention": "24h"} and parsed["namespacesWithoutLabelEnforcement"] == ["gpuaas"]
+    assert parsed["alertmanager"] == {"enabled": True, "enableAlertmanagerConfig": True}, config
     # cluster-monitoring-operator's translation of the install's ConfigMap (its stand-in): gpuaas exempt from the
     # enforcement of Thanos Ruler, the user-workload Alertmanager reading AlertmanagerConfigs.
     eventually(lambda: [e["namespace"] for e in (custom.get_namespaced_custom_object(
