@@ -38,6 +38,8 @@ from tests.support.real_cluster import RealCluster
 REUSE_ENV = "GPUAAS_REAL_CLUSTER"
 ARGO_REUSE_ENV = "GPUAAS_REAL_ARGO_CLUSTER"
 HERE = Path(__file__).resolve().parent
+PROFILE_MODULES = ("test_monitoring_profiles.py",)
+"""Modules that start their own `--with events --monitoring PROFILE` cluster (and so their own real node)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -57,7 +59,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The README's Helm install first: it installs the chart on the fresh Argo cluster (helm refuses objects
     # another tool applied) and uninstalls it. Then the demo: it needs 11 of the 12 KWOK GPUs at once
     # (tests/realstack/test_demo_real.py).
+    # The monitoring profiles' modules next: each starts a cluster with a real node of its own, so they run
+    # after the Argo cluster is released and before `real_node` takes the lock for the rest of the session.
     ordered = sorted(tier, key=lambda item: ("argo_cluster" not in getattr(item, "fixturenames", ()),
+                                             Path(str(item.fspath)).name not in PROFILE_MODULES,
                                              "test_the_readme_helm_install" not in item.name,
                                              Path(str(item.fspath)).name != "test_demo_real.py"))
     for index, item in zip(slots, ordered, strict=True):

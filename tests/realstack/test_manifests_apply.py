@@ -1,6 +1,6 @@
 """Every rendered manifest, judged by the real apiserver, CRD schemas and admission webhooks.
 
-`manifests/base` and both overlays are rendered with the kustomize built into the pinned kubectl
+`manifests/base` and every overlay is rendered with the kustomize built into the pinned kubectl
 (what `kubectl apply -k` runs), then applied server-side: first with dryRun=All (nothing stored,
 every admission step run), then for real. A rejection here is a defect of the rendered YAML (or of
 the Python that renders it), not of the test.
@@ -17,7 +17,7 @@ from gpuaas.manifests.validation import YamlLoader
 from tests.support.real_cluster import RealCluster
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
-TREES = ["base", "overlays/kubernetes", "overlays/openshift"]
+TREES = ["base", "overlays/kubernetes", "overlays/kube-prometheus-stack", "overlays/openshift"]
 
 
 def _render(real_cluster: RealCluster, tree: str) -> list[dict]:

@@ -59,6 +59,7 @@ from gpuaas.cluster.product import stack_values
 from gpuaas.cluster.stack import Cluster, ClusterError
 from gpuaas.manifests import observability as obs
 from tests.realstack.argo_product import reaction_run, workload_of
+from tests.realstack.conftest import release_argo_cluster
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.helm import pinned_helm
 from tests.support.real_cluster import RealCluster, eventually
@@ -146,6 +147,7 @@ def _start(monitoring: str) -> Iterator[RealCluster]:
         yield RealCluster(cluster, Path(status["kubeconfig"]))
         return
     build_all(progress=print)
+    release_argo_cluster()  # its real node holds the machine's node lock (tests/realstack/conftest.py)
     state_dir = Path(tempfile.mkdtemp(prefix=f"gpuaas-{monitoring}-", dir="/var/tmp"))
     state_dir.chmod(0o755)  # PostgreSQL's `postgres` user traverses it (Argo's archive)
     cluster = Cluster(state_dir, progress=print)
