@@ -139,19 +139,11 @@ def site_layout(values: JSON, namespace: str, base_path: str = "../../../base") 
     files["product/policy.yaml"] = policy_text
 
     resources = ["product"]
-    if added:
-        files["platform.yaml"] = added
-        resources.append("platform.yaml")
-    if elsewhere:
-        files["other-namespaces.yaml"] = elsewhere
-        resources.append("other-namespaces.yaml")
-    tenants, pool = site.tenant_objects(values), site.node_pool_objects(values)
-    if tenants:
-        files["tenants.yaml"] = tenants
-        resources.append("tenants.yaml")
-    if pool:
-        files["node-pool.yaml"] = pool
-        resources.append("node-pool.yaml")
+    for name, objects in (("platform.yaml", added), ("other-namespaces.yaml", elsewhere),
+                          ("tenants.yaml", site.tenant_objects(values)), ("node-pool.yaml", site.node_pool_objects(values))):
+        if objects:
+            files[name] = objects
+            resources.append(name)
     files["kustomization.yaml"] = {**KUSTOMIZATION, "resources": resources}
     return files
 
