@@ -22,6 +22,7 @@ itself stays in the URL, so TLS checks the serving certificate against it as in 
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,14 +73,11 @@ def for_parts(parts: set[str] | frozenset[str], profile: str = "plain") -> list[
 
 
 def host_aliases(profile: Any) -> list[JSON]:
-    """Pod `hostAliases` for the names a monitoring profile's documented URLs use (see the module docstring):
-    every Prometheus the profile runs as `prometheus-operated.<namespace>.svc` -> PROMETHEUS's address (the
-    stack forwards it to the profile's first Prometheus), and OpenShift's thanos-querier -> THANOS_QUERIER."""
+    """Pod `hostAliases` for the name in a monitoring profile's query URL (see the module docstring): OpenShift's
+    thanos-querier -> THANOS_QUERIER, kube-prometheus-stack's `prometheus-operated.monitoring.svc` -> PROMETHEUS
+    (which the stack forwards to the profile's Prometheus)."""
     if not profile.operator_managed:
         return []
-    names = sorted({f"prometheus-operated.{e.namespace}.svc" for e in profile.evaluators if e.kind == "Prometheus"})
-    aliases = [{"ip": PROMETHEUS.cluster_ip, "hostnames": names}]
-    if profile.name == THANOS_QUERIER.profile:
-        aliases.append({"ip": THANOS_QUERIER.cluster_ip,
-                        "hostnames": [f"thanos-querier.{THANOS_QUERIER.namespace}.svc"]})
-    return aliases
+    host = urllib.parse.urlsplit(profile.query.url).hostname
+    service = THANOS_QUERIER if profile.name == THANOS_QUERIER.profile else PROMETHEUS
+    return [{"ip": service.cluster_ip, "hostnames": [host]}]
