@@ -4,10 +4,13 @@ Every figure comes from `gpuaas simulate` run as a user runs it (its JSON gives 
 and peak memory; each run is a process of its own), beside baselines measured in the same run on
 the same machine, on the same samples (read from the trace the command writes):
 
-- one policy: `gpuaas simulate --synthesize --windows ""` (the rendered policy and the three
-  baselines); the full comparison: the same with the six swept windows. Timings: making the
-  history (synthesis), preparing it (per-sample reductions, idle stretches, window prefix sums),
-  replaying (alert episodes, Alertmanager groups, every on-idle decision, scoring).
+- one policy: `gpuaas simulate --synthesize --windows "" --no-variants` (the rendered policy and the
+  five baselines); the full comparison: the default command (the rendered policy, its two variants,
+  six swept windows, five baselines), each on both calibrations (philly, pai: the same 46.9 M
+  samples, other patterns and signals). Timings: making the history (synthesis), preparing it
+  (per-sample reductions, idle stretches, window prefix sums, signal prefix sums), replaying (alert
+  episodes, Alertmanager groups, every on-idle decision with the kinds' evidence, the cohort's
+  queue, scoring).
 - from a trace: `gpuaas simulate --trace DIR --windows ""` on the written activity.csv.gz.
 - baselines: one vectorised numpy pass over every sample (`activity <= threshold`, the least any
   replay must do), and a per-sample Python loop evaluating the idle rule (running window counts),
@@ -93,38 +96,49 @@ def main() -> int:
     figures: dict[str, object] = {"load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="gpuaas-bench-simulate-") as tmp:
         trace = Path(tmp) / "trace"
-        one, wall = simulate("--synthesize", "--windows", "", "--write-trace", str(trace))
+        one, wall = simulate("--synthesize", "--windows", "", "--no-variants", "--write-trace", str(trace))
         history = one["history"]
         figures.update(samples=history["samples"], workloads=history["workloads"],
                        gpus_held_on_average=history["gpusHeldOnAverage"], days=history["days"])
         print(f"history: {history['samples'] / 1e6:.1f} M GPU samples, {history['workloads']:,} workloads, "
               f"{history['gpusHeldOnAverage']:,} GPUs held on average over {history['days']} days")
-        one, wall = simulate("--synthesize", "--windows", "")
-        seconds = one["seconds"]
-        figures.update(synthesize_s=seconds["read"], prepare_s=seconds["prepare"], replay_one_policy_s=seconds["replay"],
-                       one_policy_s=round(seconds["prepare"] + seconds["replay"], 2),
-                       one_policy_command_s=round(wall, 1), one_policy_command_cpu_s=CPU_SECONDS["--synthesize --windows "],
-                       one_policy_peak_mb=one["peakMemoryMB"])
-        print(f"one policy: {figures['one_policy_s']} s (prepare {seconds['prepare']} s + replay {seconds['replay']} s; "
-              f"the whole command with synthesis {figures['one_policy_command_s']} s, "
-              f"{figures['one_policy_command_cpu_s']} CPU s), peak {one['peakMemoryMB']} MB")
-        full, wall = simulate("--synthesize")
-        seconds = full["seconds"]
-        figures.update(full_comparison_s=round(seconds["prepare"] + seconds["replay"], 2),
-                       full_comparison_command_s=round(wall, 1), full_comparison_command_cpu_s=CPU_SECONDS["--synthesize"],
-                       full_comparison_peak_mb=full["peakMemoryMB"])
-        print(f"full comparison ({len(full['policies'])} policies): {figures['full_comparison_s']} s "
-              f"(command {figures['full_comparison_command_s']} s, {figures['full_comparison_command_cpu_s']} CPU s), "
-              f"peak {full['peakMemoryMB']} MB")
-        from_trace, wall = simulate("--trace", str(trace), "--windows", "")
+        fulls, ones = {}, {}
+        for calibration in ("philly", "pai"):
+            key = "" if calibration == "philly" else "pai_"
+            args = ("--synthesize", "--calibration", calibration, "--windows", "", "--no-variants")
+            one, wall = simulate(*args)
+            ones[calibration] = one
+            seconds = one["seconds"]
+            figures.update({f"{key}synthesize_s": seconds["read"], f"{key}prepare_s": seconds["prepare"],
+                            f"{key}replay_one_policy_s": seconds["replay"],
+                            f"{key}one_policy_s": round(seconds["prepare"] + seconds["replay"], 2),
+                            f"{key}one_policy_command_s": round(wall, 1),
+                            f"{key}one_policy_command_cpu_s": CPU_SECONDS[" ".join(args)],
+                            f"{key}one_policy_peak_mb": one["peakMemoryMB"]})
+            print(f"{calibration}: one policy: {figures[key + 'one_policy_s']} s (prepare {seconds['prepare']} s + "
+                  f"replay {seconds['replay']} s; the whole command with synthesis "
+                  f"{figures[key + 'one_policy_command_s']} s, {figures[key + 'one_policy_command_cpu_s']} CPU s), "
+                  f"peak {one['peakMemoryMB']} MB")
+            args = ("--synthesize", "--calibration", calibration)
+            full, wall = simulate(*args)
+            fulls[calibration] = full
+            seconds = full["seconds"]
+            figures.update({f"{key}full_comparison_s": round(seconds["prepare"] + seconds["replay"], 2),
+                            f"{key}full_comparison_command_s": round(wall, 1),
+                            f"{key}full_comparison_command_cpu_s": CPU_SECONDS[" ".join(args)],
+                            f"{key}full_comparison_peak_mb": full["peakMemoryMB"]})
+            print(f"{calibration}: full comparison ({len(full['policies'])} policies): "
+                  f"{figures[key + 'full_comparison_s']} s (command {figures[key + 'full_comparison_command_s']} s, "
+                  f"{figures[key + 'full_comparison_command_cpu_s']} CPU s), peak {full['peakMemoryMB']} MB")
+        from_trace, wall = simulate("--trace", str(trace), "--windows", "", "--no-variants")
         seconds = from_trace["seconds"]
         figures.update(trace_gz_mb=round((trace / "activity.csv.gz").stat().st_size / 1e6, 1),
                        trace_read_s=seconds["read"],
                        trace_one_policy_s=round(seconds["read"] + seconds["prepare"] + seconds["replay"], 2),
                        trace_one_policy_command_s=round(wall, 1),
-                       trace_one_policy_command_cpu_s=CPU_SECONDS[f"--trace {trace} --windows "],
+                       trace_one_policy_command_cpu_s=CPU_SECONDS[f"--trace {trace} --windows  --no-variants"],
                        trace_one_policy_peak_mb=from_trace["peakMemoryMB"])
-        same = from_trace["policies"][0]["total"] == one["policies"][0]["total"]
+        same = from_trace["policies"][0]["total"] == ones["philly"]["policies"][0]["total"]
         figures["trace_replays_the_same"] = same
         print(f"from the trace ({figures['trace_gz_mb']} MB gzip): read {seconds['read']} s, one policy in all "
               f"{figures['trace_one_policy_s']} s ({figures['trace_one_policy_command_cpu_s']} CPU s for the command), "
@@ -141,19 +155,22 @@ def main() -> int:
     print(f"baselines: one numpy pass {figures['baseline_numpy_pass_s']} s; a per-sample Python loop over the "
           f"idle rule ~{figures['baseline_python_loop_estimate_s']} s "
           f"({figures['ratio_python_loop_to_one_policy']}x the whole one-policy replay)")
-    outcome = {}
-    for policy in full["policies"]:
-        total = policy["total"]
-        outcome[policy["name"].replace(" ", "_").lower()] = {
-            "reclaimed_share": total["reclaimedShare"], "wrong_release_share": total["wrongReleaseShare"],
-            "releases": total["releases"], "latency_p50_min": None if total["latencySeconds"]["median"] is None
-            else round(total["latencySeconds"]["median"] / 60, 1)}
-        print(f"  {policy['name']:16s} reclaimed {total['reclaimedShare']:6.1%}  wrong {total['wrongReleaseShare']:6.1%}"
-              f"  releases {total['releases']:6,}")
-    figures["outcome"] = outcome
-    figures["given_policy_on_idle_runs"] = full["policies"][0]["onIdleRuns"]
-    figures["calibration"] = full["history"].get("calibration")
-    print(f"calibration: {figures['calibration']}")
+    for calibration, full in fulls.items():
+        outcome = {}
+        print(f"{calibration}:")
+        for policy in full["policies"]:
+            total = policy["total"]
+            outcome[policy["name"].replace(" ", "_").replace(",", "").lower()] = {
+                "reclaimed_share": total["reclaimedShare"], "reached_share_of_bound": total["reachedShareOfBound"],
+                "wrong_gpu_share": total["wrongGpuShare"], "releases": total["releases"],
+                "net_gpu_hours": total["netGpuHours"]}
+            print(f"  {policy['name'][:32]:32s} reclaimed {total['reclaimedShare']:6.1%}  reached "
+                  f"{total['reachedShareOfBound']:6.1%}  wrong GPUs {total['wrongGpuShare']:6.1%}  "
+                  f"releases {total['releases']:6,}  net {total['netGpuHours']:10,.0f} GPU-h")
+        figures[f"outcome_{calibration}"] = outcome
+        figures[f"calibration_{calibration}"] = full["history"].get("calibration")
+        print(f"calibration {calibration}: {figures[f'calibration_{calibration}']}")
+    figures["given_policy_on_idle_runs"] = fulls["philly"]["policies"][0]["onIdleRuns"]
     print(json.dumps(figures))
     return 0
 

@@ -57,6 +57,9 @@ KUEUE = ("kueue.x-k8s.io", "v1beta2")
 ARGO = ("argoproj.io", "v1alpha1")
 PRODUCT_NAMESPACE = "gpuaas"
 REACTION_LABEL = "gpuaas.io/reaction"
+SENSOR_LABEL = "events.argoproj.io/sensor"
+"""What Argo Events' argoWorkflow trigger labels its submissions with: a run routed from an event has it, a
+run submitted by hand (the resume) has not. `events_routed` counts these, not "every run but the resume"."""
 DONE = ("Succeeded", "Failed", "Error")
 QUIET_SECONDS = 8.0
 """settle(): no new run for this long (an event reaches `argo submit` in 1-6 s on this stack)."""
@@ -509,7 +512,8 @@ class RealScenario(Scenario):
         summary = build_summary(runs, self.samples, rows, speed=options.speed,
                                 wall_seconds=time.monotonic() - wall_started, metrics_mode=self.metrics_mode,
                                 step_mode="pods on the stack's real node (argoexec around the step image)",
-                                events_routed=sum(1 for r in runs if workflow_template(r) != "gpuaas-resume-workers"),
+                                events_routed=sum(1 for r in runs if (r["metadata"].get("labels") or {})
+                                                  .get(SENSOR_LABEL)),
                                 marks=self.marks, started=self.clock.start)
         summary.update({
             "stack": "real", "state_dir": str(self.state_dir),
@@ -561,7 +565,7 @@ class RealScenario(Scenario):
             what = parameters.get("workload") or "alert group"
             rows.append((epoch, {"time": self.demo_time(epoch).strftime("%H:%M:%S"),
                                  "event": f"{parameters.get('namespace', '')}/{what}",
-                                 "sensor": labels.get("events.argoproj.io/sensor", "(by hand: argo submit)"),
+                                 "sensor": labels.get(SENSOR_LABEL, "(by hand: argo submit)"),
                                  "workflow": run["metadata"]["name"], "template": workflow_template(run),
                                  "outcome": summarize_outcome(run)}))
         return [row for _, row in sorted(rows, key=lambda pair: pair[0])]

@@ -11,20 +11,28 @@ below is the documented, tested example the manifests embed):
       minRuntime: 1h            # never release a workload admitted less than this ago
       mode: enforce             # enforce | dry-run (plan and record only)
       maxReleasesPerHour: 10    # per tenant; 0 = never release
+      releaseOn: idle           # idle | demand (only when queued work would use the GPUs) | never
+      kinds:                    # per kind (KINDS; the owner chain decides, kind_of): any key above but
+        notebook: {window: 2h40m}   # maxReleasesPerHour, and the kind's own: signal, withoutSignal,
+        training: {progressMetric: train_steps_total}   # progressMetric, requestMetric, signalUrl
     quota: {...}                # read by provision-quota (steps.reactions.provision_quota)
     tenants:
       team-a:
-        idle: {mode: dry-run, window: 10m}
+        idle: {mode: dry-run, window: 10m, kinds: {notebook: {window: 4h}}}
         quota: {weight: 2, guaranteedGpus: {a100: 4}}
 
-Exemption is not a policy key but an annotation (or label) `gpuaas.io/idle-policy: exempt` on the
-Workload or its owner: the tenant decides per workload.
+Every key is a row of IDLE_FIELDS, which drives the parsing, the errors and `policy_json_schema()`
+(the Helm chart's values schema). Settings are layered (Policy). Exemption is not a policy key but
+an annotation (or label) `gpuaas.io/idle-policy: exempt` on the Workload or its owner: the tenant
+decides per workload.
 
-    load_policy(kube, namespace) -> (Policy, source)   # defaults when the ConfigMap is absent
+    load_policy(kube, namespace) -> (Policy, source)   # the built-in defaults when the ConfigMap is absent
     parse_policy(text) -> Policy                       # PolicyError (a RejectedInput) names the field
-    Policy.idle_for(tenant) -> IdleSettings            # defaults overlaid with the tenant's `idle`
+    Policy.idle_for(tenant, kind) -> IdleSettings      # the layers for one tenant and kind
     Policy.raw                                         # the whole mapping (quota reads its sections)
     default_policy_text() -> str                       # EXAMPLE_POLICY_YAML
+    policy_json_schema() -> dict                       # JSON Schema (draft 07) of policy.yaml
+    kind_of(owner kinds) -> str                        # the policy kind of a workload
 """
 
 from __future__ import annotations
@@ -37,11 +45,51 @@ from typing import Any
 
 from steps.plan import RejectedInput
 
+KINDS = ("notebook", "ray", "training", "serving", "batch")
+"""The policy's kinds of workload, each with its own idle settings and its own evidence that the work
+is done. A Workload's kind follows its owner chain as the release strategies classify it
+(steps.strategies, docs/reactions.md "What a release does, per kind")."""
+
+KIND_OF_OWNER: dict[str, str] = {
+    "Notebook": "notebook",
+    "RayCluster": "ray", "RayJob": "ray", "RayService": "serving",
+    "PyTorchJob": "training", "TFJob": "training", "MPIJob": "training", "XGBoostJob": "training",
+    "PaddleJob": "training", "JAXJob": "training", "TrainJob": "training", "JobSet": "training",
+    "InferenceService": "serving", "Deployment": "serving", "StatefulSet": "serving", "LeaderWorkerSet": "serving",
+    "Job": "batch", "AppWrapper": "batch", "Pod": "batch",
+}
+"""Owner kind -> policy kind. The top of the owner chain decides (a Notebook's StatefulSet is a
+notebook; a RayJob's RayCluster is Ray); unknown owners and Workloads without one are batch."""
+KIND_PRECEDENCE = ("Notebook", "InferenceService", "RayService", "RayJob", "RayCluster", "TrainJob", "JobSet",
+                   "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "LeaderWorkerSet",
+                   "StatefulSet", "Deployment", "AppWrapper", "Job", "Pod")
+
+
+def kind_of(owner_kinds: object) -> str:
+    """The policy kind of a workload from the kinds in its owner chain (a string for one kind).
+
+    The most specific owner wins, in the order the release strategies look for them: a Notebook
+    before its StatefulSet, an InferenceService before its Deployment, a RayJob before its
+    RayCluster, a JobSet before its Jobs."""
+    kinds = [owner_kinds] if isinstance(owner_kinds, str) else [str(k) for k in (owner_kinds or ())]
+    for kind in KIND_PRECEDENCE:
+        if kind in kinds:
+            return KIND_OF_OWNER[kind]
+    return "batch"
+
+
 CONFIG_MAP = "gpuaas-policy"
 KEY = "policy.yaml"
 EXEMPT_KEY = "gpuaas.io/idle-policy"
 EXEMPT_VALUE = "exempt"
 MODES = ("enforce", "dry-run")
+RELEASE_ON = ("idle", "demand", "never")
+SIGNALS = ("auto", "none")
+SECTIONS = ("idle", "quota", "tenants")
+"""The top-level keys of policy.yaml."""
+TENANT_SECTIONS = ("idle", "quota")
+"""The keys of one tenant's overrides."""
+WITHOUT_SIGNAL = ("gpu", "keep")
 
 EXAMPLE_POLICY_YAML = """\
 # gpuaas policy: defaults for every tenant, then per-tenant overrides (tenant = ClusterQueue name).
@@ -53,6 +101,18 @@ idle:
   minRuntime: 1h           # never release a workload admitted less than an hour ago
   mode: enforce            # enforce | dry-run
   maxReleasesPerHour: 10   # per tenant; 0 = never release
+  releaseOn: idle          # idle | demand (only when queued work would use the GPUs) | never
+  kinds:                   # per kind of workload (the owner's kind); chosen with gpuaas simulate (docs/simulate.md)
+    notebook:
+      window: 2h40m        # every kernel idle, no client connected (Jupyter's API), and the GPUs idle
+    ray:
+      window: 24h          # no Ray job pending or running (Ray's job API, or the RayJob's status)
+    training:
+      window: 8h10m        # its progress counter flat when progressMetric names one; the GPUs idle
+    serving:
+      window: 8h10m        # no request served or waiting (vLLM, Triton, TGI metrics); the GPUs idle
+    batch:
+      window: 30m          # the GPUs idle (a Job has no source of its own)
 quota:
   cohort: gpuaas           # the shared cohort of every tenant's ClusterQueue
   queueingStrategy: BestEffortFIFO
@@ -85,7 +145,10 @@ class PolicyError(RejectedInput):
 
 @dataclass(frozen=True)
 class IdleSettings:
-    """The idle part of one tenant's policy (field names match on_idle.IdlePolicy)."""
+    """The idle part of one tenant's policy for one kind (field names match on_idle.IdlePolicy).
+
+    Every field is set by one key of IDLE_FIELDS; a later key (a warning's grace period, how a released
+    workload wakes) is one more field and one more row there, at every level of the policy."""
 
     window_seconds: float = 1800.0
     threshold: float = 0.05
@@ -93,40 +156,176 @@ class IdleSettings:
     min_runtime_seconds: float = 3600.0
     mode: str = "enforce"
     max_releases_per_hour: int = 10
+    release_on: str = "idle"
+    node_pool_autoscaled: bool = False
+    signal: str = "auto"
+    without_signal: str = "gpu"
+    progress_metric: str = ""
+    request_metric: str = ""
+    signal_url: str = ""
+    kind: str | None = None
+    """The kind these settings were resolved for (None: the tenant's general settings)."""
 
     @property
     def dry_run(self) -> bool:
         return self.mode == "dry-run"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"windowSeconds": self.window_seconds, "threshold": self.threshold,
-                "minCoverage": self.min_coverage, "minRuntimeSeconds": self.min_runtime_seconds,
-                "mode": self.mode, "maxReleasesPerHour": self.max_releases_per_hour}
+        out = {"windowSeconds": self.window_seconds, "threshold": self.threshold,
+               "minCoverage": self.min_coverage, "minRuntimeSeconds": self.min_runtime_seconds,
+               "mode": self.mode, "maxReleasesPerHour": self.max_releases_per_hour, "releaseOn": self.release_on}
+        if self.node_pool_autoscaled:
+            out["nodePoolAutoscaled"] = True
+        if self.kind is not None:
+            out.update(kind=self.kind, signal=self.signal, withoutSignal=self.without_signal)
+            for key, value in (("progressMetric", self.progress_metric), ("requestMetric", self.request_metric),
+                               ("signalUrl", self.signal_url)):
+                if value:
+                    out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of an idle section: how it is written, read, checked, documented (and JSON-schema'd)."""
+
+    key: str
+    attr: str
+    type: str
+    """duration (>= 0) | positive-duration (> 0) | ratio | count | enum | bool | metric | url"""
+    help: str
+    choices: tuple[str, ...] = ()
+    kinds: bool = True
+    """Allowed inside idle.kinds.<kind> (False: a tenant-wide setting)."""
+
+
+IDLE_FIELDS: tuple[Field, ...] = (
+    Field("window", "window_seconds", "positive-duration", "how long the work must be idle (GPUs, and the kind's own "
+          "evidence) before a release (30s, 10m, 1h, 1h30m or seconds)"),
+    Field("threshold", "threshold", "ratio", "highest GPU activity (0-1) that still counts as idle"),
+    Field("minCoverage", "min_coverage", "ratio", "share of the window the GPU samples must cover (no data is never "
+          "idle)"),
+    Field("minRuntime", "min_runtime_seconds", "duration", "never release a workload admitted less than this ago"),
+    Field("mode", "mode", "enum", "enforce, or dry-run (plan and record only)", MODES),
+    Field("maxReleasesPerHour", "max_releases_per_hour", "count", "releases per tenant and hour; 0 = never release",
+          kinds=False),
+    Field("releaseOn", "release_on", "enum", "idle: release what is idle; demand: only when queued work in the "
+          "cohort would be admitted into the GPUs freed (or, with nodePoolAutoscaled, a node would be emptied); "
+          "never: do not release (e.g. servers, until they wake on their next request)", RELEASE_ON),
+    Field("nodePoolAutoscaled", "node_pool_autoscaled", "bool", "the GPU node pool scales down: with releaseOn "
+          "demand, a release that empties a GPU node helps too"),
+    Field("signal", "signal", "enum", "auto: the kind's own evidence that the work is done (notebook: Jupyter "
+          "kernels and clients; ray: Ray jobs; serving: request metrics; training: progressMetric), with GPU "
+          "activity as a guard; none: GPU activity alone", SIGNALS),
+    Field("withoutSignal", "without_signal", "enum", "when the kind's evidence cannot be read (not exported, "
+          "unreachable): gpu: decide on GPU activity alone; keep: never release", WITHOUT_SIGNAL),
+    Field("progressMetric", "progress_metric", "metric", "training: a counter the job's pods export that advances "
+          "with its progress (e.g. training steps); stalled when it did not advance in the window"),
+    Field("requestMetric", "request_metric", "metric", "serving: a request counter the server's pods export, "
+          "besides the known ones (vLLM, Triton, TGI)"),
+    Field("signalUrl", "signal_url", "url", "notebook: the Jupyter server's base URL; ray: the Ray dashboard's; "
+          "{name} and {namespace} are the owner's (defaults: Kubeflow's and KubeRay's services)"),
+)
+FIELDS_BY_KEY = {f.key: f for f in IDLE_FIELDS}
+_ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+URL_LENGTH = 500
+"""The longest signalUrl accepted (the step and the schema)."""
+
+KIND_DEFAULTS: dict[str, dict[str, Any]] = {
+    "notebook": {"window_seconds": 2 * 3600.0 + 40 * 60},
+    "ray": {"window_seconds": 24 * 3600.0},
+    "training": {"window_seconds": 8 * 3600.0 + 10 * 60},
+    "serving": {"window_seconds": 8 * 3600.0 + 10 * 60},
+    "batch": {"window_seconds": 1800.0},
+}
+"""Built-in settings per kind: what a parsed policy (or an absent ConfigMap) starts `idle.kinds` from, and
+what the rendered ConfigMap spells out. Chosen with `gpuaas simulate` on both calibrations (docs/simulate.md
+"Choosing the defaults"): each kind's own evidence with GPU activity as the guard; windows long enough
+that pauses end before them (a notebook owner's pause, a training stall, a server's night, a Ray
+cluster's next job) and aligned with the alert's deliveries (first look 35.5 minutes after the GPUs
+go quiet, then every 65 minutes: 2h40m and 8h10m are met at a delivery)."""
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Defaults plus per-tenant overrides; `raw` is the parsed document for other sections."""
+    """Defaults plus per-tenant overrides; `raw` is the parsed document for other sections.
+
+    Layers, from the weakest: the built-in defaults and KIND_DEFAULTS; the policy's `idle`; the policy's
+    `idle.kinds.<kind>`; the tenant's `idle`; the tenant's `idle.kinds.<kind>`. A more specific scope
+    wins: a tenant's setting beats the cluster-wide one, even a cluster-wide kind's; a key the policy's
+    `idle` sets replaces the built-in per-kind value of that key (the rendered policy spells every kind
+    out, so what it shows is what applies)."""
 
     idle: IdleSettings = IdleSettings()
     tenants: Mapping[str, IdleSettings] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict)
+    kinds: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Changes per kind at the cluster-wide level (IdleSettings attribute -> value)."""
+    tenant_changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each tenant's own idle changes (when parsed; a hand-built Policy derives them from `tenants`)."""
+    tenant_kinds: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
 
-    def idle_for(self, tenant: str | None) -> IdleSettings:
-        return self.tenants.get(tenant or "", self.idle)
+    def idle_for(self, tenant: str | None, kind: str | None = None) -> IdleSettings:
+        """The settings for `tenant`'s workloads of `kind` (None: its general settings)."""
+        tenant = tenant or ""
+        if kind is None:
+            return self.tenants.get(tenant, self.idle)
+        settings = replace(self.idle, **dict(self.kinds.get(kind, {})))
+        settings = replace(settings, **self._tenant_changes(tenant))
+        settings = replace(settings, **dict((self.tenant_kinds.get(tenant) or {}).get(kind, {})))
+        return replace(settings, kind=kind)
+
+    def _tenant_changes(self, tenant: str) -> Mapping[str, Any]:
+        if tenant in self.tenant_changes:
+            return self.tenant_changes[tenant]
+        own = self.tenants.get(tenant)
+        if own is None:
+            return {}
+        return {f.attr: getattr(own, f.attr) for f in IDLE_FIELDS if getattr(own, f.attr) != getattr(self.idle, f.attr)}
 
     def tenant_section(self, tenant: str) -> Mapping[str, Any]:
         return ((self.raw.get("tenants") or {}).get(tenant) or {})
 
+    def every_settings(self) -> list[IdleSettings]:
+        """The settings of every tenant the policy names and the default tenant, for every kind."""
+        return [self.idle_for(tenant, kind) for tenant in ("", *self.tenants) for kind in KINDS]
+
+    def windows(self) -> list[float]:
+        """Every idle window in effect (the alert's window is the shortest: gpuaas render)."""
+        return sorted({s.window_seconds for s in self.every_settings()})
+
+    def with_window(self, seconds: float) -> Policy:
+        """The same policy with one idle window for every tenant and kind (the simulator's sweep)."""
+        return self.with_everywhere(window_seconds=seconds)
+
+    def with_everywhere(self, **changes: Any) -> Policy:
+        """The same policy with `changes` (IdleSettings attributes) for every tenant and kind, e.g. every
+        tenant releasing on demand, or reading GPU activity only (the simulator's variants)."""
+        def without(layer: Mapping[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in layer.items() if k not in changes}
+
+        return replace(self, idle=replace(self.idle, **changes),
+                       tenants={t: replace(v, **changes) for t, v in self.tenants.items()},
+                       kinds={k: {**without(v), **changes} for k, v in {**{k: {} for k in KINDS}, **self.kinds}.items()},
+                       tenant_changes={t: without(self._tenant_changes(t)) for t in self.tenants},
+                       tenant_kinds={t: {k: without(v) for k, v in kinds.items()}
+                                     for t, kinds in self.tenant_kinds.items()})
+
 
 DURATION_DIGITS = 15
 """Digits a duration's number may have on each side of the point: ample (10^15 hours), and no spelling
-can overflow to an infinite duration (steps/policy_schema.py writes the same bound into the chart's schema)."""
+can overflow to an infinite duration (policy_json_schema writes the same bound into the chart's schema)."""
 _NUMBER = f"[0-9]{{1,{DURATION_DIGITS}}}(?:\\.[0-9]{{1,{DURATION_DIGITS}}})?"
+"""ASCII digits only (Python's \\d also takes other scripts' digits; the JSON Schema, read by Go, does not)."""
 _DURATION = re.compile(f"^(?:({_NUMBER})h)?(?:({_NUMBER})m)?(?:({_NUMBER})s)?$")
 _LONG_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?h)?(?:[0-9]+(?:\.[0-9]+)?m)?(?:[0-9]+(?:\.[0-9]+)?s)?$")
 """The grammar without the bound: a duration spelt with too many digits is told so."""
-"""ASCII digits only (Python's \\d also takes other scripts' digits; the JSON Schema, read by Go, does not)."""
+DURATION_PATTERN = f"^\\s*(?:{_NUMBER}h)?(?:{_NUMBER}m)?(?:{_NUMBER}s)?\\s*$"
+"""parse_duration's grammar (`1h30m`, `90s`, `1.5h`; it strips surrounding whitespace) as an RE2 pattern
+for the schema: Helm's validator is Go's regexp (no look-ahead)."""
+ZERO_PATTERN = "^\\s*(?:0+(?:\\.0+)?h)?(?:0+(?:\\.0+)?m)?(?:0+(?:\\.0+)?s)?\\s*$"
+"""A duration whose every number is zero (refused where the duration must be > 0)."""
 
 
 def parse_duration(where: str, value: object) -> float:
@@ -138,8 +337,8 @@ def parse_duration(where: str, value: object) -> float:
             raise PolicyError(where, "a duration >= 0", repr(value))
         return float(value)
     text = str(value).strip()
-    match = _DURATION.match(text)
-    if text and not match and _LONG_DURATION.match(text):
+    match = _DURATION.fullmatch(text)
+    if text and not match and _LONG_DURATION.fullmatch(text):
         shown = repr(value)
         raise PolicyError(where, f"a duration with at most {DURATION_DIGITS} digits in each number",
                           shown if len(shown) <= 40 else shown[:40] + "...")
@@ -163,83 +362,152 @@ def _number(where: str, value: object, low: float, high: float | None = None) ->
     return float(value)
 
 
-@dataclass(frozen=True)
-class IdleField:
-    """One key of an `idle` section: how the step reads it and (steps/policy_schema.py) how the JSON Schema
-    of the chart's values describes it. IDLE_FIELDS is the one definition of the section: the parser below
-    and the schema are both read from it, so a key added here is validated the same way everywhere."""
-
-    key: str
-    attribute: str
-    """The IdleSettings field it sets."""
-    kind: str
-    """duration (>= 0), positive-duration (> 0), ratio (0-1), count (whole number >= 0) or mode."""
-    description: str
-    aliases: tuple[str, ...] = ()
-
-
-IDLE_FIELDS: tuple[IdleField, ...] = (
-    IdleField("window", "window_seconds", "positive-duration",
-              "how long every GPU of a workload must stay idle before it is released", ("windowSeconds",)),
-    IdleField("threshold", "threshold", "ratio", "the highest GPU activity (0-1) that still counts as idle"),
-    IdleField("minCoverage", "min_coverage", "ratio",
-              "the share of the window the samples must cover before idle is believed (no data is never idle)"),
-    IdleField("minRuntime", "min_runtime_seconds", "duration",
-              "never release a workload admitted less than this ago", ("minRuntimeSeconds",)),
-    IdleField("mode", "mode", "mode", "enforce (release) or dry-run (plan and record only)"),
-    IdleField("maxReleasesPerHour", "max_releases_per_hour", "count", "per tenant; 0 = never release"),
-)
-SECTIONS = ("idle", "quota", "tenants")
-"""The top-level keys of policy.yaml."""
-TENANT_SECTIONS = ("idle", "quota")
-"""The keys of one tenant's overrides."""
-
-_IDLE_KEYS = {name for f in IDLE_FIELDS for name in (f.key, *f.aliases)}
-
-
-def _field_value(where: str, kind: str, value: object) -> object:
-    """One idle value read as its kind says (IdleField.kind); PolicyError naming `where` otherwise."""
-    if kind in ("duration", "positive-duration"):
+def _value(where: str, spec: Field, value: object) -> object:
+    """One key's value, checked by its type."""
+    if spec.type in ("duration", "positive-duration"):
         seconds = parse_duration(where, value)
-        if kind == "positive-duration" and seconds <= 0:
+        if spec.type == "positive-duration" and seconds <= 0:
             raise PolicyError(where, "a duration > 0", repr(value))
         return seconds
-    if kind == "ratio":
+    if spec.type == "ratio":
         return _number(where, value, 0, 1)
-    if kind == "mode":
-        if value not in MODES:
-            raise PolicyError(where, "enforce or dry-run", repr(value))
-        return value
-    if kind == "count":
+    if spec.type == "count":
         # A whole number; 3.0 is 3 (a YAML or JSON writer may spell it so: the chart's values are JSON numbers).
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise PolicyError(where, "a whole number >= 0", repr(value))
         return value
-    raise ValueError(f"IdleField kind {kind!r} has no reader")
+    if spec.type == "enum":
+        if value not in spec.choices:
+            raise PolicyError(where, " or ".join(spec.choices), repr(value))
+        return value
+    if spec.type == "bool":
+        if not isinstance(value, bool):
+            raise PolicyError(where, "true or false", repr(value))
+        return value
+    if spec.type == "metric":
+        if not isinstance(value, str) or not _METRIC.fullmatch(value):
+            raise PolicyError(where, "a Prometheus metric name (letters, digits, _ and :)", repr(value))
+        return value
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")) or len(value) > URL_LENGTH:
+        raise PolicyError(where, "an http(s) URL (with {name} and {namespace} where the owner's go)", repr(value))
+    return value
+
+
+def _changes(where: str, section: object, *, in_kind: bool) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(IdleSettings attribute -> value, kind -> its changes) of one idle section, validated."""
+    if section is None:
+        return {}, {}
+    if not isinstance(section, Mapping):
+        raise PolicyError(where, "a mapping of idle settings", type(section).__name__)
+    allowed = {f.key for f in IDLE_FIELDS if f.kinds or not in_kind} | set(_ALIASES)
+    if not in_kind:
+        allowed.add("kinds")
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        expected = ", ".join(sorted(allowed - set(_ALIASES)))
+        raise PolicyError(f"{where}.{unknown[0]}", f"one of {expected}", repr(unknown[0]))
+    for alias, name in _ALIASES.items():
+        if alias in section and name in section:  # one would silently win over the other
+            raise PolicyError(f"{where}.{alias}", f"{name} or {alias}, not both", f"both ({name}: {section[name]!r})")
+    changes: dict[str, Any] = {}
+    for key, value in section.items():
+        if key == "kinds":
+            continue
+        name = _ALIASES.get(key, key)
+        spec = FIELDS_BY_KEY[name]
+        changes[spec.attr] = _value(f"{where}.{key}", spec, value)
+    kinds: dict[str, dict[str, Any]] = {}
+    raw_kinds = section.get("kinds") if not in_kind else None
+    if raw_kinds is not None:
+        if not isinstance(raw_kinds, Mapping):
+            raise PolicyError(f"{where}.kinds", f"a mapping of kind ({', '.join(KINDS)}) -> idle settings",
+                              type(raw_kinds).__name__)
+        for kind, kind_section in raw_kinds.items():
+            if kind not in KINDS:
+                raise PolicyError(f"{where}.kinds.{kind}", f"one of {', '.join(KINDS)}", repr(kind))
+            kinds[kind], _ = _changes(f"{where}.kinds.{kind}", kind_section, in_kind=True)
+    return changes, kinds
 
 
 def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
-    if section is None:
-        return base
-    if not isinstance(section, Mapping):
-        raise PolicyError(where, "a mapping of idle settings", type(section).__name__)
-    unknown = sorted(set(section) - _IDLE_KEYS)
-    if unknown:
-        raise PolicyError(f"{where}.{unknown[0]}", f"one of {', '.join(sorted(_IDLE_KEYS))}", repr(unknown[0]))
-    for spec in IDLE_FIELDS:
-        given = [key for key in (spec.key, *spec.aliases) if key in section]
-        if len(given) > 1:  # one would silently win over the other
-            raise PolicyError(f"{where}.{given[1]}", f"{spec.key} or {given[1]}, not both",
-                              f"both ({spec.key}: {section[spec.key]!r})")
-    aliases = {alias: f.key for f in IDLE_FIELDS for alias in f.aliases}
-    section = {aliases.get(k, k): v for k, v in section.items()}
-    out = base
-    for spec in IDLE_FIELDS:
-        if spec.key in section:
-            out = replace(out, **{spec.attribute: _field_value(f"{where}.{spec.key}", spec.kind, section[spec.key])})
-    return out
+    """`base` with one idle section's general changes (its kinds are read by `_changes`)."""
+    changes, _ = _changes(where, section, in_kind=False)
+    return replace(base, **changes)
+
+
+SCHEMA_DEFINITIONS = ("gpuaasPolicyIdle", "gpuaasPolicyKindIdle")
+"""The names under `definitions` that policy_json_schema's references use: the chart's values.schema.json
+carries them at its root (gpuaas/manifests/values.py), so the references resolve there too."""
+
+
+def _field_schema(spec: Field, description: str) -> dict[str, Any]:
+    """One key's JSON Schema, refusing what _value refuses (as far as JSON Schema can say it)."""
+    text = {"description": description}
+    if spec.type in ("duration", "positive-duration"):
+        positive = spec.type == "positive-duration"
+        number: dict[str, Any] = {"type": "number", **({"exclusiveMinimum": 0} if positive else {"minimum": 0})}
+        string: dict[str, Any] = {"type": "string", "pattern": DURATION_PATTERN, "allOf": [{"pattern": "[hms]"}]}
+        if positive:
+            string["not"] = {"pattern": ZERO_PATTERN}
+        return {**text, "oneOf": [number, string]}
+    if spec.type == "ratio":
+        return {**text, "type": "number", "minimum": 0, "maximum": 1}
+    if spec.type == "count":
+        return {**text, "type": "integer", "minimum": 0}
+    if spec.type == "enum":
+        return {**text, "enum": list(spec.choices)}
+    if spec.type == "bool":
+        return {**text, "type": "boolean"}
+    if spec.type == "metric":
+        # `$` also matches before a final newline in Python's re (jsonschema), not in Go's (Helm): say it twice
+        return {**text, "type": "string", "pattern": _METRIC.pattern, "not": {"pattern": "\n"}}
+    if spec.type == "url":
+        return {**text, "type": "string", "pattern": "^https?://", "maxLength": URL_LENGTH}
+    raise ValueError(f"Field type {spec.type!r} has no schema")
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 07) of policy.yaml, from IDLE_FIELDS, SECTIONS and TENANT_SECTIONS: what the
+    Helm chart's values.schema.json embeds for `policy` (gpuaas render), so the chart and the step accept
+    the same documents (tests/fuzz/test_fuzz_policy_schema.py demands the same verdict).
+
+    What the schema cannot say, and the step still refuses: numbers JSON cannot carry (`.nan`, `.inf`,
+    integers beyond 64 bits: Helm cannot even read such values) and YAML that is not a document."""
+    idle_ref, kind_ref = (f"#/definitions/{name}" for name in SCHEMA_DEFINITIONS)
+
+    def section(in_kind: bool) -> dict[str, Any]:
+        properties: dict[str, Any] = {f.key: _field_schema(f, f.help) for f in IDLE_FIELDS if f.kinds or not in_kind}
+        properties.update({alias: _field_schema(FIELDS_BY_KEY[name], f"alias of {name}: {FIELDS_BY_KEY[name].help}")
+                           for alias, name in _ALIASES.items()})
+        if not in_kind:
+            properties["kinds"] = {"type": ["object", "null"], "additionalProperties": False,
+                                   "description": "per kind of workload (the owner's kind, as the release "
+                                                  "strategies classify it)",
+                                   "properties": {k: {"$ref": kind_ref} for k in KINDS}}
+        # a key and its alias: the step refuses both at once (one would silently win)
+        both = {"anyOf": [{"type": "object", "required": [name, alias]} for alias, name in _ALIASES.items()]}
+        return {"type": ["object", "null"], "additionalProperties": False, "properties": properties, "not": both}
+
+    sections: dict[str, Any] = {
+        "idle": {"$ref": idle_ref},
+        "quota": {"type": ["object", "null"],
+                  "description": "read by provision-quota (docs/quota.md): cohort, queueingStrategy, weight, "
+                                 "guaranteedGpus, flavors, cpuPerGpu, memoryPerGpu, localQueue"}}
+    tenant = {"type": ["object", "null"], "additionalProperties": False,
+              "properties": {name: sections[name] for name in TENANT_SECTIONS}}
+    properties = {**{name: sections[name] for name in SECTIONS if name in sections},
+                  "tenants": {"type": ["object", "null"], "description": "per-tenant overrides, by ClusterQueue name",
+                              "additionalProperties": tenant}}
+    missing = set(SECTIONS) - set(properties)
+    if missing:
+        raise ValueError(f"SECTIONS names {sorted(missing)}, which policy_json_schema does not describe")
+    return {"$schema": "http://json-schema.org/draft-07/schema#", "title": "gpuaas policy.yaml",
+            "description": "the idle policy (ConfigMap gpuaas-policy, key policy.yaml; docs/reactions.md)",
+            "type": ["object", "null"], "additionalProperties": False,
+            "definitions": dict(zip(SCHEMA_DEFINITIONS, (section(False), section(True)))),
+            "properties": properties}
 
 
 def _ordinary_numbers(document: object) -> None:
@@ -270,19 +538,22 @@ def policy_from_mapping(document: object) -> Policy:
     """Validate a parsed document (pure)."""
     _ordinary_numbers(document)
     if document is None:
-        return Policy()
+        return Policy(kinds={k: dict(v) for k, v in KIND_DEFAULTS.items()})
     if not isinstance(document, Mapping):
         raise PolicyError("(document)", "a mapping with idle/quota/tenants sections", type(document).__name__)
     unknown = sorted(set(document) - set(SECTIONS))
     if unknown:
         raise PolicyError(unknown[0], "one of idle, quota, tenants", repr(unknown[0]))
-    defaults = _idle("idle", document.get("idle"), IdleSettings())
+    changes, kinds = _changes("idle", document.get("idle"), in_kind=False)
+    defaults = replace(IdleSettings(), **changes)
     tenants_section = document.get("tenants")
     if tenants_section is None:
         tenants_section = {}
     if not isinstance(tenants_section, Mapping):
         raise PolicyError("tenants", "a mapping of ClusterQueue name -> overrides", type(tenants_section).__name__)
     tenants: dict[str, IdleSettings] = {}
+    tenant_changes: dict[str, dict[str, Any]] = {}
+    tenant_kinds: dict[str, dict[str, dict[str, Any]]] = {}
     for name, section in tenants_section.items():
         if section is None:
             section = {}
@@ -294,10 +565,18 @@ def policy_from_mapping(document: object) -> Policy:
         if section.get("quota") is not None and not isinstance(section.get("quota"), Mapping):
             raise PolicyError(f"tenants.{name}.quota", "a mapping of quota settings",
                               type(section.get("quota")).__name__)
-        tenants[str(name)] = _idle(f"tenants.{name}.idle", section.get("idle"), defaults)
+        own, own_kinds = _changes(f"tenants.{name}.idle", section.get("idle"), in_kind=False)
+        tenants[str(name)] = replace(defaults, **own)
+        tenant_changes[str(name)] = own
+        if own_kinds:
+            tenant_kinds[str(name)] = own_kinds
     if document.get("quota") is not None and not isinstance(document.get("quota"), Mapping):
         raise PolicyError("quota", "a mapping of quota settings", type(document.get("quota")).__name__)
-    return Policy(idle=defaults, tenants=tenants, raw=dict(document))
+    # the built-in per-kind settings apply where the policy's own general section says nothing
+    kinds = {k: {**{a: v for a, v in KIND_DEFAULTS.get(k, {}).items() if a not in changes}, **kinds.get(k, {})}
+             for k in KINDS}
+    return Policy(idle=defaults, tenants=tenants, raw=dict(document), kinds=kinds, tenant_changes=tenant_changes,
+                  tenant_kinds=tenant_kinds)
 
 
 def parse_policy(text: str) -> Policy:
@@ -326,10 +605,10 @@ def load_policy(kube: Any, namespace: str) -> tuple[Policy, str]:
 
     config_map = kube.get(resources.CONFIG_MAP, CONFIG_MAP, namespace)
     if config_map is None:
-        return Policy(), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} not found)"
+        return policy_from_mapping(None), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} not found)"
     text = (config_map.get("data") or {}).get(KEY)
     if not text:
-        return Policy(), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} has no key {KEY})"
+        return policy_from_mapping(None), f"defaults (ConfigMap {namespace}/{CONFIG_MAP} has no key {KEY})"
     version = (config_map.get("metadata") or {}).get("resourceVersion")
     return parse_policy(text), f"ConfigMap {namespace}/{CONFIG_MAP} resourceVersion {version}"
 

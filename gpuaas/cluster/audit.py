@@ -16,12 +16,19 @@ default), so a request is in the file when its answer arrives.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PRODUCT_NAMESPACE = "gpuaas"
+POD_NAME = "authentication.kubernetes.io/pod-name"
+"""The `user.extra` key kube-apiserver fills from a token bound to a pod (the projected token a kubelet
+mounts); a token from the TokenRequest API without a pod (what the tests use to act as a ServiceAccount)
+has none. It is what tells a real component's request from a test's."""
+NAMEABLE_VERBS = frozenset({"get", "update", "patch", "delete"})
+"""Verbs whose request names its object in the URL, so RBAC's `resourceNames` can restrict them (create and
+deletecollection never can; list and watch only with a metadata.name field selector, which nothing here uses)."""
 
 
 def policy(namespace: str = PRODUCT_NAMESPACE) -> dict[str, Any]:
@@ -51,6 +58,14 @@ class Request:
     decision: str
     """`allow` or `forbid` (the annotation `authorization.k8s.io/decision`)."""
     uri: str
+    pod: str = ""
+    """The pod whose bound token made the request (POD_NAME); empty for a token bound to no pod."""
+    user_agent: str = ""
+
+    @property
+    def from_pod(self) -> bool:
+        """Made by a program in a pod with the pod's own token: a real component, not a test acting as it."""
+        return bool(self.pod)
 
     @property
     def denied(self) -> bool:
@@ -75,12 +90,14 @@ def requests(path: Path, user: str | None = None) -> Iterator[Request]:
             if user is not None and who != user:
                 continue
             ref = event.get("objectRef") or {}
+            extra = (event.get("user") or {}).get("extra") or {}
             yield Request(user=who, verb=event.get("verb", ""), group=ref.get("apiGroup", ""),
                           resource=ref.get("resource", ""), subresource=ref.get("subresource", ""),
                           namespace=ref.get("namespace", ""), name=ref.get("name", ""),
                           code=int((event.get("responseStatus") or {}).get("code") or 0),
                           decision=(event.get("annotations") or {}).get("authorization.k8s.io/decision", ""),
-                          uri=event.get("requestURI", ""))
+                          uri=event.get("requestURI", ""), pod=(extra.get(POD_NAME) or [""])[0],
+                          user_agent=event.get("userAgent", ""))
 
 
 @dataclass(frozen=True)
@@ -146,3 +163,38 @@ def unused(granted: list[Grant], seen: list[Request]) -> list[Grant]:
     """The grants no allowed request in `seen` needed."""
     allowed = [r for r in seen if not r.denied]
     return [g for g in granted if not any(g.allows(r) for r in allowed)]
+
+
+def uses(grant: Grant, seen: Iterable[Request]) -> list[Request]:
+    """The allowed requests in `seen` this grant covers."""
+    return [r for r in seen if not r.denied and grant.allows(r)]
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """A narrower grant that would still have authorized every use seen."""
+
+    kind: str
+    """`namespace` (Roles in the namespaces used instead of a ClusterRole) or `names` (`resourceNames`)."""
+    detail: str
+
+
+def narrowings(grant: Grant, used: list[Request]) -> list[Narrowing]:
+    """What would still authorize `used` (the grant's uses) with less than `grant`.
+
+    Why here and not in `Grant.allows`: allowing a request says a grant is needed, not that it is as small as it
+    could be. Two narrowings are checked, the two RBAC has: a ClusterRole whose every use named a namespace could
+    be Roles in those namespaces (a use with no namespace, a cluster-scoped object or a list across namespaces,
+    needs the cluster scope); a grant of a verb that names its object (NAMEABLE_VERBS) whose every use named one
+    could list them in `resourceNames`. Whether the names seen are the only ones the product will ever need is
+    not in the log: the caller weighs each narrowing against the reasons the RBAC records."""
+    if not used:
+        return []
+    found = []
+    namespaces = sorted({r.namespace for r in used})
+    if grant.namespace is None and "" not in namespaces:
+        found.append(Narrowing("namespace", f"Roles in {', '.join(namespaces)}"))
+    names = sorted({r.name for r in used})
+    if not grant.resource_names and grant.verb in NAMEABLE_VERBS and "" not in names:
+        found.append(Narrowing("names", f"resourceNames {names[:6]}{' ...' if len(names) > 6 else ''}"))
+    return found

@@ -47,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                             "30-day extract (default)")
     synth.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     synth.add_argument("--days", type=float, default=30.0, help="days of the trace to use (default 30)")
+    synth.add_argument("--calibration", choices=("philly", "pai"), default="philly",
+                       help="philly: a training cluster as in Microsoft's Philly trace (default); pai: the "
+                            "low-utilisation mixed cluster of Alibaba PAI (docs/simulate.md)")
     synth.add_argument("--write-trace", type=Path, metavar="DIR", default=None,
                        help="also write the history as a trace directory (activity.csv.gz)")
     product = parser.add_argument_group("product settings")
@@ -59,6 +62,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     windows = product.add_argument("--windows", default="5m,10m,15m,30m,1h,2h",
                                    help="idle windows to sweep (default 5m,10m,15m,30m,1h,2h; empty: no sweep)")
     windows.empty_allowed = True  # type: ignore[attr-defined]  # gpuaas.cli.check_spelling: "" means no sweep
+    product.add_argument("--no-variants", action="store_true",
+                         help="skip the given policy's variants (every tenant releasing on demand; GPU activity only)")
     product.add_argument("--reaction-delay", default="0s",
                          help="time from a webhook delivery to the on-idle step reading Prometheus (default 0s)")
     output = parser.add_argument_group("output")
@@ -167,7 +172,7 @@ def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
         until = parse_moment("--until", args.until).timestamp() if args.until else time.time()
         progress.note(f"reading {args.prometheus} from {args.since} to {args.until or 'now'}")
         return read_cluster(args.prometheus, since, until, step, progress=progress)
-    from gpuaas.simulate.synthesis import load_itp, synthesize
+    from gpuaas.simulate.synthesis import CALIBRATIONS, load_itp, synthesize
 
     if not math.isfinite(args.days) or args.days < MIN_DAYS:
         raise ValueError(f"--days: expected a number of days of at least {MIN_DAYS:.3f} (an hour), such as 7 or 30, "
@@ -182,8 +187,8 @@ def _history(args: argparse.Namespace, step: float, progress: _Progress) -> Any:
     if args.days > covered:
         raise ValueError(f"--days: expected at most {covered} days (the ITP jobs given cover {covered}), found "
                          f"{args.days:g}; the original raw-traces.tar.gz (--itp) covers 60")
-    progress.note(f"synthesizing {args.days:g} days of the ITP trace (seed {args.seed})")
-    history = synthesize(jobs, seed=args.seed, days=args.days, step=step,
+    progress.note(f"synthesizing {args.days:g} days of the ITP trace ({args.calibration} calibration, seed {args.seed})")
+    history = synthesize(jobs, seed=args.seed, days=args.days, step=step, calibration=CALIBRATIONS[args.calibration],
                          progress=lambda share: progress("synthesizing", share))
     if args.write_trace is not None:
         from gpuaas.simulate.trace import write_trace
@@ -237,14 +242,14 @@ def run(args: argparse.Namespace) -> int:
     simulator = Simulator(history, policy, timings, reaction_delay=delay, progress=progress)
     seconds["prepare"] = time.perf_counter() - started
     started = time.perf_counter()
-    runs = simulator.compare(sweep=windows, mode=args.mode)
+    runs = simulator.compare(sweep=windows, mode=args.mode, variants=not args.no_variants)
     seconds["replay"] = time.perf_counter() - started
     notes = timing_notes(policy, timings)
     document = as_json(history, timings, policy_source, runs, seconds, notes)
     if args.synthesize:
         from gpuaas.simulate.synthesis import calibration
 
-        document["history"]["calibration"] = calibration(history, simulator.samples)
+        document["history"]["calibration"] = calibration(history, simulator.samples, args.calibration)
     document["peakMemoryMB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
     if args.html is not None:
         target = write_html(args.html, history, timings, policy_source, runs, document)

@@ -120,9 +120,12 @@ def templates() -> dict[str, str]:
 def helpers() -> str:
     """_helpers.tpl: the Go template functions the derived values use (their Python twins are named)."""
     from gpuaas.manifests import observability
+    from steps.policy import KINDS, policy_from_mapping
 
     keys = " ".join(json.dumps(k) for k in observability.window_keys())
-    default_seconds = int(__import__("steps.policy", fromlist=["IdleSettings"]).IdleSettings().window_seconds)
+    # each kind's window where the policy sets none: the step's built-in layers (KIND_DEFAULTS over the defaults)
+    builtin = policy_from_mapping({})
+    builtin_windows = json.dumps({kind: builtin.idle_for("", kind).window_seconds for kind in KINDS})
     return HEADER + r'''
 {{/* A value inside a longer string: its text, JSON-escaped (read back by YAML's double-quoted style). */}}
 {{- define "gpuaas.inline" -}}
@@ -177,35 +180,42 @@ def helpers() -> str:
 {{- end -}}
 {{- end -}}
 
-{{/* The seconds of every idle window anywhere in a policy (mapping), space-separated
-     (gpuaas/manifests/observability.py shortest_window_seconds). */}}
-{{- define "gpuaas.windows" -}}
-{{- if kindIs "map" . -}}
-{{- range $key, $value := . -}}
-{{- if has $key (list KEYS) -}}
-{{- include "gpuaas.seconds" $value -}}{{- " " -}}
-{{- else -}}
-{{- include "gpuaas.windows" $value -}}
-{{- end -}}
-{{- end -}}
+{{/* The seconds one layer of the policy (an idle section, or a kind's) sets as its window, or "" where it
+     sets none (values.schema.json refuses a key and its alias together). */}}
+{{- define "gpuaas.layerWindow" -}}
+{{- $layer := . | default dict -}}
+{{- range $key := list KEYS -}}
+{{- if hasKey $layer $key -}}{{- include "gpuaas.seconds" (get $layer $key) -}}{{- end -}}
 {{- end -}}
 {{- end -}}
 
-{{/* The idle alert's window: the shortest idle window of the policy, or the steps' default where the
-     defaults set none, in whole seconds (half up) written as 2h, 90m or 45s
-     (gpuaas/manifests/observability.py shortest_window_seconds, duration_text). */}}
+{{/* The idle alert's window: the shortest window in effect for any tenant (and the policy's own) and any
+     kind, resolved through the step's layers (steps/policy.py Policy.idle_for: the tenant's kind, the
+     tenant's idle, the policy's kind, the policy's idle, else the built-in per-kind window), in whole
+     seconds (half up) written as 2h, 90m or 45s (gpuaas/manifests/observability.py
+     shortest_window_seconds, duration_text). */}}
 {{- define "gpuaas.ruleWindow" -}}
 {{- $policy := . | default dict -}}
-{{- $windows := include "gpuaas.windows" $policy | splitList " " | compact -}}
 {{- $idle := get $policy "idle" | default dict -}}
-{{- $set := false -}}
-{{- range $key := list KEYS -}}
-{{- if hasKey $idle $key -}}{{- $set = true -}}{{- end -}}
+{{- $kinds := get $idle "kinds" | default dict -}}
+{{- $general := include "gpuaas.layerWindow" $idle -}}
+{{- $builtin := fromJson `BUILTIN` -}}
+{{- $scopes := list dict -}}
+{{- range $name, $tenant := get $policy "tenants" | default dict -}}
+{{- $scopes = append $scopes ($tenant | default dict) -}}
 {{- end -}}
-{{- if not $set -}}{{- $windows = append $windows "DEFAULT" -}}{{- end -}}
 {{- $shortest := -1.0 -}}
-{{- range $windows -}}
-{{- if or (lt $shortest 0.0) (lt (float64 .) $shortest) -}}{{- $shortest = float64 . -}}{{- end -}}
+{{- range $tenant := $scopes -}}
+{{- $own := get $tenant "idle" | default dict -}}
+{{- $ownKinds := get $own "kinds" | default dict -}}
+{{- range $kind := list KINDS -}}
+{{- $window := include "gpuaas.layerWindow" (get $ownKinds $kind) -}}
+{{- if not $window -}}{{- $window = include "gpuaas.layerWindow" $own -}}{{- end -}}
+{{- if not $window -}}{{- $window = include "gpuaas.layerWindow" (get $kinds $kind) -}}{{- end -}}
+{{- if not $window -}}{{- $window = $general -}}{{- end -}}
+{{- if not $window -}}{{- $window = get $builtin $kind | toString -}}{{- end -}}
+{{- if or (lt $shortest 0.0) (lt (float64 $window) $shortest) -}}{{- $shortest = float64 $window -}}{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- $whole := int64 (floor (addf $shortest 0.5)) -}}
 {{- if eq (mod $whole 3600) 0 -}}{{ div $whole 3600 }}h
@@ -213,7 +223,8 @@ def helpers() -> str:
 {{- else -}}{{ $whole }}s
 {{- end -}}
 {{- end -}}
-'''.replace("KEYS", keys).replace("DEFAULT", str(default_seconds)).replace(
+'''.replace("KEYS", keys).replace(
+        "KINDS", " ".join(json.dumps(k) for k in KINDS)).replace("BUILTIN", builtin_windows).replace(
         "@TOKEN_FILE@", site.TOKEN_FILE).replace("@KEDA_AUTHENTICATION@", site.KEDA_AUTHENTICATION).replace(
         "@CA_DIR@", site.CA_DIR)
 

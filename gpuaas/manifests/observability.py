@@ -348,33 +348,20 @@ def dashboard_configmap(namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
 
 def window_keys() -> tuple[str, ...]:
     """The policy keys that set an idle window (steps.policy.IDLE_FIELDS: `window` and its alias)."""
-    from steps.policy import IDLE_FIELDS
+    from steps.policy import _ALIASES, FIELDS_BY_KEY
 
-    spec = next(f for f in IDLE_FIELDS if f.attribute == "window_seconds")
-    return (spec.key, *spec.aliases)
+    spec = next(f for f in FIELDS_BY_KEY.values() if f.attr == "window_seconds")
+    return (spec.key, *(alias for alias, name in _ALIASES.items() if name == spec.key))
 
 
 def shortest_window_seconds(document: Any) -> float:
-    """The shortest idle window a policy document sets anywhere (defaults, tenants, and any section a later
-    policy adds), or the steps' default window where the defaults set none. The chart's
-    `gpuaas.ruleWindow` walks the values' policy the same way."""
-    from steps.policy import IdleSettings, parse_duration
+    """The shortest idle window in effect for any tenant and kind of a policy document: the step's own
+    layering (steps.policy Policy.windows: built-in per-kind windows, the policy's idle and kinds, each
+    tenant's idle and kinds). The chart's `gpuaas.ruleWindow` resolves the same layers in the values'
+    policy (tests/artifacts/test_chart.py compares them)."""
+    from steps.policy import policy_from_mapping
 
-    keys = window_keys()
-    found: list[float] = []
-    stack = [document]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in keys:
-                    found.append(parse_duration(key, value))
-                else:
-                    stack.append(value)
-    idle = (document or {}).get("idle") if isinstance(document, dict) else None
-    if not (isinstance(idle, dict) and any(key in idle for key in keys)):
-        found.append(IdleSettings().window_seconds)
-    return min(found)
+    return min(policy_from_mapping(document).windows())
 
 
 def duration_text(seconds: float) -> str:
@@ -384,17 +371,18 @@ def duration_text(seconds: float) -> str:
 
 
 def rule_window(policy_text: str | None = None) -> str:
-    """The alert's window: the SHORTEST idle window of the policy (default: the policy gpuaas renders).
+    """The alert's window: the SHORTEST idle window of the policy, over every tenant and kind (default:
+    the policy gpuaas renders).
 
-    The rule cannot know tenants, and an alert can only start the on-idle step. With the window of
-    the shortest policy, a tenant whose `idle.window` is shorter than the default is looked at as soon
-    as its own window is idle (not after the default's); tenants with longer windows are confirmed by
-    the step over their own window (it reads Prometheus over the tenant's `idle.window`).
+    The rule cannot know tenants or kinds, and an alert can only start the on-idle step. With the
+    shortest window, a tenant or kind whose `idle.window` is shorter than the default is looked at as
+    soon as its own window is idle; longer windows are confirmed by the step over their own window (it
+    reads Prometheus over the tenant's and kind's `idle.window`).
     """
     from steps.policy import default_policy_text, parse_policy
 
     policy = parse_policy(policy_text if policy_text is not None else default_policy_text())
-    return duration_text(shortest_window_seconds(dict(policy.raw)))
+    return duration_text(min(policy.windows()))
 
 
 def objects(namespace: str = DEFAULT_NAMESPACE, **webhook: Any) -> list[dict[str, Any]]:

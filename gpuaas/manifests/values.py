@@ -2,7 +2,7 @@
 
 `VALUES_YAML` is the chart's values.yaml (the defaults, each key documented); `schema()` its
 values.schema.json, whose `policy` part is generated from the step's own definition of the policy
-(steps/policy_schema.py). `load(path)` reads a site's values file over the defaults the way Helm
+(steps.policy.policy_json_schema). `load(path)` reads a site's values file over the defaults the way Helm
 does (`coalesce`: mappings merge key by key, anything else replaces, `null` removes a default), and
 `validate` checks it against the schema, so `gpuaas render` refuses an example Helm would refuse.
 
@@ -234,8 +234,14 @@ _QUANTITY = {"oneOf": [{"type": "integer", "minimum": 0},
 
 
 def schema() -> JSON:
-    """values.schema.json: every key of VALUES_HEAD, unknown keys refused; `policy` from steps.policy_schema."""
-    from steps.policy_schema import policy_schema
+    """values.schema.json: every key of VALUES_HEAD, unknown keys refused; `policy` from the step's own
+    steps.policy.policy_json_schema (its definitions at this schema's root, where its references point)."""
+    from steps.policy import policy_json_schema
+
+    policy = policy_json_schema()
+    policy.pop("$schema")
+    policy.pop("title")
+    definitions = policy.pop("definitions")
 
     secret = _object({"name": _SUBDOMAIN, "key": _SECRET_KEY}, ("name", "key"))
     tenant = _object({
@@ -251,6 +257,7 @@ def schema() -> JSON:
     return {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "title": "gpuaas chart values",
+        "definitions": definitions,
         **_object({
             "image": _object({"repository": {"type": "string", "minLength": 1},
                               "tag": {"type": "string", "minLength": 1},
@@ -302,7 +309,7 @@ def schema() -> JSON:
                                   "description": "a regexp (RE2) on the cluster_queue label"},
                 "prometheus": _object({"url": {"type": "string", "pattern": "^(https?://[^\\s\"]+)?$"}}),
             }, ("enabled", "kind", "name", "namespace", "gpusPerNode", "maxNodes", "label", "clusterQueues")),
-            "policy": policy_schema(),
+            "policy": policy,
         }, ("image", "namespace", "secrets", "prometheus", "keda", "monitoring", "eventBus", "kueue", "tenants",
             "nodePool")),
     }

@@ -13,9 +13,11 @@
   missing samples count as inactive.
 - **Kubeflow notebook culler** (notebook-controller defaults `CULL_IDLE_TIME` 1440 min,
   `IDLENESS_CHECK_PERIOD` 1 min; culling runs only with `ENABLE_CULLING=true`, default false,
-  components/notebook-controller/controllers/culling_controller.go): a Notebook is stopped at the
-  first check more than 24 h after its last activity. The culler reads kernel activity, not GPUs; here a busy GPU sample stands for
-  kernel activity. It applies to Notebooks only.
+  kubeflow/notebooks components/notebook-controller/controllers/culling_controller.go): a Notebook is
+  stopped at the first check more than `CULL_IDLE_TIME` after its last activity: the kernels' last
+  activity, or now while one is busy (it reads `/api/kernels`, not the client connections, not the
+  GPUs). From a history with the notebook's Jupyter signal, its kernel activity is that activity;
+  without it, a busy GPU sample stands for it. It applies to Notebooks only.
 
 All release the workload until its end, like a gpuaas release.
 """
@@ -98,8 +100,15 @@ def keda_only(samples: IdleSamples, timings: KedaTimings = KedaTimings()) -> tup
 
 def notebook_culler(samples: IdleSamples, timings: CullerTimings = CullerTimings()) -> tuple[np.ndarray, np.ndarray]:
     """(workload, release time) of the Kubeflow notebook culler (Notebooks only)."""
-    workloads = samples.history.workloads
+    history = samples.history
+    workloads = history.workloads
     quiet = ~samples.busy
+    signals = history.signals
+    if signals is not None:
+        from gpuaas.simulate.history import WORK
+
+        jupyter = (signals.source == "jupyter")[history.rows.owner]
+        quiet = np.where(jupyter, (signals.flags & WORK) == 0, quiet)
     workload, first, end = _quiet_runs(samples, quiet)
     is_notebook = np.asarray([str(kind).lower() == "notebook" for kind in workloads.kind[workload]], dtype=bool)
     rows = samples.history.rows

@@ -12,6 +12,9 @@ Everything is numpy, so 30 days of 1,000 GPUs at one sample a minute (43 M sampl
   (a pod that started later or stopped earlier, from `--prometheus`).
 - **pods**: each workload's columns are grouped by pod (contiguous column ranges), because the
   Prometheus alert is per pod.
+- **signals** (optional): each workload kind's own evidence that its work is done (`Signals`): which
+  source a workload exposes (a Jupyter server, Ray's job API, request metrics, a progress metric)
+  and, per row, whether that source showed work in the slot and whether a client was connected.
 
 `SampleRows` reduces the GPUs of every row once (`Rows.of(history)`): the highest activity of the
 GPUs with a sample, whether every held GPU has one, whether any has one, and how many GPUs are held
@@ -22,8 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuaas.simulate.demand import Queue
 
 NOT_HELD = -np.inf
 """Activity value of a column (GPU) the workload does not hold in that slot."""
@@ -81,6 +88,32 @@ class Pods:
         return len(self.name)
 
 
+WORK = np.uint8(1)
+"""Signal flag: the kind's own source showed work in the slot (a kernel busy or talked to, a Ray job
+pending or running, requests served or in flight, training progress)."""
+CLIENT = np.uint8(2)
+"""Signal flag: a client was connected in the slot (a notebook's kernel had a connection)."""
+SOURCES = ("jupyter", "ray-jobs", "requests", "progress")
+"""The kinds' own sources (steps.signals), as a history names them; "" is none."""
+
+
+@dataclass
+class Signals:
+    """The kinds' own evidence, per workload and per row (rows as in `History.rows`: workload-major,
+    one per slot of the workload's lifetime)."""
+
+    source: np.ndarray
+    """Per workload: one of SOURCES, or "" when the workload exposes none (a batch Job, a training job
+    without a progress metric, a history read from Prometheus)."""
+    flags: np.ndarray
+    """uint8 per row: WORK | CLIENT."""
+
+    @classmethod
+    def none(cls, history: History) -> Signals:
+        return cls(source=np.full(len(history.workloads), "", dtype=object),
+                   flags=np.zeros(int(history.slots.sum()), dtype=np.uint8))
+
+
 @dataclass
 class History:
     """Workloads, pods and their GPU activity on one grid (see the module docstring)."""
@@ -103,6 +136,12 @@ class History:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """What makes the figures doubtful (printed with them): e.g. a grid finer than the samples."""
+    signals: Signals | None = None
+    """The kinds' own evidence, when the history has it (None: GPU activity only)."""
+    submitted: np.ndarray | None = None
+    """When each workload was submitted (queued before `start`), when the history knows it."""
+    queue: Queue | None = None
+    """The cohort's queue (every job submitted, admitted or not), when the history has it."""
 
     @property
     def samples(self) -> int:

@@ -31,10 +31,13 @@ import numpy as np
 
 from gpuaas.simulate.alert_rule import Episodes, PodAlerts
 from gpuaas.simulate.alertmanager import AlertGroup, NotificationTimings
+from gpuaas.simulate.demand import QueueModel
 from gpuaas.simulate.history import History
+from gpuaas.simulate.signal_window import SignalWindow
 from gpuaas.simulate.step_window import StepWindow
+from steps import demand as demand_model
 from steps.gateways.metrics import first_idleness_failure
-from steps.policy import IdleSettings, Policy
+from steps.policy import IdleSettings, Policy, kind_of
 from steps.reactions.on_idle import IdleFacts, judge
 
 FIRE, RESOLVE, FLUSH, STEP = 0, 1, 2, 3
@@ -66,9 +69,15 @@ class Replay:
 
     def __init__(self, history: History, window: StepWindow, alerts: PodAlerts, episodes: Episodes,
                  policy: Policy, notifications: NotificationTimings, *, reaction_delay: float = 0.0,
-                 mode: str | None = None) -> None:
+                 mode: str | None = None, signal_window: SignalWindow | None = None,
+                 lease_end: Callable[[int, float], float] | None = None) -> None:
         self.history = history
         self.window = window
+        self.signal_window = signal_window or SignalWindow(history)
+        self.lease_end = lease_end
+        """When a release's GPUs would be wanted back (the queue model's lease): its end, or when a wrong
+        release's job wants them again."""
+        self.cohort = QueueModel(history.queue) if history.queue is not None else None
         self.alerts = alerts
         self.episodes = episodes
         self.policy = policy
@@ -90,6 +99,8 @@ class Replay:
         self.version = [0] * len(self.pod_workload)
         self.name = workloads.name.tolist()
         self.tenant = [str(t) for t in workloads.tenant.tolist()]
+        kinds: dict[str, str] = {}
+        self.kind = [kinds.setdefault(str(k), kind_of(str(k))) for k in workloads.kind.tolist()]
         self.start = workloads.start.tolist()
         self.admitted = workloads.admitted_at.tolist()
         self.end = workloads.end.tolist()
@@ -100,7 +111,7 @@ class Replay:
         self.pod_count = [len(self.pods_of.get(w, [])) for w in range(len(workloads))]
         self.released_at: dict[int, float] = {}
         self.releases_by_tenant: dict[str, list[float]] = {}
-        self.settings: dict[str, IdleSettings] = {}
+        self.settings: dict[tuple[str, str], IdleSettings] = {}
         self.groups: dict[str, AlertGroup] = {}
         self.queue: list[tuple[float, int, int, int, object]] = []
         self.sequence = 0
@@ -182,28 +193,35 @@ class Replay:
             self._push(next_flush, FLUSH, (group.key, group.generation))
 
     # -- the on-idle step ------------------------------------------------------------------------
-    def _settings(self, tenant: str) -> IdleSettings:
-        settings = self.settings.get(tenant)
+    def _settings(self, tenant: str, kind: str) -> IdleSettings:
+        settings = self.settings.get((tenant, kind))
         if settings is None:
-            settings = self.policy.idle_for(tenant)
+            settings = self.policy.idle_for(tenant, kind)
             if self.mode is not None:
                 settings = replace(settings, mode=self.mode)
-            self.settings[tenant] = settings
+            self.settings[(tenant, kind)] = settings
         return settings
 
     def facts(self, workload: int, now: float) -> tuple[IdleFacts, IdleSettings]:
         """What the on-idle step would observe for `workload` at `now` (see IdleState.facts)."""
         tenant = self.tenant[workload]
-        settings = self._settings(tenant)
+        kind = self.kind[workload]
+        settings = self._settings(tenant, kind)
         start, end = self.start[workload], self.end[workload]
         released = self.released_at.get(workload)
         alive = start <= now < end
-        not_idle = None
+        not_idle = evidence = demand = None
         if alive and released is None:
             reading = self.window.read(workload, now, settings.window_seconds)
             failed = first_idleness_failure(reading.observations, reading.coverage, reading.max_activity,
                                             settings.threshold, settings.min_coverage)
             not_idle = None if failed is None else NOT_IDLE_REASONS[failed]
+            evidence = self.signal_window.evidence(workload, kind, settings, now)
+            if settings.release_on == "demand" and self.cohort is not None:
+                waiting, free = self.cohort.waiting(now)
+                demand = demand_model.verdict(demand_model.Demand(
+                    cohort="cohort", pending=tuple((f"job {j}", g) for j, g in waiting), free_gpus=free),
+                    self.gpus[workload])
         times = self.releases_by_tenant.get(tenant)
         last_hour = len(times) - bisect.bisect_left(times, now - 3600.0) if times else 0
         released_at = None if released is None else datetime.fromtimestamp(released, UTC).isoformat()
@@ -212,7 +230,7 @@ class Replay:
             released_at=released_at, admitted=now >= start, exempt_by=self.exempt_by[workload],
             runtime_seconds=max(0.0, now - self.admitted[workload]), pods=self.pod_count[workload] if alive else 0,
             not_idle=not_idle, idle_summary=f"idle for {settings.window_seconds:g}s", releases_last_hour=last_hour,
-            tenant=tenant, gpus=self.gpus[workload],
+            tenant=tenant, gpus=self.gpus[workload], kind=kind, evidence=evidence, demand=demand,
         ), settings
 
     def _steps(self, now: float, workloads: list[int]) -> None:
@@ -230,6 +248,9 @@ class Replay:
     def _release(self, workload: int, now: float, tenant: str) -> None:
         self.released_at[workload] = now
         self._releases.append((workload, now))
+        if self.cohort is not None:
+            until = self.lease_end(workload, now) if self.lease_end is not None else self.end[workload]
+            self.cohort.release(now, self.gpus[workload], until)
         self.releases_by_tenant.setdefault(tenant, []).append(now)
         history = self.history
         cut = int(np.ceil((now - history.t0) / history.step - 1e-9)) - int(history.first[workload])

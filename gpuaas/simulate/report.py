@@ -135,15 +135,23 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
         *(f"  warning: {warning}" for warning in h["warnings"]),
         "",
     ]
-    header = ("policy", "reclaimed GPU-h", "share", "releases", "wrong", "wrong share", "latency p50", "p90",
-              "dry-run plans", "on-idle runs")
+    header = ("policy", "reclaimed GPU-h", "share", "right GPU-h", "bound", "reached", "releases", "wrong",
+              "wrong GPUs", "owner back", "busy ahead GPU-h", "cost GPU-h", "net GPU-h", "to queue GPU-h",
+              "latency p50", "p90", "dry-run plans", "on-idle runs")
     rows = []
     for run in runs:
         total = run.total
         runs_count = sum(run.outcomes.values())
+        released = total["releases"]
         rows.append((run.name, _hours(total["reclaimedGpuHours"]), _pct(total["reclaimedShare"]),
-                     f"{total['releases']:,}", f"{total['wrongReleases']:,}",
-                     _pct(total["wrongReleaseShare"]) if total["releases"] else "-",
+                     _hours(total["rightReclaimedGpuHours"]), _pct(total["boundShare"]),
+                     _pct(total["reachedShareOfBound"]) if total["boundGpuHours"] else "-",
+                     f"{released:,}", f"{total['wrongReleases']:,} ({_pct(total['wrongReleaseShare'])})" if released
+                     else "-", _pct(total["wrongGpuShare"]) if released else "-",
+                     "-" if total.get("ownerBackReleases") is None or not released else f"{total['ownerBackReleases']:,}",
+                     _hours(total["busyGpuHoursAhead"]), _hours(total["costGpuHours"]["total"]),
+                     _hours(total["netGpuHours"]),
+                     _hours(total["queue"]["handedToQueuedGpuHours"]) if "queue" in total else "-",
                      _minutes(total["latencySeconds"]["median"]), _minutes(total["latencySeconds"]["p90"]),
                      f"{run.dry_run_plans:,}" if run.kind != "baseline" else "-",
                      f"{runs_count:,}" if run.kind != "baseline" else "-"))
@@ -152,7 +160,11 @@ def table(history: History, timings: ProductTimings, policy_source: str, runs: l
     if first:
         lines += ["", (f"Idle: {_hours(first['idleGpuHours'])} GPU-hours in {first['idleStretches']:,} stretches "
                       f"({_hours(first['idleGpuHoursEndingAtFinish'])} in stretches ending at finish, which no release "
-                      "can interrupt).")]
+                      "can interrupt). bound: what one never-wrong release per workload at the policy's wait could "
+                      "reclaim, as a share of the idle GPU-hours; reached: right releases' reclaim / the bound; "
+                      "wrong GPUs: GPUs of wrong releases / GPUs released; cost: lost progress, restart and the wait "
+                      "to be admitted again of wrong releases; net: reclaimed - cost; owner back: releases after which the "
+                      "workload's own source showed work again; to queue: GPU-hours queued jobs ran on freed GPUs.")]
     given = next((r for r in runs if r.kind == "given"), None)
     if given is not None:
         lines += ["", f"{given.name} per tenant:"]
@@ -180,49 +192,87 @@ def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
 
 
 # -- charts ------------------------------------------------------------------------------------------
-COLOURS = {"given": "#C44E52", "sweep": "#4C72B0", "baseline": "#55A868"}
+COLOURS = {"given": "#C44E52", "variant": "#DD8452", "sweep": "#4C72B0", "baseline": "#55A868"}
 
 
-def tradeoff_chart(runs: list[PolicyRun], path: Path, title: str = "") -> Path:
-    """Reclaimed share vs wrong-release share, one point per policy; the window sweep is a line."""
+def _tradeoff_axis(axis: Any, policies: list[dict[str, Any]], title: str) -> None:
+    """One panel: reclaimed share (y) against wrong releases weighted by GPUs (x), one point per policy;
+    the window sweep is a line; the bound of the given policy's wait is a dashed line."""
+    sweep = [p for p in policies if p["kind"] == "sweep"]
+    if sweep:
+        axis.plot([p["total"]["wrongGpuShare"] * 100 for p in sweep], [p["total"]["reclaimedShare"] * 100 for p in sweep],
+                  "-o", color=COLOURS["sweep"], label="one window for every kind, swept")
+        offsets = ((7, 5), (7, -11), (-34, 5), (-34, -11))
+        for index, policy in enumerate(sweep):
+            x, y = policy["total"]["wrongGpuShare"] * 100, policy["total"]["reclaimedShare"] * 100
+            axis.annotate(policy["name"].removeprefix("window "), (x, y), textcoords="offset points",
+                          xytext=offsets[index % len(offsets)], fontsize=8, color=COLOURS["sweep"])
+    markers = {"no automation": "s", "KEDA only": "^", "KEDA only, cooldown 30m": "v", "Kubeflow culler": "D",
+               "Kubeflow culler 1h": "d"}
+    variant_markers = ("P", "X", "h")
+    variants = 0
+    for policy in policies:
+        if policy["kind"] == "sweep":
+            continue
+        marker = markers.get(policy["name"], "o")
+        if policy["kind"] == "given":
+            marker = "*"
+        elif policy["kind"] == "variant":
+            marker, variants = variant_markers[variants % len(variant_markers)], variants + 1
+        axis.scatter([policy["total"]["wrongGpuShare"] * 100], [policy["total"]["reclaimedShare"] * 100],
+                     s=160 if policy["kind"] == "given" else 60, zorder=4 if policy["kind"] == "given" else 3,
+                     marker=marker, color=COLOURS[policy["kind"]], label=policy["name"],
+                     alpha=1.0 if policy["kind"] == "given" else 0.85)
+    given = next((p for p in policies if p["kind"] == "given"), None)
+    if given is not None:
+        axis.axhline(given["total"]["boundShare"] * 100, color=COLOURS["given"], linestyle="--", linewidth=1,
+                     label=f"bound for the {given['name']}'s wait")
+    axis.set_xlabel("wrong releases (% of released GPUs: materially busy again before the end)")
+    axis.set_ylabel("reclaimed (% of idle GPU-hours)")
+    axis.set_xlim(left=-2, right=102)
+    axis.set_ylim(bottom=0)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7, loc="best")
+    axis.set_title(title, fontsize=10)
+
+
+def tradeoff_chart(runs: list[PolicyRun] | list[tuple[str, list[dict[str, Any]]]], path: Path,
+                   title: str = "") -> Path:
+    """The trade-off: one panel for these runs, or one panel per (title, policies as --output json gives
+    them) pair (the docs' chart of both calibrations)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(7.5, 5.0))
-    sweep = [r for r in runs if r.kind == "sweep"]
-    if sweep:
-        axis.plot([r.total["wrongReleaseShare"] * 100 for r in sweep], [r.total["reclaimedShare"] * 100 for r in sweep],
-                  "-o", color=COLOURS["sweep"], label="idle window swept")
-        placed: list[tuple[float, float]] = []
-        for run in sweep:
-            x, y = run.total["wrongReleaseShare"] * 100, run.total["reclaimedShare"] * 100
-            lift = 6
-            while any(abs(px - x) < 6 and abs(py - (y + lift / 40)) < 0.4 for px, py in placed):
-                lift -= 11
-            placed.append((x, y + lift / 40))
-            axis.annotate(run.name.removeprefix("window "), (x, y), textcoords="offset points", xytext=(7, lift),
-                          fontsize=8, color=COLOURS["sweep"])
-    markers = {"no automation": "s", "KEDA only": "^", "Kubeflow culler": "D"}
-    for run in runs:
-        if run.kind == "sweep":
-            continue
-        axis.scatter([run.total["wrongReleaseShare"] * 100], [run.total["reclaimedShare"] * 100], s=70, zorder=3,
-                     marker=markers.get(run.name, "*" if run.kind == "given" else "o"), color=COLOURS[run.kind],
-                     label=run.name)
-    axis.set_xlabel("wrong releases (% of releases: activity came back before the workload ended)")
-    axis.set_ylabel("reclaimed (% of idle GPU-hours)")
-    axis.set_xlim(left=-2, right=102)
-    axis.set_ylim(bottom=0)
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8, loc="best")
-    axis.set_title("Idle policy trade-off: GPU-hours reclaimed vs jobs interrupted"
-                   + (f"\n{title}" if title else ""), fontsize=11)
+    if runs and isinstance(runs[0], tuple):
+        panels = list(runs)  # type: ignore[arg-type]
+    else:
+        panels = [(title, [r.as_dict() for r in runs])]  # type: ignore[union-attr]
+    figure, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 5.4), squeeze=False)
+    for axis, (name, policies) in zip(axes[0], panels, strict=True):
+        _tradeoff_axis(axis, policies, name)
+    figure.suptitle("Idle policy trade-off: GPU-hours reclaimed vs GPUs released wrongly", fontsize=11)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def docs_chart(path: Path, documents: list[Path]) -> Path:
+    """The docs' trade-off chart from `gpuaas simulate --output json` documents, one panel each:
+
+        python -m gpuaas.simulate.report docs/images/simulate-tradeoff.png philly.json pai.json
+    """
+    import json
+
+    panels = []
+    for document in documents:
+        data = json.loads(Path(document).read_text())
+        history = data["history"]
+        panels.append(((f"{history['source']}: {history['days']:g} days, {history['gpusHeldOnAverage']:,.0f} GPUs held "
+                       "on average"), data["policies"]))
+    return tradeoff_chart(panels, path)
 
 
 def latency_chart(runs: list[PolicyRun], path: Path) -> Path:
@@ -257,8 +307,8 @@ def write_html(directory: Path, history: History, timings: ProductTimings, polic
     directory.mkdir(parents=True, exist_ok=True)
     summary_ = history_summary(history)
     tradeoff = tradeoff_chart(runs, directory / "tradeoff.png",
-                              f"{summary_['source']}: {summary_['days']:g} days, {summary_['gpusHeldOnAverage']:,.0f} GPUs "
-                              "held on average")
+                              f"{summary_['source']}: {summary_['days']:g} days, {summary_['gpusHeldOnAverage']:,.0f} "
+                              "GPUs held on average")
     latency = latency_chart(runs, directory / "latency.png")
 
     def image(path: Path, alt: str) -> str:
@@ -290,3 +340,11 @@ alert and Alertmanager timings. Every figure follows the definitions at the end 
     target = directory / "index.html"
     target.write_text(page)
     return target
+
+
+if __name__ == "__main__":  # pragma: no cover - the docs' chart, from saved `--output json` documents
+    import sys
+
+    if len(sys.argv) < 3:
+        raise SystemExit("usage: python -m gpuaas.simulate.report OUT.png SIMULATE.json [SIMULATE.json ...]")
+    print(docs_chart(Path(sys.argv[1]), [Path(a) for a in sys.argv[2:]]))

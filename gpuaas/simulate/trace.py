@@ -10,6 +10,8 @@
 | `gpus` | GPUs it holds (whole number >= 1) |
 | `start`, `end` | admission and finish: RFC 3339 (`2026-03-01T08:00:00Z`) or Unix seconds; end > start |
 | `exempt` | optional: `true` when annotated `gpuaas.io/idle-policy: exempt` |
+| `signal` | optional: the kind's own source the workload exposes: `jupyter`, `ray-jobs`, `requests`, `progress`, or empty (none) |
+| `submitted` | optional: when it was submitted (it queued until `start`) |
 
 `activity.csv` or `activity.csv.gz` (header required; one line per GPU sample):
 
@@ -23,6 +25,16 @@
 
 A missing sample is "no data", never idle. Samples are binned to the replay's step (`--step`); a
 bin holding several samples keeps the highest. Every reader error names the file, line and column.
+
+`signals.csv` or `signals.csv.gz` (optional; header required): when each workload's own source
+showed work (`flag` = `work`: a kernel busy or talked to, a Ray job pending or running, requests
+served, progress made) or had a client connected (`flag` = `client`: a notebook's kernel connection),
+as intervals `workload,flag,start,end` (times as above; a slot is flagged when its time is in
+`[start, end)`). A workload with a `signal` source and no interval showed no work at all.
+
+`queue.json` (optional): the cohort's queue, `{"capacity": GPUs, "jobs": {"submitted": [...],
+"admitted": [... or null when never admitted], "gpus": [...], "duration": [...], "workload": [name or
+null]}}` (gpuaas.simulate.demand).
 """
 
 from __future__ import annotations
@@ -36,9 +48,21 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuaas.simulate.history import History, Pods, Workloads, allocate, grid_origin
+from gpuaas.simulate.demand import Queue
+from gpuaas.simulate.history import (
+    CLIENT,
+    SOURCES,
+    WORK,
+    History,
+    Pods,
+    Signals,
+    Workloads,
+    allocate,
+    grid_origin,
+)
 
 WORKLOAD_COLUMNS = ("workload", "namespace", "tenant", "kind", "gpus", "start", "end")
+SIGNAL_FLAGS = {"work": WORK, "client": CLIENT}
 ACTIVITY_COLUMNS = ("time", "workload", "gpu", "activity")
 _WHOLE = re.compile(r"[0-9]{1,9}")
 """A whole number in ASCII digits (str.isdigit() takes "²", which int() refuses, and any length)."""
@@ -78,7 +102,7 @@ def read_workloads(path: Path) -> Workloads:
     if not path.is_file():
         raise TraceError(path, None, None, "expected workloads.csv in the trace directory, found no such file")
     names: list[str] = []
-    columns: dict[str, list] = {c: [] for c in (*WORKLOAD_COLUMNS, "exempt")}
+    columns: dict[str, list] = {c: [] for c in (*WORKLOAD_COLUMNS, "exempt", "signal", "submitted")}
     with path.open(newline="", encoding="utf-8-sig") as handle:  # -sig: spreadsheets write a byte order mark
         reader = csv.reader(handle)
         header = [h.strip() for h in next(reader, [])]
@@ -126,6 +150,22 @@ def read_workloads(path: Path) -> Workloads:
             exempt_text = cell("exempt").lower() if "exempt" in at and len(row) > at["exempt"] else ""
             if exempt_text not in ("", "true", "false", "yes", "no", "1", "0"):
                 raise TraceError(path, line, "exempt", f"expected true or false, found {exempt_text!r}")
+            signal = cell("signal") if "signal" in at and len(row) > at["signal"] else ""
+            if signal not in ("", *SOURCES):
+                raise TraceError(path, line, "signal", f"expected one of {', '.join(SOURCES)} or nothing, found {signal!r}")
+            submitted_text = cell("submitted") if "submitted" in at and len(row) > at["submitted"] else ""
+            submitted = times["start"]
+            if submitted_text:
+                try:
+                    submitted = parse_time(submitted_text)
+                except ValueError:
+                    raise TraceError(path, line, "submitted", "expected RFC 3339 or Unix seconds, found "
+                                     f"{submitted_text!r}") from None
+                if submitted > times["start"]:
+                    raise TraceError(path, line, "submitted", f"expected a time at or before start ({cell('start')}), "
+                                     f"found {submitted_text!r}")
+            columns["signal"].append(signal)
+            columns["submitted"].append(submitted)
             names.append(name)
             for column in ("namespace", "tenant", "kind"):
                 columns[column].append(cell(column))
@@ -135,8 +175,13 @@ def read_workloads(path: Path) -> Workloads:
             columns["exempt"].append(exempt_text in ("true", "yes", "1"))
     if not names:
         raise TraceError(path, None, None, "expected at least one workload, found none")
-    return Workloads.build(name=names, namespace=columns["namespace"], tenant=columns["tenant"], kind=columns["kind"],
-                           gpus=columns["gpus"], start=columns["start"], end=columns["end"], exempt=columns["exempt"])
+    workloads = Workloads.build(name=names, namespace=columns["namespace"], tenant=columns["tenant"],
+                                kind=columns["kind"], gpus=columns["gpus"], start=columns["start"], end=columns["end"],
+                                exempt=columns["exempt"])
+    workloads.extras = {"signal": np.asarray(columns["signal"], dtype=object),  # type: ignore[attr-defined]
+                        "submitted": np.asarray(columns["submitted"], dtype=np.float64),
+                        "has_signal": "signal" in header, "has_submitted": "submitted" in header}
+    return workloads
 
 
 def _first_bad_line(path: Path, column: str, check: callable) -> tuple[int, str]:  # type: ignore[valid-type]
@@ -329,7 +374,92 @@ def read_trace(directory: Path | str, step: float = 60.0) -> History:
         _scatter(history, workload[sampled], gpu[sampled], time[sampled], activity[sampled])
     if pods is not None:
         pods.regroup(history)
+    extras = getattr(workloads, "extras", {})
+    if extras.get("has_submitted"):
+        history.submitted = extras["submitted"]
+    signals = _signals_path(directory)
+    if extras.get("has_signal") or signals is not None:
+        history.signals = read_signals(history, signals, extras.get("signal"))
+    if (directory / "queue.json").is_file():
+        history.queue = read_queue(directory / "queue.json", lookup)
     return history
+
+
+def _signals_path(directory: Path) -> Path | None:
+    for name in ("signals.csv", "signals.csv.gz"):
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def read_signals(history: History, path: Path | None, sources: np.ndarray | None) -> Signals:
+    """signals.csv[.gz] (intervals) onto the history's rows, vectorised (pyarrow reads the file)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    signals = Signals.none(history)
+    if sources is not None:
+        signals.source = np.asarray(sources, dtype=object)
+    if path is None:
+        return signals
+    workloads = history.workloads
+    lookup = {name: index for index, name in enumerate(workloads.name.tolist())}
+    try:
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            column_types={"workload": pa.string(), "flag": pa.string(), "start": pa.string(), "end": pa.string()}))
+    except (pa.ArrowInvalid, OSError) as error:
+        raise TraceError(path, None, None, f"expected CSV with workload, flag, start, end, found: {error}") from None
+    missing = [c for c in ("workload", "flag", "start", "end") if c not in table.column_names]
+    if missing:
+        raise TraceError(path, 1, missing[0], f"expected a header with workload, flag, start, end, found "
+                         f"{', '.join(table.column_names)}")
+    names = table.column("workload").to_pylist()
+    flags = table.column("flag").to_pylist()
+    try:
+        begin = np.asarray([parse_time(v) for v in table.column("start").to_pylist()], dtype=np.float64)
+        end = np.asarray([parse_time(v) for v in table.column("end").to_pylist()], dtype=np.float64)
+    except (ValueError, TypeError):
+        raise TraceError(path, None, "start", "expected RFC 3339 or Unix seconds for start and end") from None
+    unknown = next((i for i, n in enumerate(names) if n not in lookup), None)
+    if unknown is not None:
+        raise TraceError(path, unknown + 2, "workload", f"expected a workload of workloads.csv, found {names[unknown]!r}")
+    bad = next((i for i, f in enumerate(flags) if f not in SIGNAL_FLAGS), None)
+    if bad is not None:
+        raise TraceError(path, bad + 2, "flag", f"expected work or client, found {flags[bad]!r}")
+    workload = np.asarray([lookup[n] for n in names], dtype=np.int64)
+    bits = np.asarray([SIGNAL_FLAGS[f] for f in flags], dtype=np.uint8)
+    rows = history.rows
+    first, slots, start = history.first[workload], history.slots[workload], workloads.start[workload]
+
+    def row_of(when: np.ndarray) -> np.ndarray:
+        """The first row of each workload whose time (slot start, the first clipped to the start) is >= when."""
+        local = np.ceil((when - history.t0) / history.step - first - 1e-9).astype(np.int64)
+        return np.where(start >= when, 0, np.clip(local, 0, slots))
+
+    low, high = row_of(begin), row_of(end)
+    for bit in (WORK, CLIENT):
+        chosen = (bits == bit) & (high > low)
+        marks = np.zeros(len(signals.flags) + 1, dtype=np.int64)
+        np.add.at(marks, rows.start[workload[chosen]] + low[chosen], 1)
+        np.add.at(marks, rows.start[workload[chosen]] + high[chosen], -1)
+        signals.flags[np.cumsum(marks[:-1]) > 0] |= bit
+    return signals
+
+
+def read_queue(path: Path, lookup: dict[str, int]) -> Queue:
+    import json
+
+    try:
+        document = json.loads(path.read_text())
+        jobs = document["jobs"]
+        admitted = np.asarray([np.inf if a is None else float(a) for a in jobs["admitted"]])
+        workload = np.asarray([-1 if n is None else lookup[str(n)] for n in jobs["workload"]], dtype=np.int64)
+        return Queue(capacity=int(document["capacity"]), submitted=np.asarray(jobs["submitted"], dtype=np.float64),
+                     admitted=admitted, gpus=np.asarray(jobs["gpus"], dtype=np.int64),
+                     duration=np.asarray(jobs["duration"], dtype=np.float64), workload=workload)
+    except (ValueError, KeyError, TypeError) as error:
+        raise TraceError(path, None, None, f"expected the queue as gpuaas writes it (capacity and jobs: submitted, "
+                         f"admitted, gpus, duration, workload), found a problem: {error!r}") from None
 
 
 class _PodsSeen:
@@ -422,13 +552,24 @@ def write_trace(history: History, directory: Path | str, *, compress: bool = Tru
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     workloads = history.workloads
+    signals = history.signals
     with (directory / "workloads.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow([*WORKLOAD_COLUMNS, "exempt"])
+        extra = (["signal"] if signals is not None else []) + (["submitted"] if history.submitted is not None else [])
+        writer.writerow([*WORKLOAD_COLUMNS, "exempt", *extra])
         for w in range(len(workloads)):
-            writer.writerow([workloads.name[w], workloads.namespace[w], workloads.tenant[w], workloads.kind[w],
-                             int(workloads.gpus[w]), _seconds_text(workloads.start[w]),
-                             _seconds_text(workloads.end[w]), "true" if workloads.exempt[w] else "false"])
+            row = [workloads.name[w], workloads.namespace[w], workloads.tenant[w], workloads.kind[w],
+                   int(workloads.gpus[w]), _seconds_text(workloads.start[w]),
+                   _seconds_text(workloads.end[w]), "true" if workloads.exempt[w] else "false"]
+            if signals is not None:
+                row.append(signals.source[w])
+            if history.submitted is not None:
+                row.append(_seconds_text(history.submitted[w]))
+            writer.writerow(row)
+    if signals is not None:
+        _write_signals(history, directory / ("signals.csv.gz" if compress else "signals.csv"), compress)
+    if history.queue is not None:
+        _write_queue(history, directory / "queue.json")
     multi_pod = len(history.pods) != len(workloads) or np.any(history.pods.name != workloads.name[history.pods.workload])
     pod_of_column = _pod_of_columns(history)
     target = directory / ("activity.csv.gz" if compress else "activity.csv")
@@ -452,6 +593,49 @@ def write_trace(history: History, directory: Path | str, *, compress: bool = Tru
             if progress is not None:
                 progress(chunk.stop / len(workloads))
     return directory
+
+
+def _write_signals(history: History, target: Path, compress: bool) -> None:
+    """The signal flags as intervals of consecutive flagged rows per workload."""
+    signals = history.signals
+    assert signals is not None
+    rows = history.rows
+    workloads = history.workloads
+    owner = rows.owner
+    local = np.arange(len(owner)) - rows.start[owner]
+    times = np.maximum(history.t0 + (history.first[owner] + local) * history.step, workloads.start[owner])
+    ends = np.minimum(history.t0 + (history.first[owner] + local + 1) * history.step, workloads.end[owner])
+    opener = (lambda path: gzip.open(path, "wt", compresslevel=1, newline="")) if compress else \
+        (lambda path: open(path, "w", newline=""))  # noqa: SIM115
+    with opener(target) as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["workload", "flag", "start", "end"])
+        for flag_name, bit in SIGNAL_FLAGS.items():
+            flagged = (signals.flags & bit) > 0
+            first_row = np.zeros(len(owner), dtype=bool)
+            first_row[rows.start[rows.count > 0]] = True
+            previous = np.r_[False, flagged[:-1]] & ~first_row
+            starts = np.flatnonzero(flagged & ~previous)
+            last_row = np.zeros(len(owner), dtype=bool)
+            last_row[(rows.start + rows.count - 1)[rows.count > 0]] = True
+            following = np.r_[flagged[1:], False] & ~last_row
+            stops = np.flatnonzero(flagged & ~following)
+            for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+                writer.writerow([workloads.name[owner[a]], flag_name, _seconds_text(times[a]), _seconds_text(ends[b])])
+
+
+def _write_queue(history: History, target: Path) -> None:
+    import json
+
+    queue = history.queue
+    assert queue is not None
+    names = history.workloads.name
+    document = {"capacity": int(queue.capacity), "jobs": {
+        "submitted": [float(v) for v in queue.submitted.tolist()],
+        "admitted": [None if not np.isfinite(v) else float(v) for v in queue.admitted.tolist()],
+        "gpus": [int(v) for v in queue.gpus.tolist()], "duration": [float(v) for v in queue.duration.tolist()],
+        "workload": [None if w < 0 else str(names[w]) for w in queue.workload.tolist()]}}
+    target.write_text(json.dumps(document, separators=(",", ":")))
 
 
 def _seconds_text(value: float) -> str:

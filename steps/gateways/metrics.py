@@ -329,6 +329,37 @@ class MetricsGateway:
         except MetricsError:
             return False
 
+    # -- the kinds' own metrics: requests served, training progress ------------------------------
+    def _scalar(self, promql: str, at: float | None) -> float | None:
+        """The single value of an aggregated instant query; None when no series matched."""
+        result = self.query(promql, at=at)
+        if not result:
+            return None
+        value = float(result[0].get("value", [0, "nan"])[1])
+        return None if math.isnan(value) else value
+
+    def _selector(self, names: Iterable[str], namespace: str, pods: Iterable[str], window_seconds: float) -> str:
+        pattern = "|".join(re.escape(n) for n in names)
+        window = f"{max(1, math.ceil(window_seconds))}s"
+        return (f'{{__name__=~"{pattern}", namespace={_quote(namespace)}, pod=~{_quote(_pod_matcher(pods))}}}'
+                f"[{window}]")
+
+    def counter_increase(self, names: Iterable[str], namespace: str, pods: Iterable[str], window_seconds: float,
+                         *, at: float | None = None) -> float | None:
+        """How much the counters `names` of the pods grew over the window (summed); None without a series."""
+        names = list(names)
+        if not names:
+            return None
+        return self._scalar(f"sum(increase({self._selector(names, namespace, pods, window_seconds)}))", at)
+
+    def gauge_max(self, names: Iterable[str], namespace: str, pods: Iterable[str], window_seconds: float,
+                  *, at: float | None = None) -> float | None:
+        """The highest value of the gauges `names` of the pods over the window; None without a series."""
+        names = list(names)
+        if not names:
+            return None
+        return self._scalar(f"max(max_over_time({self._selector(names, namespace, pods, window_seconds)}))", at)
+
     # -- the question the reactions ask ----------------------------------------------------------
     def gpu_activity(self, namespace: str, pods: str | Iterable[str], window_seconds: float,
                      *, at: float | None = None, gap_tolerance_seconds: float | None = None) -> GpuActivity:

@@ -87,8 +87,11 @@ class StepContext:
     """What a reaction may touch: parameters, environment, clock, and lazily built gateways."""
 
     def __init__(self, reaction: str, params: Mapping[str, str], environ: Mapping[str, str] | None = None,
-                 *, kube: Any = None, metrics: Any = None, policy: Any = None, now: datetime | None = None) -> None:
+                 *, kube: Any = None, metrics: Any = None, policy: Any = None, now: datetime | None = None,
+                 workload_apis: Any = None) -> None:
         self.reaction = reaction
+        self.workload_apis = workload_apis
+        """steps.gateways.workload_apis.WorkloadApis (built when first needed; tests hand one in)."""
         self.params = dict(params)
         self.environ = dict(os.environ if environ is None else environ)
         self._kube = kube

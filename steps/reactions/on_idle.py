@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from steps.demand import DemandVerdict
 from steps.gateways.metrics import GpuActivity
 from steps.model.workload import Workload
 from steps.policy import EXEMPT_KEY, EXEMPT_VALUE, IdleSettings, exempt_by
 from steps.reactions.idle_alerts import IdleAlert
+from steps.signals import SIGNAL_OF_KIND, Evidence
 
 REACTION = "on-idle"
 JSON = dict[str, Any]
@@ -73,6 +75,10 @@ class IdleState:
     releases_last_hour: int = 0
     released_record: JSON | None = None
     """The release gpuaas recorded on the workload/owner, if it is currently released."""
+    kind: str | None = None
+    """The policy kind of the workload (steps.policy.kind_of over its owner chain)."""
+    evidence: Evidence | None = None
+    demand: DemandVerdict | None = None
 
     # -- facts derived from the Workload (steps.model.workload) ------------------------------------
     @property
@@ -127,7 +133,7 @@ class IdleState:
             exempt_by=self.exempt_by, runtime_seconds=self.runtime_seconds or 0.0, pods=len(self.pods),
             metrics_error=self.metrics_error, activity_observed=activity is not None, not_idle=not_idle,
             idle_summary=idle_summary or "", releases_last_hour=self.releases_last_hour, tenant=self.tenant,
-            gpus=self.gpus)
+            gpus=self.gpus, kind=self.kind, evidence=self.evidence, demand=self.demand)
 
     # -- what the entry point reads (steps.reactions.run_planned convention) ----------------------
     @property
@@ -149,12 +155,16 @@ class IdleState:
             "podGpus": dict(self.pod_gpus),
             "exemptBy": self.exempt_by, "releasesLastHour": self.releases_last_hour,
             "released": self.released_record, "activity": self.activity.as_dict() if self.activity else None,
-            "metricsError": self.metrics_error,
+            "metricsError": self.metrics_error, "kind": self.kind,
+            "kindEvidence": self.evidence.to_dict() if self.evidence else None,
+            "demand": ({"helps": self.demand.helps, "reason": self.demand.reason, **self.demand.details}
+                       if self.demand else None),
         }
 
 
-JUDGE_GATES = ("not-found", "finished", "released", "not-admitted", "exempt", "too-young", "no-pods",
-               "metrics-error", "not-observed", "not-idle", "hourly-budget", "release")
+JUDGE_GATES = ("not-found", "finished", "released", "not-admitted", "exempt", "release-off", "too-young", "no-pods",
+               "metrics-error", "not-observed", "no-evidence", "kind-busy", "not-idle", "hourly-budget", "no-demand",
+               "release")
 """The rules of `judge`, in the order it applies them."""
 
 
@@ -169,6 +179,9 @@ class IdleDecision:
     details: Mapping[str, Any] = field(default_factory=dict)
     gate: str = ""
     """Which rule of `judge` decided (JUDGE_GATES), so a replay can count outcomes by rule."""
+    evidence: str = ""
+    """Which evidence the decision rests on: the kind's own source with GPU activity as a guard, or GPU
+    activity alone (and why), for the record."""
 
     @property
     def releases(self) -> bool:
@@ -206,13 +219,24 @@ class IdleFacts:
     releases_last_hour: int = 0
     tenant: str | None = None
     gpus: int = 0
+    kind: str | None = None
+    """The policy kind (steps.policy.KINDS) of the workload."""
+    evidence: Evidence | None = None
+    """The kind's own evidence that its work is done (steps.signals), when the kind has a source and the
+    policy reads it; None when it was not read."""
+    demand: DemandVerdict | None = None
+    """Whether a release helps queued work or lets the node pool shrink (steps.demand), read when the
+    policy releases on demand."""
 
 
 def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = False) -> IdleDecision:
     """The idle reaction's whole judgement over plain facts, in order (pure, table-tested):
     nothing to release -> no-op; exempt / too young -> skipped-by-policy; no pods -> no-op;
-    Prometheus down -> retry; not provably idle -> no-op; hourly budget used -> skipped-by-policy;
-    else release (dry-run when asked or when the tenant's mode is dry-run)."""
+    Prometheus down -> retry; the kind's own evidence says the work goes on -> no-op (missing evidence:
+    the policy's withoutSignal: GPU activity alone, or skipped-by-policy); the GPUs not provably idle
+    (the guard) -> no-op; hourly budget used -> skipped-by-policy; releasing on demand and nobody would
+    use the GPUs -> skipped-by-policy; else release (dry-run when asked or when the tenant's mode is
+    dry-run). The decision names the evidence it rests on."""
     target = facts.target
     if not facts.found:
         return IdleDecision("no-op", (facts.not_found or f"workload {target} not found; nothing to release",),
@@ -230,6 +254,10 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
     if facts.exempt_by:
         return IdleDecision("skipped-by-policy", (f"{facts.exempt_by} is annotated {EXEMPT_KEY}: {EXEMPT_VALUE}",),
                             gate="exempt")
+    if policy.release_on == "never":
+        return IdleDecision("skipped-by-policy", (
+            (f"the policy does not release {facts.kind or policy.kind or 'this kind of'} workloads "
+            "(idle.releaseOn: never)"),), gate="release-off")
     runtime = facts.runtime_seconds
     if runtime < policy.min_runtime_seconds:
         return IdleDecision("skipped-by-policy", (
@@ -242,18 +270,47 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
         return IdleDecision("retry", (f"idleness cannot be confirmed now: {facts.metrics_error}",), gate="metrics-error")
     if not facts.activity_observed:
         return IdleDecision("no-op", ("GPU activity was not observed",), gate="not-observed")
+    kind = policy.kind or facts.kind
+    source = SIGNAL_OF_KIND.get(kind or "") if policy.signal != "none" else None
+    if policy.signal == "none":
+        evidence_used = "GPU activity (idle.signal: none)"
+    else:
+        evidence_used = "GPU activity" + (f" (a {kind} workload has no source of its own)" if kind and not source else "")
+    if source:
+        evidence = facts.evidence
+        if evidence is None or evidence.done is None:
+            missing = evidence.reason if evidence is not None else f"{source} was not read"
+            if policy.without_signal == "keep":
+                return IdleDecision("skipped-by-policy", (
+                    (f"the {kind}'s own evidence is missing ({missing}) and the policy keeps it without "
+                    "(idle.withoutSignal: keep)"),), gate="no-evidence", evidence=f"{source}: missing")
+            evidence_used = f"GPU activity alone ({source} missing: {missing}; idle.withoutSignal: gpu)"
+        elif evidence.done is False:
+            return IdleDecision("no-op", (f"{source}: {evidence.reason}",), gate="kind-busy",
+                                evidence=f"{source}: {evidence.reason}")
+        else:
+            evidence_used = f"{source}: {evidence.reason}; GPU activity as the guard"
     if facts.not_idle:
-        return IdleDecision("no-op", (facts.not_idle,), gate="not-idle")
+        return IdleDecision("no-op", (facts.not_idle,), gate="not-idle", evidence=evidence_used)
     if policy.max_releases_per_hour <= 0 or facts.releases_last_hour >= policy.max_releases_per_hour:
         return IdleDecision("skipped-by-policy", (
             (f"tenant {facts.tenant} already had {facts.releases_last_hour} release(s) in the last hour "
-            f"(maximum {policy.max_releases_per_hour})"),), gate="hourly-budget")
+            f"(maximum {policy.max_releases_per_hour})"),), gate="hourly-budget", evidence=evidence_used)
+    reasons = [facts.idle_summary, f"evidence: {evidence_used}"]
+    if policy.release_on == "demand":
+        demand = facts.demand
+        if demand is None or not demand.helps:
+            why = demand.reason if demand is not None else "the cohort's queue was not observed"
+            return IdleDecision("skipped-by-policy", ((f"idle, but releasing it helps nobody now: {why} "
+                                                      "(idle.releaseOn: demand)"),), gate="no-demand",
+                                evidence=evidence_used)
+        reasons.append(f"demand: {demand.reason}")
     dry_run = dry_run_requested or policy.mode == "dry-run"
-    reasons = [facts.idle_summary]
     if dry_run:
         reasons.append("dry-run: " + ("requested by the dry-run parameter" if dry_run_requested
                                       else f"tenant {facts.tenant} policy mode is dry-run"))
-    return IdleDecision("release", tuple(reasons), dry_run=dry_run, gpus=facts.gpus, gate="release")
+    return IdleDecision("release", tuple(reasons), dry_run=dry_run, gpus=facts.gpus, gate="release",
+                        evidence=evidence_used)
 
 
 def decide(request: IdleRequest, state: IdleState, policy: IdlePolicy) -> IdleDecision:
@@ -400,7 +457,10 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
     if workload is None:
         return OnIdleState(ws, IdleState(now=now, workload=None, resolution=resolution or
                                          f"Workload {idle_request.namespace}/{name} not found"), idle_request)
-    settings = context.policy.idle_for(ws.tenant)
+    from steps.policy import kind_of
+
+    kind = kind_of(ws.owners.kinds())
+    settings = context.policy.idle_for(ws.tenant, kind)
     pod_gpus = pod_gpus_of_workload(kube, workload)
     pods = tuple(sorted(pod_gpus))
     activity, metrics_error = None, None
@@ -412,11 +472,126 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
             if not getattr(error, "transient", False):
                 raise
             metrics_error = str(error)
+    evidence = demand = None
+    if pods and not metrics_error and ws.release is None:
+        evidence = read_evidence(context, kind, settings, ws.owners, idle_request.namespace, pods, now)
+        if settings.release_on == "demand":
+            demand = observe_demand(kube, ws, workload, pod_gpus, settings)
     idle = IdleState(now=now, workload=workload, resolution=resolution or f"Workload {name} read by name",
                      tenant=ws.tenant, owner=ws.owners.direct, pods=pods, pod_gpus=pod_gpus, activity=activity,
                      metrics_error=metrics_error, releases_last_hour=releases_in_last_hour(kube, ws.tenant, now),
-                     released_record=ws.release)
+                     released_record=ws.release, kind=kind, evidence=evidence, demand=demand)
     return OnIdleState(ws, idle, idle_request)
+
+
+def read_evidence(context: Any, kind: str, settings: IdleSettings, owners: Any, namespace: str,
+                  pods: tuple[str, ...], now: datetime) -> Evidence | None:
+    """The kind's own evidence over its window, from the API the kind has (steps.signals); None when the
+    policy reads none for this kind. A source that cannot be read is Evidence(done=None), never a failure."""
+    from steps import signals
+    from steps.gateways.metrics import MetricsError
+    from steps.gateways.workload_apis import WorkloadApiError, WorkloadApis, jupyter_url, ray_dashboard_url
+
+    source = signals.SIGNAL_OF_KIND.get(kind) if settings.signal != "none" else None
+    if not source:
+        return None
+    window, at = settings.window_seconds, now.timestamp()
+    apis = getattr(context, "workload_apis", None) or WorkloadApis()
+    if source == "jupyter":
+        notebook = owners.find("Notebook")
+        if notebook is None:
+            return signals.Evidence("jupyter", None, "no Notebook owns the workload: no Jupyter server to ask")
+        try:
+            kernels, status = apis.jupyter(jupyter_url(notebook, settings.signal_url))
+        except WorkloadApiError as error:
+            return signals.jupyter_evidence(None, None, at, window, error=str(error))
+        return signals.jupyter_evidence(kernels, status, at, window)
+    if source == "ray-jobs":
+        rayjob = owners.find("RayJob")
+        if rayjob is not None and not settings.signal_url:
+            return signals.rayjob_status_evidence(rayjob.get("status"), at, window)
+        cluster = owners.find("RayCluster") or rayjob
+        if cluster is None:
+            return signals.Evidence("ray-jobs", None, "no RayCluster owns the workload: no Ray dashboard to ask")
+        try:
+            jobs = apis.ray_jobs(ray_dashboard_url(cluster, settings.signal_url))
+        except WorkloadApiError as error:
+            return signals.ray_jobs_evidence(None, at, window, error=str(error))
+        return signals.ray_jobs_evidence(jobs, at, window)
+    metrics = context.metrics
+    if source == "requests":
+        counters = (*signals.REQUEST_COUNTERS, *((settings.request_metric,) if settings.request_metric else ()))
+        try:
+            served = metrics.counter_increase(counters, namespace, pods, window, at=at)
+            in_flight = metrics.gauge_max(signals.REQUEST_GAUGES, namespace, pods, window, at=at)
+        except MetricsError as error:
+            return signals.requests_evidence(None, None, window, counters, error=str(error))
+        return signals.requests_evidence(served, in_flight, window, (*counters, *signals.REQUEST_GAUGES))
+    if source == "progress":
+        if not settings.progress_metric:
+            return signals.progress_evidence(None, "", window)
+        try:
+            increase = metrics.counter_increase((settings.progress_metric,), namespace, pods, window, at=at)
+        except MetricsError as error:
+            return signals.progress_evidence(None, settings.progress_metric, window, error=str(error))
+        return signals.progress_evidence(increase, settings.progress_metric, window)
+    return None
+
+
+def observe_demand(kube: Any, ws: Any, workload: JSON, pod_gpus: Mapping[str, int],
+                   settings: IdleSettings) -> DemandVerdict:
+    """Whether releasing the workload helps someone (steps.demand): the cohort's pending Workloads and
+    unused GPU quota (its ClusterQueues' nominal quota minus usage), and the GPU nodes the release would
+    empty (their other pods hold no GPU)."""
+    from steps import demand as demand_model
+    from steps.cluster_queue import gpu_quotas, gpus_in_use
+    from steps.gateways.resources import CLUSTER_QUEUE, LOCAL_QUEUE, NODE, POD, WORKLOAD, WORKLOAD_V1BETA1
+    from steps.model.tenancy import cohort_of
+
+    tenant, cohort = ws.tenant, ws.cohort
+    queues = [cq for cq in kube.list(CLUSTER_QUEUE)
+              if (cohort and cohort_of(cq) == cohort) or (cq.get("metadata") or {}).get("name") == tenant]
+    names = {(cq.get("metadata") or {}).get("name") for cq in queues}
+    free = sum(sum(gpu_quotas(cq).values()) - sum(gpus_in_use(cq).values()) for cq in queues)
+    local = {((lq.get("metadata") or {}).get("namespace"), (lq.get("metadata") or {}).get("name")):
+             (lq.get("spec") or {}).get("clusterQueue") for lq in kube.list(LOCAL_QUEUE)}
+    pending: list[tuple[str, int]] = []
+    for obj in kube.list(WORKLOAD_V1BETA1 if Workload(workload).version == "v1beta1" else WORKLOAD):
+        other = Workload(obj)
+        if not other.active or other.has_quota or other.is_finished:
+            continue
+        if local.get((other.namespace, other.queue_name)) not in names:
+            continue
+        pending.append((f"{other.namespace}/{other.name}", int(other.gpus_requested)))
+    pending.sort(key=lambda item: item[1])
+    emptied: list[str] = []
+    if settings.node_pool_autoscaled:
+        namespace = (workload.get("metadata") or {}).get("namespace")
+        ours = set(pod_gpus)
+        nodes = {(kube.get(POD, pod, namespace) or {}).get("spec", {}).get("nodeName") for pod in ours}
+        known = {(n.get("metadata") or {}).get("name") for n in kube.list(NODE)}  # list: the steps may not get a node
+        for node in sorted(n for n in nodes if n):
+            others = [pod for pod in kube.list(POD) if (pod.get("spec") or {}).get("nodeName") == node
+                      and not ((pod.get("metadata") or {}).get("namespace") == namespace
+                               and (pod.get("metadata") or {}).get("name") in ours)
+                      and (pod.get("status") or {}).get("phase") in ("Pending", "Running")
+                      and _pod_gpus(pod) > 0]
+            if not others and node in known:
+                emptied.append(node)
+    model = demand_model.Demand(cohort=cohort or tenant, pending=tuple(pending), free_gpus=max(int(free), 0),
+                                emptied_nodes=tuple(emptied), node_pool_autoscaled=settings.node_pool_autoscaled)
+    return demand_model.verdict(model, int(Workload(workload).gpus_admitted))
+
+
+def _pod_gpus(pod: Mapping[str, Any]) -> int:
+    from steps.model.workload import GPU, quantity
+
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        limits = (container.get("resources") or {}).get("limits") or {}
+        requests = (container.get("resources") or {}).get("requests") or {}
+        total += int(quantity(limits.get(GPU) or requests.get(GPU) or 0))
+    return total
 
 
 def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
@@ -441,7 +616,7 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
             gpus = float(completion.metrics.get("gpusReleased", 0.0))
             return Plan(completion.actions, completion.reasons, completion.empty_outcome,
                         {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {}, completion.event)
-    settings = policy.idle_for(state.tenant)
+    settings = policy.idle_for(state.tenant, state.idle.kind)
     decision = decide(state.request, state.idle, settings)
     if decision.verdict == "retry":
         raise MetricsUnavailable(decision.reasons[0])

@@ -138,6 +138,15 @@ def test_a_kustomize_site_rendered_from_other_values_is_the_chart_too(name: str,
     ({"tenants": {"a": {"idle": {"window": "20m30.4s"}}}}, "1230s"),
     ({"tenants": {"a": {"idle": {"window": 1.5}}}}, "2s"),
     ({"tenants": {"a": None, "b": {"quota": {"weight": 2}}}}, "30m"),
+    # per kind: the step's layers, not every window written anywhere
+    ({"idle": {"kinds": {"batch": {"window": "2h"}}}}, "2h"),
+    ({"idle": {"window": "4h", "kinds": {"notebook": {"window": "3h"}}}}, "3h"),
+    ({"idle": {"window": "4h"}}, "4h"),
+    ({"tenants": {"a": {"idle": {"kinds": {"ray": {"windowSeconds": 600}}}}}}, "10m"),
+    ({"idle": {"kinds": {"batch": {"window": "2h"}}}, "tenants": {"a": {"idle": {"window": "50m"}}}}, "50m"),
+    ({"tenants": {"a": {"idle": {"window": "5m", "kinds": {k: {"window": "1h"} for k in
+                                                            ("notebook", "ray", "training", "serving", "batch")}}}}},
+     "30m"),
 ])
 def test_the_charts_alert_window_is_the_policys_shortest(policy: dict, window: str, tmp_path: Path,
                                                           helm_home: Path) -> None:

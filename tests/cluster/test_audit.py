@@ -60,3 +60,61 @@ def test_requests_reads_a_subresource_as_rbac_spells_it(tmp_path: Path) -> None:
     log.write_text(_line(STEPS, "patch", "deployments", group="apps", namespace="a", name="d", subresource="scale"))
     [request] = audit.requests(log)
     assert request.rbac_resource == "deployments/scale"
+
+
+def test_a_request_made_with_a_pod_bound_token_names_its_pod(tmp_path: Path) -> None:
+    """A kubelet-mounted token carries its pod in `user.extra`; a TokenRequest token without a pod (how the
+    tests act as a ServiceAccount) does not: only the first is a real component's request."""
+    log = tmp_path / "audit.log"
+    bound = json.loads(_line(STEPS, "get", "configmaps", namespace="gpuaas", name="gpuaas-policy"))
+    bound["user"]["extra"] = {audit.POD_NAME: ["gpuaas-on-admitted-x7-on-admitted-123"]}
+    bound["userAgent"] = "python-kubernetes/1.0"
+    log.write_text(json.dumps(bound) + "\n" + _line(STEPS, "get", "configmaps", namespace="gpuaas",
+                                                    name="gpuaas-policy") + "\n")
+    pod, test = audit.requests(log)
+    assert (pod.from_pod, pod.pod, pod.user_agent) == (True, "gpuaas-on-admitted-x7-on-admitted-123",
+                                                       "python-kubernetes/1.0")
+    assert not test.from_pod
+
+
+def test_narrowings_name_the_roles_or_resource_names_every_use_would_allow(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text("\n".join([
+        _line(STEPS, "get", "workloads", group="kueue.x-k8s.io", namespace="team-b", name="w1"),
+        _line(STEPS, "get", "workloads", group="kueue.x-k8s.io", namespace="team-c", name="w2"),
+        _line(STEPS, "list", "workloads", group="kueue.x-k8s.io", namespace="team-b"),
+        _line(STEPS, "list", "nodes"),                                                   # cluster-scoped
+        _line(STEPS, "get", "configmaps", namespace="gpuaas", name="gpuaas-policy"),
+    ]) + "\n")
+    seen = list(audit.requests(log))
+    granted = {(g.resource, g.verb): g for g in audit.grants(rendered_rbac()) if g.user == STEPS}
+
+    def found(resource: str, verb: str) -> dict[str, str]:
+        grant = granted[(resource, verb)]
+        return {n.kind: n.detail for n in audit.narrowings(grant, audit.uses(grant, seen))}
+
+    # a ClusterRole used in two namespaces by name: Roles there, or the two names, would do
+    assert found("workloads", "get") == {"namespace": "Roles in team-b, team-c", "names": "resourceNames ['w1', 'w2']"}
+    # a list names no object: only the namespace scope could narrow it
+    assert found("workloads", "list") == {"namespace": "Roles in team-b"}
+    # a cluster-scoped kind needs the cluster scope
+    assert found("nodes", "list") == {}
+    # already a Role with resourceNames: nothing narrower
+    assert found("configmaps", "get") == {}
+    # unused: nothing to judge
+    assert found("pods", "get") == {}
+
+
+def test_every_recorded_reason_for_a_wider_grant_names_a_rendered_grant() -> None:
+    """gpuaas.manifests.rbac.NARROWER_SCOPE_NOT_APPLIED is keyed by (account, resource.group, kind): a typo
+    would explain nothing, and the real tier would then fail on the narrowing it meant to explain."""
+    from gpuaas.manifests.rbac import NARROWER_SCOPE_NOT_APPLIED
+
+    rendered = {(g.user.rsplit(":", 1)[-1], f"{g.resource}.{g.group}" if g.group else g.resource,
+                 g.namespace is None) for g in audit.grants(rendered_rbac())}
+    for account, resource, kind in NARROWER_SCOPE_NOT_APPLIED:
+        assert kind in ("namespace", "names"), kind
+        cluster_wide = {wide for a, r, wide in rendered if (a, r) == (account, resource)}
+        assert cluster_wide, f"{(account, resource)} is granted nothing in the rendered RBAC"
+        if kind == "namespace":
+            assert True in cluster_wide, f"{(account, resource)}: a Role already; no namespace reason needed"

@@ -1,7 +1,7 @@
 """The chart's JSON Schema of the policy and the step's parser give the same verdict on every document.
 
-The schema (steps/policy_schema.py, in charts/gpuaas/values.schema.json) is generated from the step's
-own definition (steps/policy.py IDLE_FIELDS, SECTIONS): the chart must accept exactly the policies the
+The schema (steps.policy.policy_json_schema, in charts/gpuaas/values.schema.json) is generated from the
+step's own definition (steps/policy.py IDLE_FIELDS, SECTIONS): the chart must accept exactly the policies the
 step accepts, or an admin gets a policy past `helm install` that every reaction then rejects (or a
 valid one refused). A corpus of the edges, then the policy fuzzer's documents, each judged by both.
 
@@ -21,12 +21,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steps.policy import PolicyError, policy_from_mapping
-from steps.policy_schema import policy_schema
+from steps.policy import PolicyError, policy_from_mapping, policy_json_schema
 from tests.fuzz.inputs import SEEDS, TEXT
 from tests.fuzz.test_fuzz_policy import _policy_text
 
-VALIDATOR = jsonschema.Draft7Validator(policy_schema())
+VALIDATOR = jsonschema.Draft7Validator(policy_json_schema())
 
 
 def _verdicts(document: Any) -> tuple[bool, bool]:
@@ -69,6 +68,20 @@ CORPUS = [
     "idle: {maxReleasesPerHour: -1}", "idle: {maxReleasesPerHour: true}", "idle: {windw: 1m}", "idle: []",
     "quota: 3", "quota: []", "tenants: []", "tenants: {a: 3}", "tenants: {a: {quota: 3}}", "tenants: {a: {idel: {}}}",
     "tenants: {a: {idle: {window: 5m}, quota: {weight: 1}}}", "kinds: {}", "[]", "3",
+    # the per-kind policy: kinds, releaseOn, the kinds' own evidence
+    "idle: {kinds: {notebook: {window: 2h}}}", "idle: {kinds: null}", "idle: {kinds: {notebook: null}}",
+    "idle: {kinds: []}", "idle: {kinds: {gpu: {}}}", "idle: {kinds: {batch: {maxReleasesPerHour: 1}}}",
+    "idle: {kinds: {ray: {kinds: {}}}}", "idle: {kinds: {batch: {window: 0s}}}",
+    "idle: {kinds: {batch: {window: 1m, windowSeconds: 60}}}", "idle: {kinds: {serving: {minRuntimeSeconds: 5}}}",
+    "idle: {releaseOn: demand}", "idle: {releaseOn: never}", "idle: {releaseOn: sometimes}",
+    "idle: {nodePoolAutoscaled: true}", "idle: {nodePoolAutoscaled: 1}", "idle: {signal: none}",
+    "idle: {signal: gpu}", "idle: {withoutSignal: keep}", "idle: {withoutSignal: none}",
+    "idle: {kinds: {training: {progressMetric: train_steps_total}}}", "idle: {kinds: {training: {progressMetric: a-b}}}",
+    "idle: {kinds: {training: {progressMetric: \"steps\\n\"}}}", "idle: {kinds: {training: {progressMetric: 3}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{name}.{namespace}:8888'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'ftp://x'}}}", "tenants: {a: {idle: {kinds: {serving: {window: 0}}}}}",
+    "tenants: {a: {idle: {kinds: {serving: {requestMetric: 'vllm:requests'}}}}}",
+    "tenants: {a: {idle: {releaseOn: demand, kinds: {ray: {releaseOn: never}}}}}",
 ]
 
 

@@ -49,7 +49,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     it; its real node and a `real_node` cannot both run (one node lock per machine), so every Argo test
     must be done before the first `real_node` test takes the lock (see `release_argo_cluster`). The README's
     Helm install runs first of the Argo tests (helm installs only onto a cluster without the product and
-    uninstalls after), then the demo's module: its story needs 11 of the 12 KWOK GPUs free."""
+    uninstalls after), then the demo's module: its story needs 11 of the 12 KWOK GPUs free;
+    test_least_privilege's Argo test last: it judges the audit log of the requests the others made the
+    product's pods send."""
     slots = []
     for index, item in enumerate(items):
         if HERE in Path(str(item.fspath)).resolve().parents:
@@ -58,13 +60,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tier = [items[index] for index in slots]
     # The README's Helm install first: it installs the chart on the fresh Argo cluster (helm refuses objects
     # another tool applied) and uninstalls it. Then the demo: it needs 11 of the 12 KWOK GPUs at once
-    # (tests/realstack/test_demo_real.py).
+    # (tests/realstack/test_demo_real.py). The least-privilege judge of the event path last among the Argo
+    # tests: it reads what every other Argo test made the product ask.
     # The monitoring profiles' modules next: each starts a cluster with a real node of its own, so they run
     # after the Argo cluster is released and before `real_node` takes the lock for the rest of the session.
-    ordered = sorted(tier, key=lambda item: ("argo_cluster" not in getattr(item, "fixturenames", ()),
-                                             Path(str(item.fspath)).name not in PROFILE_MODULES,
+    def argo(item: pytest.Item) -> bool:
+        return "argo_cluster" in getattr(item, "fixturenames", ())
+
+    def name(item: pytest.Item) -> str:
+        return Path(str(item.fspath)).name
+
+    ordered = sorted(tier, key=lambda item: (not argo(item), name(item) not in PROFILE_MODULES,
                                              "test_the_readme_helm_install" not in item.name,
-                                             Path(str(item.fspath)).name != "test_demo_real.py"))
+                                             name(item) != "test_demo_real.py",
+                                             argo(item) and name(item) == "test_least_privilege.py"))
     for index, item in zip(slots, ordered, strict=True):
         items[index] = item
 

@@ -68,6 +68,7 @@ from tests.realstack.argo_product import (
 )
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
+from tests.support.run_attribution import alert_group, expect_by_hand, expect_sensor, resource_condition
 
 WINDOW_S = 30
 """The tenant's policy window (seconds instead of 30 min); the stack's idle rule may not be longer."""
@@ -235,6 +236,9 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
         "idleRule.for", status["idleRule"]["for"]), idle_rule
     active = [a["url"] for a in _get(f"{prometheus}/api/v1/alertmanagers")["data"]["activeAlertmanagers"]]
     assert any(url.startswith(alertmanager + "/") for url in active), (alertmanager, active)
+    # The proxy's log is read from here on: an earlier module's (the demo's) POSTs are not this test's.
+    proxy_log = Path(components["webhook-proxy"]["log"])
+    proxy_log_start = proxy_log.stat().st_size if proxy_log.is_file() else 0
 
     # The idle Job: 2 pods x 1 GPU at 0 %, kept running by KWOK; it takes the tenant's whole quota.
     idle = batch.create_namespaced_job(TENANT, gpu_job(TENANT, name="idle", pods=2, gpus_per_pod=1, annotations={
@@ -282,10 +286,13 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
                              f"webhook proxy log:\n{processes.log_tail(components['webhook-proxy']['log'], 30)}\n"
                              f"EventSource:\n{logs(core, 'eventsource-name=gpuaas-alertmanager', 15)}\n"
                              f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-idle', 15)}") from None
-    # The POSTs went through the stack's proxy to the EventSource's pod, which took them (200).
-    proxied = Path(components["webhook-proxy"]["log"]).read_text(errors="replace").splitlines()
+    # The POSTs went through the stack's proxy to the EventSource's pod, which took them (200), since this test began.
+    with proxy_log.open("rb") as handle:
+        handle.seek(proxy_log_start)
+        proxied = handle.read().decode(errors="replace").splitlines()
     assert [line for line in proxied if line.startswith(f"POST {obs.WEBHOOK_PATH} -> ") and ": 200 (" in line], \
-        proxied[-20:]
+        (f"no POST answered 200 in the webhook proxy's log since byte {proxy_log_start} (this test's start): "
+         f"{proxied[-20:]}")
 
     # The release, in the live objects: the Workload deactivated with gpuaas' record, Kueue evicted it.
     released = eventually(lambda: (w := workload_of(custom, TENANT, idle.metadata.uid)) and
@@ -306,6 +313,9 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     children = []
     for run in runs:
         assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
+        # submitted by the on-idle Sensor, for the alert group of this tenant's idle pods
+        problems = expect_sensor(run, "gpuaas-on-idle", alert_group(obs.ALERT_NAME, TENANT, "idle-"))
+        assert not problems, problems
         body = _delivered(run)
         assert body["status"] == "firing" and body["commonLabels"][obs.WORKLOAD_NAMESPACE_LABEL] == TENANT
         (alerts_node,) = _pod_nodes(run, "idle-alerts")
@@ -351,6 +361,7 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
         "argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows", resume_name)) and _done(r) and r,
         timeout_s=300, what=f"Workflow {resume_name} finished")
     assert resumed["status"]["phase"] == "Succeeded", resumed["status"].get("message")
+    assert not expect_by_hand(resumed), expect_by_hand(resumed)
     (resume_node,) = _pod_nodes(resumed, "resume-workers")
     resume_outputs = _outputs(resume_node)
     assert resume_outputs["outcome"] == "applied", resume_outputs
@@ -376,6 +387,8 @@ def test_idle_gpus_are_released_through_real_alerting_and_argo_and_the_queue_mov
     finished = eventually(lambda: [r for r in _runs(custom, "on-finished") if _parameters(r).get("workload") == workload
                                    and _done(r)], timeout_s=300, what=f"gpuaas-on-finished for {workload} finished")
     assert all(r["status"]["phase"] == "Succeeded" for r in finished), [r["status"].get("message") for r in finished]
+    problems = [p for r in finished for p in expect_sensor(r, "gpuaas-on-finished", resource_condition("Finished"))]
+    assert not problems, problems
 
     # The figure docs/real-stack.md quotes: alert firing (startsAt, as Alertmanager POSTed it) to the release.
     starts = min(_time(a["startsAt"]) for a in _delivered(release_run)["alerts"] if a["labels"][obs.WORKLOAD_NAMESPACE_LABEL] == TENANT)

@@ -26,6 +26,7 @@ from gpuaas.cluster.readiness import http_status
 from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, logs, reaction_run, workload_of
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
+from tests.support.run_attribution import expect_sensor, finished_run, resource_condition
 
 TENANT = "team-a"
 
@@ -83,6 +84,8 @@ def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_wo
     data = json.loads(base64.b64decode(event["data"]))
     assert data["type"] == "UPDATE" and data["body"]["metadata"]["name"] == name
     assert submitted["spec"]["workflowTemplateRef"] == {"name": "gpuaas-on-admitted"}
+    problems = expect_sensor(submitted, "gpuaas-on-admitted", resource_condition("Admitted"))
+    assert not problems, problems
 
     workflow_name = submitted["metadata"]["name"]
     finished = eventually(lambda: (w := custom.get_namespaced_custom_object(
@@ -112,17 +115,11 @@ def test_an_admitted_job_runs_gpuaas_on_admitted_through_real_argo_events_and_wo
     assert row["status"]["phase"] == "Succeeded"
 
     # KWOK completes the Job; Kueue marks the Workload Finished; the same chain runs gpuaas-on-finished.
-    def finished_reaction() -> dict | None:
-        items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
-                                                     label_selector="gpuaas.io/reaction=on-finished")["items"]
-        for item in items:
-            parameters = {p["name"]: p.get("value") for p in item["spec"]["arguments"]["parameters"]}
-            if parameters.get("workload") == name and item.get("status", {}).get("phase") in ("Succeeded", "Failed",
-                                                                                               "Error"):
-                return item
-        return None
-    on_finished = eventually(finished_reaction, timeout_s=300, what=f"gpuaas-on-finished for {name} finished")
+    on_finished = eventually(lambda: finished_run(custom, "on-finished", name, PRODUCT_NAMESPACE), timeout_s=300,
+                             what=f"gpuaas-on-finished for {name} finished")
     assert on_finished["status"]["phase"] == "Succeeded", on_finished["status"].get("message")
+    problems = expect_sensor(on_finished, "gpuaas-on-finished", resource_condition("Finished"))
+    assert not problems, problems
     step = next(n for n in on_finished["status"]["nodes"].values()
                 if n.get("templateName") == "on-finished" and n["type"] == "Pod")
     assert {p["name"]: p.get("value") for p in step["outputs"]["parameters"]}["outcome"] == "no-op"

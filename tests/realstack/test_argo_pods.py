@@ -62,6 +62,8 @@ WORKFLOW = {
     "metadata": {"generateName": "pod-runtime-", "namespace": NAMESPACE},
     "spec": {
         "entrypoint": "reaction", "onExit": "record-outcome",
+        # The rendered scripts mount the Prometheus CA volume; a Workflow must declare what they mount.
+        "volumes": yaml.safe_load(RENDERED.read_text())["spec"].get("volumes", []),
         "templates": [
             {"name": "reaction", "steps": [
                 [{"name": "flaky", "template": "flaky"}],

@@ -54,6 +54,12 @@ def _rendered_reaction() -> dict:
     return next(t for t in template["spec"]["templates"] if t["name"] == "on-admitted")
 
 
+def _rendered_volumes() -> list:
+    """The rendered template's volumes: its scripts mount them (the Prometheus CA), and Argo refuses a
+    mount whose volume the Workflow does not declare."""
+    return yaml.safe_load(RENDERED.read_text())["spec"].get("volumes", [])
+
+
 def _workflow(name: str, fail_until: int, sleep_until: int = 0) -> dict:
     reaction = _rendered_reaction()
     script = {**reaction["script"], "image": STEP_IMAGE, "imagePullPolicy": "Never", "command": ["python"],
@@ -62,7 +68,7 @@ def _workflow(name: str, fail_until: int, sleep_until: int = 0) -> dict:
             "name": "reaction", "script": script}
     return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"entrypoint": "reaction", "templates": [step]}}
+            "spec": {"entrypoint": "reaction", "templates": [step], "volumes": _rendered_volumes()}}
 
 
 def _free_port() -> int:

@@ -6,17 +6,18 @@ split lowers a tenant's nominalQuota below the lendingLimit it already has, the 
 limit with the quota in the same patch (a limit at the quota lends the same GPUs: all of them) and
 remembers the limit the queue had, so it comes back once the quota grows past it again.
 
-The flavor here selects one KWOK node (4 GPUs) so the capacity does not depend on other tests;
-the policy is read from this test's own namespace (GPUAAS_NAMESPACE). The step runs as a process
-(`python -m steps provision-quota PARAMS`), as in its pod, against the real apiserver.
+The flavor here selects one KWOK node (4 GPUs) so the capacity does not depend on other tests.
+The step runs as a process (`python -m steps provision-quota PARAMS`), as in its pod, as the
+WorkflowTemplate's ServiceAccount gpuaas-steps with the rendered RBAC (tests.support.real_steps: a
+denial in the audit log fails it), so it reads the product's policy ConfigMap in namespace gpuaas (the
+only one its Role names): the test adds its two ClusterQueues' weights there and puts the ConfigMap
+back as it found it afterwards.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,9 @@ import yaml
 from kubernetes import client
 
 from tests.support.real_cluster import RealCluster
+from tests.support.real_steps import RealSteps
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMESPACE = "lending-check"
 FLAVOR = "lending-check"
 COHORT = "lending-check"
 GPU = "nvidia.com/gpu"
@@ -42,25 +43,44 @@ def _cluster_queue(name: str, nominal: int, lending_limit: int | None) -> JSON:
                      "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": FLAVOR, "resources": [gpu]}]}]}}
 
 
-def _policy(weights: dict[str, int]) -> JSON:
-    """ConfigMap gpuaas-policy in the test's namespace with per-tenant quota weights."""
+PRODUCT = [ROOT / "manifests" / "base" / name for name in ("namespace.yaml", "rbac.yaml")]
+POLICY_NAMESPACE = "gpuaas"
+
+
+@contextmanager
+def _product_policy(real_cluster: RealCluster) -> Iterator[client.CoreV1Api]:
+    """The product's policy ConfigMap as this test sets it (`_set_weights`), put back (or removed) after."""
+    core = client.CoreV1Api(real_cluster.admin)
+    try:
+        saved = core.read_namespaced_config_map("gpuaas-policy", POLICY_NAMESPACE).data
+    except client.ApiException as error:
+        if error.status != 404:
+            raise
+        saved = None
+    try:
+        yield core
+    finally:
+        if saved is None:
+            core.delete_namespaced_config_map("gpuaas-policy", POLICY_NAMESPACE)
+        else:
+            core.replace_namespaced_config_map("gpuaas-policy", POLICY_NAMESPACE, {
+                "metadata": {"name": "gpuaas-policy"}, "data": saved})
+
+
+def _set_weights(real_cluster: RealCluster, weights: dict[str, int]) -> None:
+    """ConfigMap gpuaas-policy in gpuaas with this cohort and per-ClusterQueue quota weights."""
     document = {"quota": {"cohort": COHORT}, "tenants": {name: {"quota": {"weight": w}} for name, w in weights.items()}}
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gpuaas-policy", "namespace": NAMESPACE},
-            "data": {"policy.yaml": yaml.safe_dump(document)}}
+    real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
+                         input_text=yaml.safe_dump({
+                             "apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "gpuaas-policy", "namespace": POLICY_NAMESPACE},
+                             "data": {"policy.yaml": yaml.safe_dump(document)}}))
 
 
-def _run_capacity(real_cluster: RealCluster, tmp_path: Path, name: str) -> tuple[str, JSON]:
-    params = tmp_path / f"{name}.json"
-    params.write_text(json.dumps([{"name": "mode", "value": "capacity"}, {"name": "flavor", "value": FLAVOR},
-                                  {"name": "cohort", "value": COHORT}, {"name": "dry-run", "value": "false"}]))
-    outputs = tmp_path / f"outputs-{name}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUAAS_")}
-    env.update(KUBECONFIG=str(real_cluster.kubeconfig), GPUAAS_NAMESPACE=NAMESPACE, GPUAAS_OUTPUTS_DIR=str(outputs))
-    done = subprocess.run([sys.executable, "-m", "steps", "provision-quota", str(params)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    outcome = (outputs / "outcome").read_text().strip() if (outputs / "outcome").exists() else f"exit {done.returncode}"
-    record = json.loads((outputs / "record").read_text()) if (outputs / "record").exists() else {}
-    return outcome, record
+def _run_capacity(steps: RealSteps) -> tuple[str, JSON]:
+    done = steps.run("provision-quota", mode="capacity", flavor=FLAVOR, cohort=COHORT)
+    assert done.account == "gpuaas-steps", done.account
+    return done.outcome, done.record
 
 
 def _gpu(real_cluster: RealCluster, name: str) -> JSON:
@@ -71,31 +91,35 @@ def _gpu(real_cluster: RealCluster, name: str) -> JSON:
 
 def test_capacity_mode_lowers_a_lending_limit_with_the_quota_and_restores_it(real_cluster: RealCluster,
                                                                             tmp_path: Path) -> None:
-    real_cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    for path in PRODUCT:
+        real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f",
+                             str(path))
     objects = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": FLAVOR},
          "spec": {"nodeLabels": {"kubernetes.io/hostname": "gpu-node-1"}}},
-        _cluster_queue("lend-a", 4, 3), _cluster_queue("lend-b", 0, None), _policy({"lend-a": 1, "lend-b": 1}),
+        _cluster_queue("lend-a", 4, 3), _cluster_queue("lend-b", 0, None),
     ]
     real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
                          input_text=yaml.safe_dump_all(objects))
+    steps = RealSteps(real_cluster, tmp_path)
+    with _product_policy(real_cluster):
+        _set_weights(real_cluster, {"lend-a": 1, "lend-b": 1})
 
-    # 4 GPUs split 1:1 -> lend-a 2, below its lendingLimit 3: the limit comes down with the quota.
-    outcome, record = _run_capacity(real_cluster, tmp_path, "split-even")
-    assert outcome == "applied", record.get("data", {}).get("errors")
-    assert _gpu(real_cluster, "lend-a") == {"name": GPU, "nominalQuota": 2, "lendingLimit": 2}
-    assert _gpu(real_cluster, "lend-b")["nominalQuota"] == 2
-    reasons = " ".join(a["reason"] for a in record["data"]["plan"]["actions"])
-    assert "lendingLimit 3 -> 2" in reasons, reasons
+        # 4 GPUs split 1:1 -> lend-a 2, below its lendingLimit 3: the limit comes down with the quota.
+        outcome, record = _run_capacity(steps)
+        assert outcome == "applied", record.get("data", {}).get("errors")
+        assert _gpu(real_cluster, "lend-a") == {"name": GPU, "nominalQuota": 2, "lendingLimit": 2}
+        assert _gpu(real_cluster, "lend-b")["nominalQuota"] == 2
+        reasons = " ".join(a["reason"] for a in record["data"]["plan"]["actions"])
+        assert "lendingLimit 3 -> 2" in reasons, reasons
 
-    # Nothing changed: nothing to write.
-    outcome, _ = _run_capacity(real_cluster, tmp_path, "again")
-    assert outcome == "no-op"
+        # Nothing changed: nothing to write.
+        outcome, _ = _run_capacity(steps)
+        assert outcome == "no-op"
 
-    # 4 GPUs split 3:1 -> lend-a 3: the lendingLimit it had (3) is back.
-    real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
-                         input_text=yaml.safe_dump(_policy({"lend-a": 3, "lend-b": 1})))
-    outcome, record = _run_capacity(real_cluster, tmp_path, "split-3-1")
-    assert outcome == "applied", record.get("data", {}).get("errors")
-    assert _gpu(real_cluster, "lend-a") == {"name": GPU, "nominalQuota": 3, "lendingLimit": 3}
-    assert _gpu(real_cluster, "lend-b")["nominalQuota"] == 1
+        # 4 GPUs split 3:1 -> lend-a 3: the lendingLimit it had (3) is back.
+        _set_weights(real_cluster, {"lend-a": 3, "lend-b": 1})
+        outcome, record = _run_capacity(steps)
+        assert outcome == "applied", record.get("data", {}).get("errors")
+        assert _gpu(real_cluster, "lend-a") == {"name": GPU, "nominalQuota": 3, "lendingLimit": 3}
+        assert _gpu(real_cluster, "lend-b")["nominalQuota"] == 1

@@ -11,6 +11,13 @@ inference server, model server, Ray cluster, batch Job, PyTorchJob, and the Ray 
 `gpuaas-on-finished` for eval-batch and train-llm, `gpuaas-on-idle` releasing ray-vision, the hand-submitted
 `gpuaas-resume-workers` Succeeded and applied, and train-llm admitted only after the release.
 
+Every run counted, in both lists, is attributed (tests.support.run_attribution): each reaction's run was
+submitted by its own Sensor (label `events.argoproj.io/sensor`) with the event the story caused (decoded:
+the Workload's Admitted or Finished event for the run's own Workload, the GPUWorkloadIdle group of
+ray-vision's pods), and the resume alone by hand (no Sensor label, no event). A demo that submitted a
+reaction by hand, as it rightly does the resume, fails here; so does an `events_routed` that counts any run
+but the Sensors' submissions.
+
 The demo needs 11 of the stack's 12 KWOK GPUs at once: conftest orders this module first among the Argo tests.
 """
 
@@ -33,6 +40,13 @@ import pytest
 from gpuaas.cluster.readiness import http_status
 from tests.support.processes import processes_naming
 from tests.support.real_cluster import RealCluster
+from tests.support.run_attribution import (
+    alert_group,
+    attribution,
+    expect_by_hand,
+    expect_sensor,
+    resource_condition,
+)
 
 DEMO_NAMESPACES = {"team-research", "team-vision", "team-serving"}
 FINISHED = ("Succeeded", "Failed", "Error")
@@ -93,6 +107,30 @@ def _admitted_after_the_release(admitted: list[dict], idle_runs: list[dict]) -> 
                         if n.get("templateName") == "on-idle" and n.get("type") == "Pod"]
     released_after = release_node["startedAt"]  # the step released ray-vision after its pod started
     assert _time(admitted_at) >= _time(released_after) - 1, (admitted_at, released_after)  # whole seconds
+
+
+SUBMITTED_BY = {"gpuaas-on-admitted": ("gpuaas-on-admitted", resource_condition("Admitted")),
+                "gpuaas-on-finished": ("gpuaas-on-finished", resource_condition("Finished")),
+                "gpuaas-on-idle": ("gpuaas-on-idle", alert_group("GPUWorkloadIdle", "team-vision", "ray-vision-"))}
+"""Per WorkflowTemplate: the Sensor that submits it in the story and the event it must carry."""
+
+
+def _attribution_problems(runs: list[dict]) -> list[str]:
+    """What is wrong with "each run came from the Sensor and event the story says, the resume by hand"."""
+    problems = []
+    for run in runs:
+        template = _template(run)
+        if template == "gpuaas-resume-workers":
+            problems += expect_by_hand(run)
+            where = (_parameters(run).get("namespace"), _parameters(run).get("workload") or "")
+            if where[0] != "team-vision" or not where[1].startswith("raycluster-ray-vision-"):
+                problems.append(f"{run['metadata']['name']}: the resume is vision's Ray cluster's, found {where}")
+        elif template in SUBMITTED_BY:
+            problems += expect_sensor(run, *SUBMITTED_BY[template])
+        else:
+            problems.append(f"{run['metadata']['name']}: {template} is no part of the story "
+                            f"({attribution(run).describe()})")
+    return problems
 
 
 def test_a_demo_stopped_mid_story_keeps_the_users_cluster_and_the_previous_report(argo_cluster: RealCluster,
@@ -179,6 +217,12 @@ def test_the_report_counts_each_reaction_as_the_story_expects(demo: tuple[Path, 
     # runs.json, the runs as the demo read them back: train-llm admitted after the release (the chart's
     # marks cannot tell: the story records them in that order whatever Kueue did)
     runs = json.loads((output / "runs.json").read_text())
+    assert summary["runs"] == len(runs), (summary["runs"], len(runs))
+    problems = _attribution_problems(runs)
+    assert not problems, "runs the story does not explain:\n  " + "\n  ".join(problems)
+    routed = [r for r in runs if attribution(r).sensor]
+    assert summary["events_routed"] == len(routed) == len(runs) - 1, (summary["events_routed"], len(routed),
+                                                                     len(runs))
     _admitted_after_the_release([r for r in runs if _template(r) == "gpuaas-on-admitted"],
                                 [r for r in runs if _template(r) == "gpuaas-on-idle"])
 
@@ -192,6 +236,8 @@ def test_the_argo_server_lists_the_same_reactions(argo_cluster: RealCluster,
     server = argo_cluster.cluster.status()["endpoints"]["argo-server"]
     runs = _server_runs(server, started)
     assert all(r["status"]["phase"] in FINISHED for r in runs), [(r["metadata"]["name"], r["status"]) for r in runs]
+    problems = _attribution_problems(runs)
+    assert not problems, "runs the story does not explain:\n  " + "\n  ".join(problems)
     by_template: dict[str, list[dict]] = {}
     for run in runs:
         by_template.setdefault(_template(run), []).append(run)

@@ -1,7 +1,8 @@
 """gpuaas' idle ScaledObject on real KEDA, Kueue-admitted GPU servers and the stack's Prometheus.
 
 Issue 10 items 2 and 3. The steps run as processes (`python -m steps <reaction> PARAMS`), as in their
-pods, with the rendered RBAC's gpuaas-steps ServiceAccount, against the real apiserver:
+pods, with the rendered RBAC's gpuaas-steps ServiceAccount, against the real apiserver (tests.support.real_steps:
+a request the audit log shows denied fails the step's test, as in the other step tests):
 - `on-admitted` makes the ScaledObject for a Deployment whose pods Kueue admitted (the product's own
   object, nothing overridden): KEDA takes an idle server to 0 no sooner than its
   initialCooldownPeriod (the old object: at its first poll with data; the idle server's pods have
@@ -27,9 +28,6 @@ went to 0 is read from the Deployment controller's own Events ("Scaled down repl
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -45,6 +43,7 @@ from kubernetes import client
 from gpuaas.manifests import platform, rbac
 from steps.reactions.on_admitted import activity_query
 from tests.support.real_cluster import RealCluster, eventually
+from tests.support.real_steps import RealSteps
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANTS = ROOT / "manifests" / "examples" / "tenants"
@@ -82,26 +81,12 @@ def steps_kubeconfig(real_cluster: RealCluster, tmp_path_factory: pytest.TempPat
 
 
 def _step(real_cluster: RealCluster, kubeconfig: Path, tmp_path: Path, reaction: str, **params: str) -> tuple[str, JSON]:
-    """One step as its pod runs it; a transient failure (exit 75) is retried as the WorkflowTemplates'
-    retryStrategy does (4 retries, backoff 5 s doubling)."""
-    backoff = [5, 10, 20, 40]
-    while True:
-        name = f"{reaction}-{time.monotonic_ns()}"
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps([{"name": k, "value": v} for k, v in params.items()]))
-        outputs = tmp_path / f"outputs-{name}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUAAS_")}
-        env.update(KUBECONFIG=str(kubeconfig), GPUAAS_NAMESPACE="gpuaas", GPUAAS_OUTPUTS_DIR=str(outputs),
-                   GPUAAS_PROMETHEUS_URL=real_cluster.endpoint("prometheus"))
-        done = subprocess.run([sys.executable, "-m", "steps", reaction, str(path)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 75 or not backoff:
-            break
-        time.sleep(backoff.pop(0))
-    outcome = (outputs / "outcome").read_text().strip() if (outputs / "outcome").exists() else f"exit {done.returncode}"
-    record = json.loads((outputs / "record").read_text()) if (outputs / "record").exists() else {}
-    assert not outcome.startswith("exit") and outcome != "failed", f"{reaction}: {outcome}\n{done.stderr[-3000:]}"
-    return outcome, record
+    """One step as its pod runs it, as its template's ServiceAccount (gpuaas-steps, whose token `kubeconfig` holds),
+    through tests.support.real_steps: a transient failure (exit 75) is retried as the template's retryStrategy
+    does, and a request kube-apiserver's audit log shows denied fails the test whatever the outcome."""
+    done = RealSteps(real_cluster, tmp_path / f"steps-{time.monotonic_ns()}").run(reaction, **params)
+    assert done.account == platform.STEPS_ACCOUNT and done.outcome != "failed", done.describe()
+    return done.outcome, done.record
 
 
 def _deployment(name: str, replicas: int, utilization: str) -> JSON:

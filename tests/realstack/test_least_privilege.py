@@ -1,14 +1,23 @@
 """Least privilege, proven from kube-apiserver's audit log: every grant of the product's rendered RBAC
 (manifests/base/rbac.yaml, per ServiceAccount, verb and resource) is needed by some request the
-product made as that ServiceAccount, and nothing it asked was denied.
+product made as that ServiceAccount, nothing it asked was denied, and no grant is wider than its uses
+need (a ClusterRole that Roles could replace, a grant `resourceNames` could narrow) unless the RBAC
+records why (gpuaas.manifests.rbac.NARROWER_SCOPE_NOT_APPLIED).
 
 The audit log (gpuaas.cluster.audit, `<state>/logs/audit.log`) records every request of the
-ServiceAccounts in namespace gpuaas as the authorizer saw it. This test is self-contained: it judges
-only the requests made while it runs (it reads where the log ends when it starts), and it drives
-every path it judges itself, as the product runs them:
+ServiceAccounts in namespace gpuaas as the authorizer saw it, with the pod a bound token belongs to.
+Two judges, each of the grants only the real product code exercises there:
 
-- the reaction steps (`python -m steps REACTION`, as their WorkflowTemplates' ServiceAccount
-  gpuaas-steps, tests.support.real_steps) on real Kueue, one workload per kind, each submitted by
+- `test_the_real_event_path_uses_every_grant_it_has_and_is_never_denied` (the Argo cluster, `gpuaas
+  cluster up --with events`, after every other Argo test of the session): the requests of the real
+  EventSources, Sensors and step pods, told from a test acting as their ServiceAccount by the token
+  being bound to a pod. It judges the grants of gpuaas-eventsources (Argo Events' resource informers),
+  gpuaas-sensors (the Sensors' argoWorkflow trigger and the argo CLI it execs) and gpuaas-steps' Role
+  (the policy read, argoexec's WorkflowTaskResults), and that no product request of the session was
+  denied. It drives one admission of its own first, so the path has run in the session whatever else did.
+- `test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied` (the control plane): the reaction
+  steps' ClusterRole, through `python -m steps REACTION` as gpuaas-steps (tests.support.real_steps: the
+  step image's code, as its pod runs it, on real Kueue), one workload per kind, each submitted by
   tenant team-b and released with its kind's strategy: a Job (released, resumed and released again,
   so its GPUaaSWorkersReleased Event is counted up), an elastic Job (workers scaled down), a
   RayCluster and a RayJob through KubeRay (each once plain, deactivated, and once elastic, its
@@ -21,13 +30,13 @@ every path it judges itself, as the product runs them:
   `--cascade=orphan`: on-finished removes the ScaledObject left behind), a StatefulSet (scaled to 0), a Notebook and a
   raw-deployment InferenceService (their controllers do not run here: the test makes the
   StatefulSet and Deployment they would, owned by them, as test_reactions_per_kind does);
-  provision-quota for a new tenant by hand, a resize, and the capacity split in dry-run;
-- the two Kubernetes-resource EventSources' list and watch (engine.resource_watcher runs the
-  rendered EventSources as their ServiceAccount gpuaas-eventsources);
-- each Sensor's argoWorkflow trigger as gpuaas-sensors: the real `argo submit` of the pinned Argo
-  Workflows, then the list by the trigger's labels (tests/realstack/test_sensor_submission.py).
+  provision-quota for a new tenant by hand, a resize, and the capacity split in dry-run.
 
-A grant nobody used fails the test, unless it is in NOT_EXERCISED with the reason; an entry there
+Neither counts the tests' own calls as use: no watcher of the project's emulation runs as an EventSource's
+account, and no test lists or submits as the Sensors' account here (test_sensor_submission does, on the
+other judge's cluster, for its negative tests; those accounts are not the product's).
+
+A grant nobody used fails its judge, unless it is in NOT_EXERCISED with the reason; an entry there
 that was used fails it too (the table only shrinks).
 """
 
@@ -35,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,12 +51,13 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from engine.resource_watcher import ResourceWatcher, WatchedResource
 from gpuaas.cluster import audit
+from gpuaas.manifests import platform
+from gpuaas.manifests.rbac import NARROWER_SCOPE_NOT_APPLIED
 from steps.gateways import resources as R
 from steps.model.owners import JOB_OWNER_NAME
 from steps.strategies import RELEASE_ANNOTATION
-from tests.realstack.test_sensor_submission import _submissions, _trigger_as
+from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, workload_of
 from tests.support.real_cluster import RealCluster, eventually
 from tests.support.real_steps import RealSteps
 from tests.support.real_workloads import (
@@ -66,6 +75,7 @@ from tests.support.real_workloads import (
     ray_cluster,
     ray_job,
 )
+from tests.support.run_attribution import expect_sensor, finished_run, resource_condition
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "manifests" / "base"
@@ -79,10 +89,6 @@ JSON = dict[str, Any]
 NOT_EXERCISED: dict[tuple[str, str, str], str] = {
     # (account, "group/resource", verb) -> why no request here needs it. Each is a gap of the tier,
     # not a proof: the table must shrink, and an entry that was used fails the test.
-    ("gpuaas-steps", "argoproj.io/workflowtaskresults", "create"):
-        "Argo's executor (argoexec, the `wait` container of each step pod) writes it; the step pods run "
-        "on the pod tier's own control plane (docs/real-stack-pods.md), which this cluster does not join",
-    ("gpuaas-steps", "argoproj.io/workflowtaskresults", "patch"): "as above (argoexec)",
     ("gpuaas-steps", "apps/deployments", "list"):
         "steps/model/state.py _predictor_of looks for a KServe predictor when an InferenceService is in a "
         "Workload's owner chain without its Deployment; the chain of every Workload Kueue makes for a predictor "
@@ -321,50 +327,50 @@ def _drop_new_tenant(cluster: RealCluster) -> None:
     cluster.kubectl("delete", "clusterqueue", NEW_TENANT, "--ignore-not-found")
 
 
-def _drive_event_sources(cluster: RealCluster) -> None:
-    """The Kubernetes-resource EventSources (Workloads, GPU nodes) list and watch, as their ServiceAccount."""
-    sources = [yaml.safe_load((BASE / "events" / name).read_text())
-               for name in ("eventsource-gpuaas-workloads.yaml", "eventsource-gpuaas-gpu-nodes.yaml")]
-    accounts = {source["spec"]["template"]["serviceAccountName"] for source in sources}
-    assert len(accounts) == 1, accounts
-    account = accounts.pop()
-    configuration = client.Configuration()
-    configuration.host = cluster.server
-    configuration.ssl_ca_cert = cluster.ca_file
-    configuration.api_key = {"authorization": cluster.service_account_token("gpuaas", account)}
-    configuration.api_key_prefix = {"authorization": "Bearer"}
-    lock = threading.Lock()
-    seen: list[JSON] = []
-
-    def sink(event: JSON) -> None:
-        with lock:
-            seen.append(event)
-    watchers = [ResourceWatcher(cluster.server, watched, sink, configuration=configuration, watch_timeout_seconds=2)
-                for source in sources for watched in WatchedResource.from_event_source(source)]
-    for watcher in watchers:
-        watcher.start()
-    try:
-        for watcher in watchers:
-            assert watcher.ready.wait(30), f"the watch of {watcher.watched.path()} did not list"
-        user = f"system:serviceaccount:gpuaas:{account}"
-        for resource in ("workloads", "nodes"):
-            eventually(lambda resource=resource: any(r.verb == "watch" and r.resource == resource and not r.denied
-                                   for r in audit.requests(cluster.cluster.audit_log, user)),
-                       timeout_s=30, what=f"the {resource} watch of {account} in the audit log")
-    finally:
-        for watcher in watchers:
-            watcher.stop()
+def _judged_on_the_event_path(grant: audit.Grant) -> bool:
+    """The grants only the real event path exercises: the EventSources' and the Sensors' (their programs are
+    Argo Events' and the argo CLI, which run only on the Argo cluster), and the steps' Role in gpuaas (the
+    policy read, which both judges see, and argoexec's WorkflowTaskResults, which only step pods write)."""
+    return _account(grant.user) in (platform.EVENT_SOURCES_ACCOUNT, platform.SENSORS_ACCOUNT) or (
+        _account(grant.user) == platform.STEPS_ACCOUNT and grant.namespace == PRODUCT_NAMESPACE)
 
 
-def _drive_sensor_triggers(cluster: RealCluster, tmp_path: Path) -> None:
-    """Each Sensor's argoWorkflow trigger as gpuaas-sensors: `argo submit`, then the list by its labels."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    templates = [obj for path in sorted((BASE / "workflows").glob("*.yaml")) for obj in _objects(path)]
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
-                    input_text=yaml.safe_dump_all(templates))
-    for workflow in _submissions():
-        ok, detail = _trigger_as(cluster, "gpuaas-sensors", workflow, tmp_path)
-        assert ok, f"the trigger for {workflow['spec']['workflowTemplateRef']['name']} failed: {detail}"
+def _kubectl_resource(grant: audit.Grant) -> str:
+    return f"{grant.resource}.{grant.group}" if grant.group else grant.resource
+
+
+def _scope_problems(granted: list[audit.Grant], seen: list[audit.Request]) -> tuple[list[str], list[str]]:
+    """(narrowings neither applied nor explained, explanations no use calls for) over the grants used in `seen`.
+    An explanation is keyed by (account, resource, kind) and covers every verb of that resource; it is stale when
+    a grant of that resource that could take that kind of narrowing (a ClusterRole's, for `namespace`; a nameable
+    verb's without resourceNames, for `names`) was used and not one such grant's uses allowed it."""
+    unexplained, found, weighed = [], set(), set()
+    for grant in granted:
+        used = audit.uses(grant, seen)
+        if not used:
+            continue
+        account, resource = _account(grant.user), _kubectl_resource(grant)
+        if grant.namespace is None:
+            weighed.add((account, resource, "namespace"))
+        if grant.verb in audit.NAMEABLE_VERBS and not grant.resource_names:
+            weighed.add((account, resource, "names"))
+        for narrowing in audit.narrowings(grant, used):
+            key = (account, resource, narrowing.kind)
+            found.add(key)
+            if key not in NARROWER_SCOPE_NOT_APPLIED:
+                unexplained.append(f"{grant.describe()}: {narrowing.detail} would do for its {len(used)} use(s) "
+                                   f"(e.g. {used[0].verb} {used[0].uri})")
+    stale = [f"{key}: used, and no use of it allowed that narrowing" for key in NARROWER_SCOPE_NOT_APPLIED
+             if key in weighed and key not in found]
+    return unexplained, sorted(stale)
+
+
+def _assert_scope(granted: list[audit.Grant], seen: list[audit.Request]) -> None:
+    unexplained, stale = _scope_problems(granted, seen)
+    assert not unexplained, ("grants wider than every use needs: narrow them in gpuaas/manifests/rbac.py (and re-render) "
+                             "or record why in NARROWER_SCOPE_NOT_APPLIED:\n  " + "\n  ".join(unexplained))
+    assert not stale, ("NARROWER_SCOPE_NOT_APPLIED explains narrowings no use allows (remove them):\n  "
+                       + "\n  ".join(stale))
 
 
 def test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied(real_cluster: RealCluster,
@@ -383,16 +389,18 @@ def test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied(real_clu
     _drive_job_kinds(steps, tenant)
     _drive_leader_worker_set(steps, tenant)
     _drive_serving_kinds(steps, tenant)
-    _drive_event_sources(real_cluster)
-    _drive_sensor_triggers(real_cluster, tmp_path / "sensors")
 
     rendered = _objects(BASE / "rbac.yaml")
-    granted = audit.grants(rendered)
-    product_users = {g.user for g in granted}
+    everything = audit.grants(rendered)
+    product_users = {g.user for g in everything}
     seen = list(audit.requests(log))[start:]
     denied = sorted({(r.user, r.verb, r.rbac_resource, r.namespace, r.name) for r in seen
                      if r.user in product_users and r.denied})
     assert not denied, f"kube-apiserver denied the product's ServiceAccounts: {denied}"
+    # the steps' ClusterRole (and the policy read), by the steps' own code; the event path's grants are the
+    # Argo cluster's to judge (test_the_real_event_path_uses_every_grant_it_has_and_is_never_denied)
+    granted = [g for g in everything if not _judged_on_the_event_path(g) or g.resource == "configmaps"]
+    _assert_scope(granted, seen)
 
     left = audit.unused(granted, seen)
     keyed = {(_account(g.user), f"{g.group}/{g.resource}", g.verb): g for g in left}
@@ -401,3 +409,61 @@ def test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied(real_clu
                              "that needs them):\n  " + "\n  ".join(unexplained))
     stale = sorted(set(NOT_EXERCISED) - set(keyed))
     assert not stale, f"NOT_EXERCISED lists grants that were used (remove them from the table): {stale}"
+
+
+EVENT_PATH_TENANT = "team-a"
+
+
+def _own_admission(cluster: RealCluster) -> str:
+    """A batch Job of the example tenant, admitted by Kueue; the real EventSource and Sensor submit
+    gpuaas-on-admitted for it and its step pod runs on the real node: the whole event path once, in this
+    session. Returns the run's name once it Succeeded."""
+    batch, custom = client.BatchV1Api(cluster.admin), client.CustomObjectsApi(cluster.admin)
+    job_object = batch.create_namespaced_job(EVENT_PATH_TENANT, gpu_job(EVENT_PATH_TENANT, generate_name="lp-path-"))
+    try:
+        workload = eventually(lambda: (w := workload_of(custom, EVENT_PATH_TENANT, job_object.metadata.uid)) and any(
+            c["type"] == "Admitted" and c["status"] == "True" for c in (w.get("status") or {}).get("conditions") or [])
+            and w, timeout_s=120, what=f"the Workload of Job {job_object.metadata.name} admitted")["metadata"]["name"]
+
+        run = eventually(lambda: finished_run(custom, "on-admitted", workload), timeout_s=300,
+                         what=f"gpuaas-on-admitted for {workload} finished")
+        assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
+        problems = expect_sensor(run, "gpuaas-on-admitted", resource_condition("Admitted"))
+        assert not problems, problems
+        return run["metadata"]["name"]
+    finally:
+        batch.delete_namespaced_job(job_object.metadata.name, EVENT_PATH_TENANT, propagation_policy="Background")
+
+
+def test_the_real_event_path_uses_every_grant_it_has_and_is_never_denied(argo_cluster: RealCluster) -> None:
+    """Runs after every other Argo test of the session (conftest orders it so): their requests count too."""
+    cluster = install(argo_cluster)
+    run = _own_admission(cluster)
+    log = cluster.cluster.audit_log
+    every = list(audit.requests(log))
+    granted = audit.grants(_objects(BASE / "rbac.yaml"))
+    product_users = {g.user for g in granted}
+
+    # Nothing the product asked in this session was denied, pod or not.
+    denied = sorted({(r.user, r.verb, r.rbac_resource, r.namespace, r.name, r.pod, r.user_agent)
+                     for r in every[cluster.audit_start:] if r.user in product_users and r.denied})
+    assert not denied, f"kube-apiserver denied the product's ServiceAccounts on the Argo cluster: {denied}"
+
+    # Use: only requests made with a token bound to a pod (the EventSources', Sensors' and step pods' own), at
+    # any time of this cluster (a reused cluster's EventSources listed when their pods started, maybe before
+    # this session; a fresh one's all fall in it).
+    real = [r for r in every if r.from_pod and r.user in product_users]
+    judged = [g for g in granted if _judged_on_the_event_path(g)]
+    evidence = []
+    for grant in judged:
+        used = audit.uses(grant, real)
+        agents = sorted({r.user_agent.split(" ")[0] for r in used})
+        pods = sorted({r.pod.rsplit("-", 1)[0] for r in used})
+        evidence.append(f"{len(used):5d}  {grant.describe()}  by {agents} in pods {pods[:4]}")
+    print(f"\nthe event path's grants and their uses on the Argo cluster (this module's run {run}):\n"
+          + "\n".join(evidence))
+    unused = [g.describe() for g in judged if not audit.uses(g, real)]
+    assert not unused, ("grants of the event path no real component's request needed (remove them, or find the "
+                        "path that needs them):\n  " + "\n  ".join(unused))
+    # Scope, for every grant a pod used here (the steps' ClusterRole included: the step pods' own requests).
+    _assert_scope(granted, real)

@@ -1,9 +1,21 @@
-"""Every rendered manifest, judged by the real apiserver, CRD schemas and admission webhooks.
+"""Every rendered manifest, judged by the real apiserver, CRD schemas and admission webhooks, and the
+Argo Events objects by Argo Events' own validation, which the apiserver does not run.
 
 `manifests/base` and every overlay is rendered with the kustomize built into the pinned kubectl
 (what `kubectl apply -k` runs), then applied server-side: first with dryRun=All (nothing stored,
 every admission step run), then for real. A rejection here is a defect of the rendered YAML (or of
 the Python that renders it), not of the test.
+
+What judges what: Kubernetes' own kinds, Kueue's and KEDA's objects (their CRD schemas and admission
+webhooks, which run here), the Prometheus Operator's and Argo Workflows' (their CRDs' full schemas) are
+judged by the apply. Argo Events v1.9.11's CRDs are not: their `spec` is `x-kubernetes-preserve-unknown-fields`
+with no schema, and no Argo Events admission webhook runs here (upstream ships it apart, as
+`manifests/install-validating-webhook.yaml`; the plain install has none), so
+the apiserver stores any spec. Its controller validates each EventSource and Sensor when it reconciles it
+(`ValidateEventSource`, `ValidateSensor`); the same code is `argo-events lint --strict` of the pinned module
+(cmd/commands/lint.go, built by `gpuaas cluster build`), which this test runs on the very objects it applied.
+`test_the_apiserver_stores_a_sensor_argo_events_rejects` shows the gap: a Sensor whose trigger has no
+dependency passes the server-side dry run and fails Argo Events' validation.
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ import yaml
 
 from gpuaas.manifests.validation import YamlLoader
 from tests.support.real_cluster import RealCluster
+from tests.test_upstream_lint import EVENT_KINDS, _events_verdicts, argo_events_lint
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 TREES = ["base", "overlays/kubernetes", "overlays/kube-prometheus-stack", "overlays/openshift"]
@@ -35,7 +48,8 @@ def _namespaces(real_cluster: RealCluster, objects: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("tree", TREES)
-def test_rendered_manifests_pass_a_server_side_dry_run_then_apply(real_cluster: RealCluster, tree: str) -> None:
+def test_rendered_manifests_pass_a_server_side_dry_run_then_apply(real_cluster: RealCluster, tree: str,
+                                                                 tmp_path: Path) -> None:
     objects = _render(real_cluster, tree)
     assert objects, f"kubectl kustomize {tree} rendered nothing"
     _namespaces(real_cluster, objects)
@@ -45,6 +59,15 @@ def test_rendered_manifests_pass_a_server_side_dry_run_then_apply(real_cluster: 
                                     *dry_run, "-f", "-", input_text=text, check=False)
         assert done.returncode == 0, (f"the real apiserver rejected manifests/{tree} "
                                       f"({'dry run' if dry_run else 'apply'}):\n{done.stderr}")
+    events = []
+    for obj in objects:
+        if obj["kind"] in EVENT_KINDS:
+            events.append(tmp_path / f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml")
+            events[-1].write_text(yaml.safe_dump(obj, sort_keys=False))
+    assert {path.name.split("-", 1)[0] for path in events} == {"eventsource", "sensor"}, events
+    linted = argo_events_lint(events)
+    assert linted.returncode == 0 and _events_verdicts(linted.stdout) == {str(path): "✓" for path in events}, (
+        f"Argo Events' validation rejected objects of manifests/{tree}:\n{linted.stdout}{linted.stderr}")
     for obj in objects:
         group = obj["apiVersion"].rpartition("/")[0]
         resource = f"{obj['kind']}.{group}" if group else obj["kind"]
@@ -65,3 +88,20 @@ def test_the_example_kustomize_site_passes_a_server_side_dry_run(real_cluster: R
                                 "--dry-run=server", "-f", "-", input_text=yaml.safe_dump_all(objects, sort_keys=False),
                                 check=False)
     assert done.returncode == 0, f"the real apiserver rejected manifests/examples/site (dry run):\n{done.stderr}"
+
+
+def test_the_apiserver_stores_a_sensor_argo_events_rejects(real_cluster: RealCluster, tmp_path: Path) -> None:
+    """Why the Argo Events objects need their own judge: a Sensor whose trigger names no dependency is taken by
+    the real apiserver (its CRD checks no `spec`) and refused by Argo Events' own validation."""
+    objects = _render(real_cluster, "base")
+    _namespaces(real_cluster, objects)
+    sensor = next(o for o in objects if o["kind"] == "Sensor")
+    sensor["spec"]["dependencies"] = []
+    sensor["metadata"]["name"] = "gpuaas-tests-broken"
+    done = real_cluster.kubectl("apply", "--server-side", "--dry-run=server", "--field-manager=gpuaas-tests", "-f",
+                                "-", input_text=yaml.safe_dump(sensor), check=False)
+    assert done.returncode == 0, f"expected the apiserver to store any Sensor spec, it refused: {done.stderr}"
+    path = tmp_path / "sensor-broken.yaml"
+    path.write_text(yaml.safe_dump(sensor, sort_keys=False))
+    linted = argo_events_lint([path])
+    assert linted.returncode != 0 and _events_verdicts(linted.stdout) == {str(path): "✗"}, linted.stdout

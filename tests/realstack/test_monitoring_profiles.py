@@ -303,6 +303,10 @@ def _released_through_argo(cluster: RealCluster, namespace: str, uid: str, *, al
     `alerts` (a Prometheus or Thanos Ruler) fires and `alertmanager` routes: the Workload deactivated with the
     on-idle record, the run Succeeded, its step pods on the real node."""
     custom, core = client.CustomObjectsApi(cluster.admin), client.CoreV1Api(cluster.admin)
+    components = {c["name"]: c for c in cluster.cluster.status()["components"]}
+    proxy_log = Path(components["webhook-proxy"]["log"])
+    proxy_log_start = proxy_log.stat().st_size if proxy_log.exists() else 0
+    """Where this release's POSTs begin: a reused cluster holds an earlier run's."""
     admitted = eventually(lambda: (w := workload_of(custom, namespace, uid)) and _condition(w, "Admitted") == "True"
                           and w, timeout_s=120, what="the idle workload admitted")
     workload = admitted["metadata"]["name"]
@@ -313,12 +317,14 @@ def _released_through_argo(cluster: RealCluster, namespace: str, uid: str, *, al
                         timeout_s=240, what=f"GPUWorkloadIdle firing for {namespace}")
     assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
     fired = time.monotonic()
-    components = {c["name"]: c for c in cluster.cluster.status()["components"]}
 
     def released() -> dict | None:
         found = workload_of(custom, namespace, uid)
         return found if found and found["spec"].get("active") is False else None
     try:
+        # Up to 300 s: the route exists only once the config-reloader reloads the operator's regenerated Secret,
+        # which may take its --watch-interval poll (3 min by default; seen on openshift: the first POST 70 s after
+        # the AlertmanagerConfig, 3 min after the reloader started watching).
         done = eventually(released, timeout_s=300, what=f"Workload {workload} released by gpuaas-on-idle")
     except AssertionError as error:
         runs = [{"name": r["metadata"]["name"], "phase": (r.get("status") or {}).get("phase"),
@@ -345,7 +351,7 @@ def _released_through_argo(cluster: RealCluster, namespace: str, uid: str, *, al
                                      for n in r["status"]["nodes"].values())][:1] or runs[:1]
     steps = [n for n in run["status"]["nodes"].values() if n.get("templateName") == "on-idle" and n["type"] == "Pod"]
     assert steps and all(n["hostNodeName"] == "gpuaas-node" for n in steps), steps
-    proxied = Path(components["webhook-proxy"]["log"]).read_text(errors="replace").splitlines()
+    proxied = proxy_log.read_bytes()[proxy_log_start:].decode(errors="replace").splitlines()
     assert [line for line in proxied if line.startswith(f"POST {obs.WEBHOOK_PATH} -> ") and ": 200 (" in line], \
         proxied[-20:]
     print(json.dumps({"profile": cluster.cluster.load().monitoring,  # type: ignore[union-attr]

@@ -5,7 +5,8 @@ targets a Cluster API MachineDeployment through its `/scale` subresource. Here t
 with no nodes; a ClusterQueue whose GPU flavor is the pool's has no quota yet, so a Job's GPUs
 queue and real Kueue reports them in `kueue_cluster_queue_resource_pending`, which the stack's
 Prometheus scrapes. KEDA must grow the MachineDeployment from 0 to the nodes the queued GPUs need,
-and never shrink it by itself when the demand goes away.
+and never shrink it by itself when the demand goes away: judged only after the demand is seen gone (the
+ScaledObject's query at 0, KEDA's trigger inactive), for KEDA's cooldown and four polls.
 
 Stand-in: no Cluster API controller runs, so the test writes the MachineDeployment's
 `status.selector` (the HPA controller refuses a scale target without one) as that controller
@@ -14,7 +15,10 @@ would. Nothing turns the replicas into nodes here.
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import yaml
@@ -100,6 +104,19 @@ def _keda_state(custom: client.CustomObjectsApi, name: str) -> str:
                      .get("conditions", []))
 
 
+def _condition(custom: client.CustomObjectsApi, name: str, kind: str) -> str | None:
+    so = custom.get_namespaced_custom_object("keda.sh", "v1alpha1", NAMESPACE, "scaledobjects", name)
+    return next((c["status"] for c in so.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def _value(real_cluster: RealCluster, query: str) -> float | None:
+    """The query's one value in the stack's Prometheus (what KEDA's prometheus scaler reads), or None."""
+    url = f"{real_cluster.endpoint('prometheus')}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        result = json.loads(answer.read())["data"]["result"]
+    return float(result[0]["value"][1]) if len(result) == 1 else None
+
+
 def _wait_for_replicas(custom: client.CustomObjectsApi, name: str, wanted: int, timeout_s: float) -> None:
     try:
         eventually(lambda: _replicas(custom) == wanted, timeout_s=timeout_s, poll_s=2,
@@ -138,11 +155,22 @@ def test_the_gpu_pool_grows_from_zero_nodes_as_gpus_queue_and_never_shrinks_by_i
         # 12 GPUs queue, 8 per node: the pool grows from 0 to 2 nodes.
         _wait_for_replicas(custom, name, 2, timeout_s=240)
 
-        # The demand goes away: neither KEDA (after its cooldown) nor the HPA shrinks the pool.
+        # The demand goes away: neither KEDA (after its cooldown) nor the HPA shrinks the pool. "Never
+        # shrinks" is judged only once the absence of demand is seen where KEDA reads it: the ScaledObject's
+        # own query at 0 in the stack's Prometheus, and KEDA's last poll finding the trigger inactive
+        # (Active=False). Then its cooldown and 4 more polls pass (a stale metric would hold the pool too).
         client.BatchV1Api(real_cluster.admin).delete_namespaced_job("needs-nodes", NAMESPACE,
                                                                     propagation_policy="Background")
+        query = scaled["spec"]["triggers"][0]["metadata"]["query"]
+        eventually(lambda: _value(real_cluster, query) == 0.0, timeout_s=180, poll_s=2,
+                   what=f"the pool's query at 0 once the Job is gone ({query})")
+        eventually(lambda: _condition(custom, name, "Active") == "False", timeout_s=120, poll_s=2,
+                   what="KEDA finding the pool's trigger inactive (ScaledObject Active=False)")
+        inactive = time.monotonic()
         time.sleep(scaled["spec"]["cooldownPeriod"] + 4 * scaled["spec"]["pollingInterval"])
-        assert _replicas(custom) == 2, f"the pool shrank by itself (KEDA: {_keda_state(custom, name)})"
+        assert _condition(custom, name, "Active") == "False", _keda_state(custom, name)
+        assert _replicas(custom) == 2, (f"the pool shrank by itself {time.monotonic() - inactive:.0f}s after KEDA "
+                                        f"found no demand (KEDA: {_keda_state(custom, name)})")
         hpa = client.AutoscalingV2Api(real_cluster.admin).read_namespaced_horizontal_pod_autoscaler(
             f"keda-hpa-{name}", NAMESPACE)
         assert hpa.spec.behavior.scale_down.select_policy == "Disabled"

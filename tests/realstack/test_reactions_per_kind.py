@@ -14,6 +14,9 @@ After each step the Workload, the owner and the quota are read back from the rea
 ClusterQueue's `status.flavorsReservation` and Kueue's `kueue_cluster_queue_resource_reservation`
 as Prometheus scraped it. A 403 anywhere (in the step's record or in kube-apiserver's audit log)
 fails the test. The tenant is team-b (policy mode enforce; team-a's example policy is dry-run).
+
+Each step's outcome and planned actions are exact, per kind (EXPECTED): "applied or no-op" would let a
+step that wrote where it should have planned nothing (or planned nothing where it should have written) pass.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import pytest
 from steps.gateways import resources as R
 from steps.strategies import RELEASE_ANNOTATION
 from tests.support.real_cluster import RealCluster, eventually
-from tests.support.real_steps import RealSteps
+from tests.support.real_steps import RealSteps, StepRun
 from tests.support.real_workloads import KINDS, Kind, RealWorkloads, Submitted, condition, condition_reason
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +87,40 @@ def _assert_released(tenant: RealWorkloads, kind: Kind, submitted: Submitted, wo
 
 KIND_NAMES = [name for name in KINDS if KINDS[name].strategy != "none"]
 
+Expected = tuple[str, tuple[str, ...]]
+"""(outcome, the plan's action names in order)."""
+NOTHING: Expected = ("no-op", ())
+DEACTIVATED = {"release-workers": ("applied", ("deactivate-workload",)),
+               "resume-workers": ("applied", ("reactivate-workload",))}
+EXPECTED: dict[str, dict[str, Expected]] = {
+    # on-admitted: a kind KEDA does not scale gets no ScaledObject (the plan records its release strategy
+    # only); a Deployment's or StatefulSet's gets one, planned in dry-run here (outcome applied: it would
+    # write). on-finished: nothing of gpuaas' is left on a finished Job or PyTorchJob (no ScaledObject, no loan).
+    "Job": {"on-admitted": NOTHING, **DEACTIVATED, "on-finished": NOTHING},
+    "elastic Job": {"on-admitted": NOTHING,
+                    "release-workers": ("applied", ("scale-workers", "record-release-on-workload")),
+                    "resume-workers": ("applied", ("restore-parallelism", "clear-release-on-workload")),
+                    "on-finished": NOTHING},
+    "RayCluster": {"on-admitted": NOTHING, **DEACTIVATED},
+    "RayJob": {"on-admitted": NOTHING, **DEACTIVATED},
+    "PyTorchJob": {"on-admitted": NOTHING, **DEACTIVATED, "on-finished": NOTHING},
+    "Deployment": {"on-admitted": ("applied", ("create-scaled-object",)),
+                   "release-workers": ("applied", ("scale-to-zero", "record-release-on-workload")),
+                   "resume-workers": ("applied", ("restore-replicas",))},
+    "StatefulSet": {"on-admitted": ("applied", ("create-scaled-object",)),
+                    "release-workers": ("applied", ("scale-to-zero", "record-release-on-workload")),
+                    "resume-workers": ("applied", ("restore-replicas", "clear-release-on-workload"))},
+}
+
+
+def _check(kind_name: str, reaction: str, done: StepRun) -> None:
+    """The step's outcome and planned actions are exactly what EXPECTED says for this kind."""
+    outcome, actions = EXPECTED[kind_name][reaction]
+    planned = tuple(a["action"] for a in done.plan.get("actions") or [])
+    assert (done.outcome, planned) == (outcome, actions), (
+        f"{kind_name} {reaction}: expected outcome {outcome} planning {list(actions)}, found {done.outcome} "
+        f"planning {list(planned)}\n{done.describe()}")
+
 
 @pytest.mark.parametrize("kind_name", KIND_NAMES)
 def test_release_and_resume_as_the_templates_service_account(kind_name: str, real_cluster: RealCluster,
@@ -103,11 +140,12 @@ def test_release_and_resume_as_the_templates_service_account(kind_name: str, rea
 
     admitted = steps.run("on-admitted", namespace=TENANT, workload=workload_name, event="",
                          dry_run="true" if kind.keda_scaled else "false")
-    assert admitted.outcome in ("applied", "no-op"), admitted.describe()
+    _check(kind_name, "on-admitted", admitted)
+    assert all(a.get("result") == "dry-run" for a in admitted.actions) if kind.keda_scaled else not admitted.actions
     assert admitted.account == "gpuaas-steps"
 
     released = steps.run("release-workers", namespace=TENANT, workload=workload_name)
-    assert released.outcome == "applied", released.describe()
+    _check(kind_name, "release-workers", released)
     assert any(r.startswith(f"strategy {kind.strategy}:") for r in released.reasons), \
         f"expected strategy {kind.strategy}:\n{released.describe()}"
     target_kind, _ = _release_target(kind, submitted, workload)
@@ -117,7 +155,7 @@ def test_release_and_resume_as_the_templates_service_account(kind_name: str, rea
     tenant.wait_quota(TENANT, kind.gpus_after_release, f"{kind_name} released")
 
     again = steps.run("release-workers", namespace=TENANT, workload=workload_name)
-    assert again.outcome == "no-op", again.describe()
+    assert (again.outcome, again.plan.get("actions") or []) == ("no-op", []), again.describe()
 
     if kind.resource.kind == "Deployment":
         # one Workload per pod: at 0 replicas Kueue removes them, so a Deployment is resumed by name
@@ -126,7 +164,7 @@ def test_release_and_resume_as_the_templates_service_account(kind_name: str, rea
                             target=f"{kind.resource.kind}/{submitted.name}")
     else:
         resumed = steps.run("resume-workers", namespace=TENANT, workload=workload_name)
-    assert resumed.outcome == "applied", resumed.describe()
+    _check(kind_name, "resume-workers", resumed)
     readmitted = tenant.admitted(submitted)
     tenant.wait_quota(TENANT, kind.gpus, f"{kind_name} resumed")
     restored = tenant.object(submitted) or {}
@@ -145,7 +183,7 @@ def test_release_and_resume_as_the_templates_service_account(kind_name: str, rea
     assert condition_reason(finished, "Finished") == "Succeeded"
     tenant.wait_quota(TENANT, 0, f"{kind_name} finished")
     done = steps.run("on-finished", namespace=TENANT, workload=finished["metadata"]["name"], event="")
-    assert done.outcome in ("applied", "no-op"), done.describe()
+    _check(kind_name, "on-finished", done)
 
 
 def test_a_plain_pod_is_never_released(real_cluster: RealCluster, tenant: RealWorkloads, tmp_path: Path,
@@ -158,8 +196,7 @@ def test_a_plain_pod_is_never_released(real_cluster: RealCluster, tenant: RealWo
     workload = tenant.admitted(submitted)
     tenant.wait_quota(TENANT, kind.gpus, "a plain pod admitted")
     released = steps.run("release-workers", namespace=TENANT, workload=workload["metadata"]["name"])
-    assert released.outcome == "skipped-by-policy", released.describe()
-    assert not [a for a in released.actions if a.get("result") == "applied"]
+    assert (released.outcome, released.plan.get("actions") or []) == ("skipped-by-policy", []), released.describe()
     assert tenant.object(submitted) is not None
     assert condition(tenant.get_workload(workload["metadata"]["name"]) or {}, "Admitted") == "True"
     tenant.wait_quota(TENANT, kind.gpus, "a plain pod after release-workers")
@@ -198,13 +235,17 @@ def test_owners_without_their_controller_here(real_cluster: RealCluster, tenant:
     workload = tenant.admitted(running)["metadata"]["name"]
 
     released = steps.run("release-workers", namespace=TENANT, workload=workload)
-    assert released.outcome == "applied", released.describe()
+    planned = [a["action"] for a in released.plan.get("actions") or []]
+    assert (released.outcome, planned) == ("applied", ["stop-notebook", "record-release-on-workload"]), \
+        released.describe()
     assert any(r.startswith("strategy stop-notebook:") for r in released.reasons), released.describe()
     stopped = tenant.get(R.NOTEBOOK, "rt-notebook") or {}
     annotations = stopped["metadata"].get("annotations") or {}
     assert "kubeflow-resource-stopped" in annotations and RELEASE_ANNOTATION in annotations
     resumed = steps.run("resume-workers", namespace=TENANT, workload=workload)
-    assert resumed.outcome == "applied", resumed.describe()
+    planned = [a["action"] for a in resumed.plan.get("actions") or []]
+    assert (resumed.outcome, planned) == ("applied", ["resume-notebook", "clear-release-on-workload"]), \
+        resumed.describe()
     annotations = (tenant.get(R.NOTEBOOK, "rt-notebook") or {})["metadata"].get("annotations") or {}
     assert "kubeflow-resource-stopped" not in annotations and RELEASE_ANNOTATION not in annotations
 
@@ -220,7 +261,8 @@ def test_owners_without_their_controller_here(real_cluster: RealCluster, tenant:
     serving = Submitted(KINDS["Deployment"], TENANT, "rt-isvc-predictor", created["metadata"]["uid"])
     workload = tenant.admitted(serving)["metadata"]["name"]
     prepared = steps.run("on-admitted", namespace=TENANT, workload=workload, event="", dry_run="true")
-    assert prepared.outcome in ("applied", "no-op", "skipped-by-policy"), prepared.describe()
+    # KServe's predictor Deployment is KEDA's target: its ScaledObject is planned (dry-run: would be written)
+    planned = [(a["action"], a.get("result")) for a in prepared.actions]
+    assert (prepared.outcome, planned) == ("applied", [("create-scaled-object", "dry-run")]), prepared.describe()
     skipped = steps.run("release-workers", namespace=TENANT, workload=workload)
-    assert skipped.outcome == "skipped-by-policy", skipped.describe()
-    assert not [a for a in skipped.actions if a.get("result") == "applied"]
+    assert (skipped.outcome, skipped.plan.get("actions") or []) == ("skipped-by-policy", []), skipped.describe()

@@ -12,7 +12,14 @@ apiserver; for one event per Sensor, `routing.Router` gives the Workflow the ren
 submit; the CLI runs with a kubeconfig holding a TokenRequest token of gpuaas-sensors, and the
 list runs as that ServiceAccount. No workflow-controller runs: the Workflows are stored, not run.
 Then every granted verb is taken away in turn (a copy of the Role without it, bound to a
-ServiceAccount of its own): the trigger must fail, so no verb is granted that it does not use.
+ServiceAccount of its own): the trigger must fail, and fail for that verb: kube-apiserver's audit log
+must hold the denial of exactly that (account, verb, resource). Beside it, a control made the same way
+a moment earlier, with the whole Role, must succeed: a fresh Role that fails for another reason (the
+authorizer's cache not yet holding it, a token problem) proves nothing about the verb. Both accounts
+are waited for until the authorizer answers a SubjectAccessReview for them as their Role says.
+
+That the real Sensors use these grants is judged elsewhere, from their own requests on the Argo cluster
+(tests/realstack/test_least_privilege.py): here the list after `argo submit` is this test's own call.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import copy
 import json
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -29,9 +37,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from gpuaas.cluster import audit
 from gpuaas.cluster.binaries import program
 from routing import Router
-from tests.support.real_cluster import RealCluster
+from tests.support.real_cluster import RealCluster, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "manifests" / "base"
@@ -136,19 +145,9 @@ def _granted() -> list[tuple[str, str, str]]:
     return out
 
 
-@pytest.mark.parametrize("taken", _granted(), ids=lambda t: f"{t[2]}-{t[1]}")
-def test_the_trigger_fails_without_any_one_granted_verb(real_cluster: RealCluster, sensor_setup: list[JSON],
-                                                        tmp_path: Path, taken: tuple[str, str, str]) -> None:
-    group, resource, verb = taken
-    account = f"sensor-without-{verb}-{resource}"[:63]
-    rules = []
-    for obj in _sensor_rbac():
-        if obj["kind"] == "Role":
-            for rule in obj["rules"]:
-                verbs = [v for v in rule["verbs"]
-                         if not (v == verb and resource in rule["resources"] and group in rule["apiGroups"])]
-                if verbs:
-                    rules.append({**rule, "verbs": verbs})
+def _bind(real_cluster: RealCluster, account: str, rules: list[JSON]) -> None:
+    """A ServiceAccount of its own with a Role of these rules, and wait until the authorizer applies it:
+    a SubjectAccessReview for every granted (verb, resource, name) answers allowed."""
     _apply(real_cluster, [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": NAMESPACE}},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -158,5 +157,74 @@ def test_the_trigger_fails_without_any_one_granted_verb(real_cluster: RealCluste
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
          "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]},
     ])
-    ok, detail = _trigger_as(real_cluster, account, sensor_setup[0], tmp_path)
+    reviews = client.AuthorizationV1Api(real_cluster.admin)
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+
+    def allowed(group: str, resource: str, verb: str, name: str) -> bool:
+        return reviews.create_subject_access_review({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"],
+                     "resourceAttributes": {"namespace": NAMESPACE, "group": group, "resource": resource,
+                                            "verb": verb, "name": name}}}).status.allowed
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    for name in rule.get("resourceNames") or [""]:
+                        eventually(lambda g=group, r=resource, v=verb, n=name: allowed(g, r, v, n), timeout_s=30,
+                                   what=f"the authorizer allowing {user} {verb} {resource} {name}".rstrip())
+
+
+def _without(taken: tuple[str, str, str]) -> list[JSON]:
+    """The rendered Role's rules less one verb of one resource."""
+    group, resource, verb = taken
+    rules = []
+    for obj in _sensor_rbac():
+        if obj["kind"] == "Role":
+            for rule in obj["rules"]:
+                verbs = [v for v in rule["verbs"]
+                         if not (v == verb and resource in rule["resources"] and group in rule["apiGroups"])]
+                if verbs:
+                    rules.append({**rule, "verbs": verbs})
+    return rules
+
+
+@pytest.mark.parametrize("taken", _granted(), ids=lambda t: f"{t[2]}-{t[1]}")
+def test_the_trigger_fails_without_any_one_granted_verb(real_cluster: RealCluster, sensor_setup: list[JSON],
+                                                        tmp_path: Path, taken: tuple[str, str, str]) -> None:
+    _, resource, verb = taken
+    suffix = uuid.uuid4().hex[:5]
+    account, control = f"sensor-without-{verb}-{resource}"[:57] + f"-{suffix}", f"sensor-full-{suffix}"
+    full = [rule for obj in _sensor_rbac() if obj["kind"] == "Role" for rule in obj["rules"]]
+    try:
+        _bind(real_cluster, control, full)
+        _bind(real_cluster, account, _without(taken))
+        _judge(real_cluster, sensor_setup[0], tmp_path, taken, account, control)
+    finally:
+        for name in (account, control):
+            real_cluster.kubectl("delete", "rolebinding,role,serviceaccount", name, "-n", NAMESPACE,
+                                 "--ignore-not-found", check=False)
+
+
+def _judge(real_cluster: RealCluster, workflow: JSON, tmp_path: Path, taken: tuple[str, str, str], account: str,
+           control: str) -> None:
+    """The control succeeds; the account without `taken` fails, and its one denial is `taken`."""
+    group, resource, verb = taken
+    log = real_cluster.cluster.audit_log
+    before = sum(1 for _ in audit.requests(log))
+    ok, detail = _trigger_as(real_cluster, control, workflow, tmp_path)
+    assert ok, f"the control, a Role made the same way with every granted verb, failed ({detail}): no verdict"
+    ok, detail = _trigger_as(real_cluster, account, workflow, tmp_path)
     assert not ok, f"the trigger still worked without {verb} {resource} ({detail}): that grant is not needed"
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+    deadline = time.monotonic() + 10
+
+    def denials() -> list[audit.Request]:
+        return [r for r in list(audit.requests(log))[before:] if r.user == user and r.denied]
+    while not denials() and time.monotonic() < deadline:
+        time.sleep(0.5)  # the audit log is written as each response completes; argo may still be closing
+    found = denials()
+    assert [(r.group, r.rbac_resource, r.verb) for r in found][:1] == [(group, resource, verb)], (
+        f"expected the failure to be kube-apiserver denying {user} {verb} {group}/{resource}, found denials "
+        f"{[(r.verb, r.group, r.rbac_resource, r.name) for r in found]}: {detail}")
+    assert {(r.group, r.rbac_resource, r.verb) for r in found} == {(group, resource, verb)}, found

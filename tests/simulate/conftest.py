@@ -42,17 +42,41 @@ class Job:
     exempt: bool = False
     pods: list[str] = field(default_factory=list)
     """Pod of each GPU (default: one pod named after the job)."""
+    signal: str = ""
+    """The kind's own source it exposes (jupyter, ray-jobs, requests, progress; "" none)."""
+    work: list[tuple[int, int]] = field(default_factory=list)
+    """Minutes [from, to) (after its start) when its source showed work."""
+    client: list[tuple[int, int]] = field(default_factory=list)
+    """Minutes [from, to) when a client was connected (notebooks)."""
+    submitted: int | None = None
+    """Minutes after T0 when it was submitted (default: its start)."""
 
 
-def trace(directory: Path, jobs: Sequence[Job]) -> Path:
+def trace(directory: Path, jobs: Sequence[Job], queue: dict | None = None) -> Path:
+    """The jobs as a trace directory; `queue` (optional) is written as queue.json."""
     directory.mkdir(parents=True, exist_ok=True)
+    signals = any(job.signal or job.work or job.client for job in jobs)
     with (directory / "workloads.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["workload", "namespace", "tenant", "kind", "gpus", "start", "end", "exempt"])
+        writer.writerow(["workload", "namespace", "tenant", "kind", "gpus", "start", "end", "exempt",
+                         *(["signal"] if signals else [])])
         for job in jobs:
             start = T0 + job.start * 60
             writer.writerow([job.name, job.namespace, job.tenant, job.kind, len(job.gpus), start,
-                             start + job.minutes * 60, "true" if job.exempt else "false"])
+                             start + job.minutes * 60, "true" if job.exempt else "false",
+                             *([job.signal] if signals else [])])
+    if signals:
+        with (directory / "signals.csv").open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["workload", "flag", "start", "end"])
+            for job in jobs:
+                for flag, spans in (("work", job.work), ("client", job.client)):
+                    for first, last in spans:
+                        writer.writerow([job.name, flag, T0 + (job.start + first) * 60, T0 + (job.start + last) * 60])
+    if queue is not None:
+        import json
+
+        (directory / "queue.json").write_text(json.dumps(queue))
     with_pods = any(job.pods for job in jobs)
     with (directory / "activity.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)

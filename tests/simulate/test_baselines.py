@@ -49,3 +49,21 @@ def test_keda_default_initial_cooldown_scales_a_never_active_workload_at_its_fir
     default = baselines.KedaTimings(initial_cooldown_period=0.0)
     assert releases(trace_dir, jobs, lambda s: baselines.keda_only(s, default)) == {"startup": 0.0, "active-first": 15.0}
     assert releases(trace_dir, jobs, baselines.keda_only) == {"startup": 5.0, "active-first": 15.0}
+
+
+def test_culler_at_one_hour_stops_a_notebook_an_hour_after_its_last_activity(trace_dir: Path) -> None:
+    """CULL_IDLE_TIME=60 (the realistic setting beside the 24 h default): last busy minute 59, culled at the
+    first check after 59 + 60; a notebook busy again at minute 100 is not idle for an hour before 160."""
+    jobs = [Job("nb", 300, [run((60, 0.5), (240, 0.0))], kind="Notebook"),
+            Job("nb-back", 300, [run((60, 0.5), (40, 0.0), (10, 0.5), (190, 0.0))], kind="Notebook")]
+    hourly = baselines.CullerTimings(cull_idle_seconds=3600.0)
+    assert releases(trace_dir, jobs, lambda s: baselines.notebook_culler(s, hourly)) == {"nb": 120.0, "nb-back": 170.0}
+
+
+def test_culler_reads_kernel_activity_when_the_history_has_the_notebooks_jupyter_signal(trace_dir: Path) -> None:
+    """The culler reads /api/kernels (last activity, busy kernels), not the GPUs: CPU-only cells until minute
+    101 keep an idle-GPU notebook until the first check after 101 + 60; the GPUs alone would have said idle
+    since the start (culled at 61). Connections do not count for it."""
+    hourly = baselines.CullerTimings(cull_idle_seconds=3600.0)
+    jobs = [Job("nb", 300, [run((300, 0.0))], kind="Notebook", signal="jupyter", work=[(0, 102)], client=[(0, 300)])]
+    assert releases(trace_dir, jobs, lambda s: baselines.notebook_culler(s, hourly)) == {"nb": 162.0}

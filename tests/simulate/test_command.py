@@ -29,11 +29,14 @@ def test_table_names_every_policy_and_prints_the_definitions(small_trace: Path, 
 
 
 def test_json_and_html(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "thirty.yaml").write_text("idle: {window: 30m}\n")  # one window for every kind
     assert main(["simulate", "--trace", str(small_trace), "--output", "json", "--html", str(tmp_path / "report"),
-                 "--windows", "10m,1h"]) == 0
+                 "--windows", "10m,1h", "--policy", str(tmp_path / "thirty.yaml")]) == 0
     document = json.loads(capsys.readouterr().out)
     names = [p["name"] for p in document["policies"]]
-    assert names == ["given policy", "window 10m", "window 1h", "no automation", "KEDA only", "Kubeflow culler"]
+    assert names == ["given policy", "given policy, on demand", "given policy, GPU activity only", "window 10m",
+                     "window 1h", "no automation", "KEDA only", "KEDA only, cooldown 30m", "Kubeflow culler",
+                     "Kubeflow culler 1h"]
     given = document["policies"][0]
     assert given["total"]["releases"] == 2 and given["total"]["wrongReleases"] == 1
     assert given["tenants"]["team-b"]["releases"] == 1 and given["onIdleRuns"]["release"] == 2
@@ -53,7 +56,7 @@ def test_synthesize_writes_a_trace_that_replays_the_same(tmp_path: Path, capsys:
     replayed = json.loads(capsys.readouterr().out)
     assert [p["total"] for p in synthetic["policies"]] == [p["total"] for p in replayed["policies"]]
     calibration = synthetic["history"]["calibration"]
-    assert 0 < calibration["notebook_idle_share"] <= 1 and calibration["published"]["philly_training_idle_share_under_6h"]
+    assert 0 < calibration["notebook_idle_share"] <= 1 and calibration["published"]["training_idle_share_under_6h"]
     assert "calibration" not in replayed["history"] and replayed["peakMemoryMB"] > 0
 
 
@@ -104,9 +107,11 @@ def test_since_after_until_shows_the_times(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_a_window_swept_twice_is_replayed_once(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "--trace", str(small_trace), "--windows", "10m,10m,600s", "--output", "json"]) == 0
+    assert main(["simulate", "--trace", str(small_trace), "--windows", "10m,10m,600s", "--output", "json",
+                 "--no-variants"]) == 0
     names = [p["name"] for p in json.loads(capsys.readouterr().out)["policies"]]
-    assert names == ["given policy", "window 10m", "no automation", "KEDA only", "Kubeflow culler"]
+    assert names == ["given policy", "window 10m", "no automation", "KEDA only", "KEDA only, cooldown 30m",
+                     "Kubeflow culler", "Kubeflow culler 1h"]
 
 
 def test_a_step_finer_than_the_samples_is_pointed_out(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -91,3 +91,125 @@ def test_lifetimes_off_the_grid_are_clipped(tmp_path: Path) -> None:
     (directory / "activity.csv").write_text(f"time,workload,gpu,activity\n{at(0) + 30:.0f},a,0,0\n{at(1):.0f},a,0,0\n")
     s = IdleSamples.of(read_trace(directory), 0.05)
     assert s.stretch_seconds.tolist() == [90.0]
+
+
+# -- materiality, right/wrong reclaim, GPU weighting, work ahead, bound, costs (hand-computed) ----------
+def judged(directory: Path, jobs: list[Job], releases_at: list[tuple[int, float]]):  # type: ignore[no-untyped-def]
+    s = samples_of(directory, jobs)
+    workload = np.array([w for w, _ in releases_at])
+    when = np.array([at(m) for _, m in releases_at])
+    return s, judge_releases(s, workload, when)
+
+
+@pytest.mark.parametrize(("back", "wrong"), [(4, False), (5, True)])
+def test_a_release_is_wrong_only_after_five_minutes_of_material_activity(trace_dir: Path, back: int, wrong: bool) -> None:
+    # idle from minute 30; released at 60; 4 (or 5) busy minutes at 80 % come back at 90, then idle to 120
+    _, r = judged(trace_dir, [Job("a", 120, [run((30, 0.8), (60, 0.0), (back, 0.8), (30 - back, 0.0))])], [(0, 60)])
+    assert bool(r.wrong[0]) is wrong and bool(r.wrong_any[0]) is True
+    # wrong: reclaimed until the activity came back (30 min); right: the idle minutes to the end (60 - back)
+    assert r.reclaimed_gpu_hours[0] == pytest.approx(30 / 60 if wrong else (60 - back) / 60)
+    assert r.activity_back[0] == (at(90) if wrong else at(120))
+    assert r.busy_ahead_gpu_hours[0] == pytest.approx(back / 60)
+
+
+def test_activity_between_the_threshold_and_ten_percent_is_not_material(trace_dir: Path) -> None:
+    # after the release, an hour at 8 %: above the idle threshold (5 %), below the material level (10 %)
+    s, r = judged(trace_dir, [Job("a", 150, [run((30, 0.8), (60, 0.0), (60, 0.08))])], [(0, 60)])
+    assert bool(r.wrong[0]) is False and bool(r.wrong_any[0]) is True
+    figures = summary(s, r)
+    assert figures["wrongReleases"] == 0 and figures["wrongAnyActivity"] == 1
+    assert figures["reclaimedGpuHours"] == pytest.approx(0.5)  # idle minutes 60-90; the 8 % hour is not idle
+
+
+def test_reclaim_of_right_and_wrong_releases_and_gpu_weighted_wrong_share(trace_dir: Path) -> None:
+    jobs = [Job("one-gpu", 240, [run((60, 0.8), (60, 0.0), (30, 0.8), (90, 0.0))]),
+            Job("four-gpus", 240, [run((60, 0.8), (180, 0.0))] * 4)]
+    s, r = judged(trace_dir, jobs, [(0, 90), (1, 120)])
+    figures = summary(s, r)
+    # one-gpu released at 90, busy again at 120: wrong, 0.5 GPU-h; four-gpus at 120: right, 2 h x 4 GPUs
+    assert figures["wrongReclaimedGpuHours"] == pytest.approx(0.5)
+    assert figures["rightReclaimedGpuHours"] == pytest.approx(8.0)
+    assert figures["wrongReleaseShare"] == 0.5 and figures["wrongGpuShare"] == pytest.approx(0.2)
+    assert figures["releasedGpus"] == 5 and figures["wrongGpus"] == 1
+    assert figures["busyGpuHoursAhead"] == pytest.approx(0.5)  # the 30 busy minutes ahead of one-gpu
+
+
+def test_the_bound_releases_once_in_the_last_idle_stretch_at_the_wait(trace_dir: Path) -> None:
+    # busy 0-60, idle 60-120 (busy again), busy 120-150, idle 150-240: 2 GPUs
+    s = samples_of(trace_dir, [Job("a", 240, [run((60, 0.8), (60, 0.0), (30, 0.8), (90, 0.0))] * 2)])
+    everyone, start = np.array([True]), np.array([at(0)])
+    last, every = s.bound(np.array([1800.0]), start, everyone)
+    assert last[0] / 3600 == pytest.approx(2 * 60 / 60)           # released at 180: 60 minutes x 2 GPUs
+    assert every[0] / 3600 == pytest.approx(2 * (30 + 60) / 60)    # also at 90 in the first stretch
+    last, _ = s.bound(np.array([1800.0]), np.array([at(200)]), everyone)  # minimum runtime until 200
+    assert last[0] / 3600 == pytest.approx(2 * 40 / 60)
+    last, _ = s.bound(np.array([6000.0]), start, everyone)        # a 100-minute wait fits no stretch
+    assert last[0] == 0.0
+    assert s.bound(np.array([1800.0]), start, np.array([False]))[0][0] == 0.0  # out of scope (exempt)
+
+
+def test_an_immaterial_blip_does_not_end_the_last_stretch_for_the_bound(trace_dir: Path) -> None:
+    # busy 0-60, idle 60-120, 3 busy minutes, idle 123-180: the first stretch already counts as the last
+    s = samples_of(trace_dir, [Job("a", 180, [run((60, 0.8), (60, 0.0), (3, 0.8), (57, 0.0))])])
+    last, _ = s.bound(np.array([1800.0]), np.array([at(0)]), np.array([True]))
+    assert last[0] / 60 == pytest.approx(30 + 57)  # from 90: the idle minutes to the end (the blip is not idle)
+
+
+def test_reached_share_of_the_bound_counts_right_releases_only(trace_dir: Path) -> None:
+    from gpuaas.simulate.scorecard import Bound
+
+    s, r = judged(trace_dir, [Job("a", 240, [run((60, 0.8), (60, 0.0), (30, 0.8), (90, 0.0))])], [(0, 90)])
+    bound = Bound.of(s, np.array([1800.0]), np.array([at(0)]), np.array([True]))
+    assert summary(s, r, bound)["reachedShareOfBound"] == 0.0      # the only release was wrong
+    s, r = judged(trace_dir, [Job("a", 240, [run((60, 0.8), (60, 0.0), (30, 0.8), (90, 0.0))])], [(0, 195)])
+    figures = summary(s, r, Bound.of(s, np.array([1800.0]), np.array([at(0)]), np.array([True])))
+    assert figures["boundGpuHours"] == pytest.approx(1.0) and figures["reachedShareOfBound"] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize(("kind", "lost_minutes", "restart_minutes"),
+                         [("PyTorchJob", 30, 10), ("Notebook", 90, 5), ("Deployment", 0, 10), ("Job", 30, 5)])
+def test_a_wrong_release_costs_lost_progress_restart_and_the_wait(trace_dir: Path, kind: str, lost_minutes: int,
+                                                                   restart_minutes: int) -> None:
+    # 2 GPUs busy 0-90, idle 90-130, busy 130-160; released at 100: wrong, 30 idle minutes reclaimed
+    job = Job("a", 160, [run((90, 0.8), (40, 0.0), (30, 0.8))] * 2, kind=kind)
+    s, r = judged(trace_dir, [job], [(0, 100)])
+    figures = summary(s, r)
+    assert figures["reclaimedGpuHours"] == pytest.approx(2 * 30 / 60)
+    cost = figures["costGpuHours"]
+    # checkpoints every busy hour: 90 busy minutes lose 30; a notebook loses all 90; a server nothing
+    assert cost["lostProgress"] == pytest.approx(2 * lost_minutes / 60, abs=1e-3)
+    assert cost["restart"] == pytest.approx(2 * restart_minutes / 60, abs=1e-3)
+    assert cost["waitToBeAdmitted"] == pytest.approx(2 * 30 / 60, abs=1e-3)  # 30 minutes until resumed by hand
+    assert figures["netGpuHours"] == pytest.approx(1.0 - (2 * (lost_minutes + restart_minutes + 30) / 60), abs=2e-3)
+
+
+def test_a_right_release_costs_nothing(trace_dir: Path) -> None:
+    s, r = judged(trace_dir, [Job("a", 160, [run((90, 0.8), (70, 0.0))])], [(0, 100)])
+    figures = summary(s, r)
+    assert figures["costGpuHours"]["total"] == 0.0 and figures["netGpuHours"] == pytest.approx(1.0)
+
+
+def test_a_gap_in_the_data_does_not_end_the_quiet_run_the_bound_waits_in(trace_dir: Path) -> None:
+    # busy 0-60, idle 60-90, 3 minutes without data, idle 93-180: a policy tolerating the gap could release at
+    # 120 (an hour without a busy sample); the bound counts the idle minutes from 120 to the end
+    s = samples_of(trace_dir, [Job("a", 180, [run((60, 0.8), (30, 0.0), (3, None), (87, 0.0))])])
+    last, _ = s.bound(np.array([3600.0]), np.array([at(0)]), np.array([True]))
+    assert last[0] / 60 == pytest.approx(60)
+
+
+def test_a_workload_idle_from_its_start_may_go_once_min_coverage_of_the_window_is_covered(trace_dir: Path) -> None:
+    # idle from the start for 100 minutes: nothing was sampled before the start, so a 60-minute window is
+    # covered enough (minCoverage 0.9) at minute 54, when the gateway would confirm it
+    s = samples_of(trace_dir, [Job("a", 100, [run((100, 0.0))])])
+    last, _ = s.bound(np.array([3600.0]), np.array([at(0)]), np.array([True]), start_wait=np.array([3240.0]))
+    assert last[0] / 60 == pytest.approx(100 - 54)
+
+
+@pytest.mark.parametrize(("client", "back"), [((100, 110), True), ((100, 104), False)])
+def test_an_owner_coming_back_counts_even_when_the_gpus_do_not(trace_dir: Path, client: tuple[int, int],
+                                                                back: bool) -> None:
+    # a notebook whose GPU stays idle; released at 60; its owner reconnects at 100 for 10 (or 4) minutes
+    job = Job("nb", 180, [run((180, 0.0))], kind="Notebook", signal="jupyter", client=[(0, 30), client])
+    s, r = judged(trace_dir, [job], [(0, 60)])
+    assert bool(r.wrong[0]) is False and bool(r.owner_back[0]) is back
+    assert summary(s, r)["ownerBackReleases"] == int(back)

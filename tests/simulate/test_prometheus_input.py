@@ -148,7 +148,9 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _simulate(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    assert main(["simulate", *args, "--windows", "10m,1h", "--output", "json"]) == 0
+    """`gpuaas simulate ARGS` with one 30-minute window for every kind (the cases' times are worked out for it)."""
+    policy = Path(__file__).resolve().parent / "thirty-minutes.yaml"
+    assert main(["simulate", *args, "--windows", "10m,1h", "--output", "json", "--policy", str(policy)]) == 0
     return json.loads(capsys.readouterr().out)
 
 

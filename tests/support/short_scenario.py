@@ -215,10 +215,15 @@ def run(backend: Backend) -> Recorded:
         recorded.snapshots.append(wait_for(settled, f"{backend.name}: ClusterQueue {NAMESPACE}'s status after {step}",
                                            timeout_s=60))
 
-    def step(reaction: str, expected: tuple[str, ...], **params: str) -> StepRun:
+    def step(reaction: str, outcome: str, actions: tuple[str, ...], **params: str) -> StepRun:
+        """One reaction; its outcome and planned actions must be exactly these (a batch Job: on-admitted and
+        on-finished plan nothing, the release deactivates the Workload and the resume reactivates it)."""
         done = backend.run_step(reaction, namespace=NAMESPACE, workload=recorded.workload, event="", **params)
         recorded.steps.append(done)
-        assert done.outcome in expected, f"{backend.name}: {done.describe()}"
+        planned = tuple(a["action"] for a in done.plan.get("actions") or [])
+        assert (done.outcome, planned) == (outcome, actions), (
+            f"{backend.name}: {reaction}: expected {outcome} planning {list(actions)}, found {done.outcome} planning "
+            f"{list(planned)}\n{done.describe()}")
         return done
 
     with recording(backend, recorded.events):
@@ -228,15 +233,15 @@ def run(backend: Backend) -> Recorded:
                             f"{backend.name}: the Job's Workload admitted")
         recorded.workload = admitted["metadata"]["name"]
         take("admitted")
-        step("on-admitted", ("applied", "no-op"))
+        step("on-admitted", "no-op", ())
         take("on-admitted")
-        step("release-workers", ("applied",))
+        step("release-workers", "applied", ("deactivate-workload",))
         wait_for(lambda: condition(api.get(R.WORKLOAD, recorded.workload, NAMESPACE), "QuotaReserved") == "False",
                  f"{backend.name}: the Workload's quota released")
         wait_for(lambda: (api.get(R.JOB, JOB_NAME, NAMESPACE) or {}).get("spec", {}).get("suspend") is True,
                  f"{backend.name}: the Job suspended")
         take("release-workers")
-        step("resume-workers", ("applied",))
+        step("resume-workers", "applied", ("reactivate-workload",))
         wait_for(lambda: condition(api.get(R.WORKLOAD, recorded.workload, NAMESPACE), "Admitted") == "True",
                  f"{backend.name}: the Workload admitted again")
         wait_for(lambda: (api.get(R.JOB, JOB_NAME, NAMESPACE) or {}).get("spec", {}).get("suspend") is False,
@@ -248,7 +253,7 @@ def run(backend: Backend) -> Recorded:
         wait_for(lambda: queue_gpus(api.get(R.CLUSTER_QUEUE, NAMESPACE) or {}) == 0,
                  f"{backend.name}: the ClusterQueue holding nothing")
         take("finished")
-        step("on-finished", ("applied", "no-op"))
+        step("on-finished", "no-op", ())
         take("on-finished")
     return recorded
 

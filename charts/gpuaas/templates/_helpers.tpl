@@ -53,35 +53,42 @@
 {{- end -}}
 {{- end -}}
 
-{{/* The seconds of every idle window anywhere in a policy (mapping), space-separated
-     (gpuaas/manifests/observability.py shortest_window_seconds). */}}
-{{- define "gpuaas.windows" -}}
-{{- if kindIs "map" . -}}
-{{- range $key, $value := . -}}
-{{- if has $key (list "window" "windowSeconds") -}}
-{{- include "gpuaas.seconds" $value -}}{{- " " -}}
-{{- else -}}
-{{- include "gpuaas.windows" $value -}}
-{{- end -}}
-{{- end -}}
+{{/* The seconds one layer of the policy (an idle section, or a kind's) sets as its window, or "" where it
+     sets none (values.schema.json refuses a key and its alias together). */}}
+{{- define "gpuaas.layerWindow" -}}
+{{- $layer := . | default dict -}}
+{{- range $key := list "window" "windowSeconds" -}}
+{{- if hasKey $layer $key -}}{{- include "gpuaas.seconds" (get $layer $key) -}}{{- end -}}
 {{- end -}}
 {{- end -}}
 
-{{/* The idle alert's window: the shortest idle window of the policy, or the steps' default where the
-     defaults set none, in whole seconds (half up) written as 2h, 90m or 45s
-     (gpuaas/manifests/observability.py shortest_window_seconds, duration_text). */}}
+{{/* The idle alert's window: the shortest window in effect for any tenant (and the policy's own) and any
+     kind, resolved through the step's layers (steps/policy.py Policy.idle_for: the tenant's kind, the
+     tenant's idle, the policy's kind, the policy's idle, else the built-in per-kind window), in whole
+     seconds (half up) written as 2h, 90m or 45s (gpuaas/manifests/observability.py
+     shortest_window_seconds, duration_text). */}}
 {{- define "gpuaas.ruleWindow" -}}
 {{- $policy := . | default dict -}}
-{{- $windows := include "gpuaas.windows" $policy | splitList " " | compact -}}
 {{- $idle := get $policy "idle" | default dict -}}
-{{- $set := false -}}
-{{- range $key := list "window" "windowSeconds" -}}
-{{- if hasKey $idle $key -}}{{- $set = true -}}{{- end -}}
+{{- $kinds := get $idle "kinds" | default dict -}}
+{{- $general := include "gpuaas.layerWindow" $idle -}}
+{{- $builtin := fromJson `{"notebook": 9600.0, "ray": 86400.0, "training": 29400.0, "serving": 29400.0, "batch": 1800.0}` -}}
+{{- $scopes := list dict -}}
+{{- range $name, $tenant := get $policy "tenants" | default dict -}}
+{{- $scopes = append $scopes ($tenant | default dict) -}}
 {{- end -}}
-{{- if not $set -}}{{- $windows = append $windows "1800" -}}{{- end -}}
 {{- $shortest := -1.0 -}}
-{{- range $windows -}}
-{{- if or (lt $shortest 0.0) (lt (float64 .) $shortest) -}}{{- $shortest = float64 . -}}{{- end -}}
+{{- range $tenant := $scopes -}}
+{{- $own := get $tenant "idle" | default dict -}}
+{{- $ownKinds := get $own "kinds" | default dict -}}
+{{- range $kind := list "notebook" "ray" "training" "serving" "batch" -}}
+{{- $window := include "gpuaas.layerWindow" (get $ownKinds $kind) -}}
+{{- if not $window -}}{{- $window = include "gpuaas.layerWindow" $own -}}{{- end -}}
+{{- if not $window -}}{{- $window = include "gpuaas.layerWindow" (get $kinds $kind) -}}{{- end -}}
+{{- if not $window -}}{{- $window = $general -}}{{- end -}}
+{{- if not $window -}}{{- $window = get $builtin $kind | toString -}}{{- end -}}
+{{- if or (lt $shortest 0.0) (lt (float64 $window) $shortest) -}}{{- $shortest = float64 $window -}}{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- $whole := int64 (floor (addf $shortest 0.5)) -}}
 {{- if eq (mod $whole 3600) 0 -}}{{ div $whole 3600 }}h
