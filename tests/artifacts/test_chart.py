@@ -95,6 +95,7 @@ OTHER_SITES: dict[str, dict[str, Any]] = {
         "policy": {"idle": {"mode": "dry-run", "window": 5400}, "tenants": {"a": {"idle": {"window": "1h1s"}}}},
         "kueue": {"workloadVersion": "v1beta1", "flavor": {"create": False}, "cohort": {"create": False}},
         "tenants": [{"name": "a", "quota": {"nvidia.com/gpu": 2}}],
+        "sweep": {"schedule": "*/5 * * * *", "grace": "90s"},
     },
     "OpenShift pool with its own Prometheus and no tenants": {
         "image": {"repository": "r.example/x", "tag": "sha-1"},
@@ -171,6 +172,10 @@ def test_the_charts_alert_window_is_the_policys_shortest(policy: dict, window: s
     ("monitoring.platform=kube-prometheus-stack", "monitoring.ruleLabels: expected a `release` label"),
     ("prometheus.ca.configMap=x,prometheus.ca.key=ca.crt", "prometheus.ca: a CA is used with"),
     ("prometheus.auth.type=bearer", "/prometheus/auth/type"),
+    ("sweep.schedule=every 2 minutes", "/sweep/schedule"),
+    ("sweep.schedule=0 */2 * *", "/sweep/schedule"),
+    ("sweep.grace=5", "/sweep/grace"),
+    ("sweep.grace=5 minutes", "/sweep/grace"),
 ])
 def test_values_the_chart_refuses_are_refused_by_helm_naming_the_key(override: str, message: str, tmp_path: Path,
                                                                       helm_home: Path) -> None:
