@@ -24,6 +24,7 @@ import yaml
 
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.product import release_objects, stack_objects
+from steps.install_hook import TEMPLATE_VERSION
 
 PRODUCT_NAMESPACE = "gpuaas"
 EXAMPLE_TENANTS = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "tenants"
@@ -136,10 +137,6 @@ def wait_listening(api_client: Any, listening: tuple[tuple[str, str], ...] = LIS
             raise InstallError(f"{error}\n{logs(core, label)}") from None
 
 
-CRON_TEMPLATE_VERSION = "gpuaas.io/template-resource-version"
-"""On each CronWorkflow: the resourceVersion of the WorkflowTemplate it runs, when it was applied."""
-
-
 def apply_crons(kubeconfig: Path, api_client: Any, crons: list[dict[str, Any]], field_manager: str) -> None:
     """The CronWorkflows, last and annotated with their WorkflowTemplate's resourceVersion.
 
@@ -149,7 +146,8 @@ def apply_crons(kubeconfig: Path, api_client: Any, crons: list[dict[str, Any]], 
     only logged, and the CronWorkflow is not looked at again until it changes or the informer's 20-minute
     resync (seen: no sweep for the first minutes of a benchmark). Applied after the listening wait, the
     template has long been in the informer; the annotation changes whenever the template did, so a
-    re-install re-validates a CronWorkflow an earlier install left rejected."""
+    re-install re-validates a CronWorkflow an earlier install left rejected. (The same annotation is what the
+    chart's install hook, steps/install_hook.py, writes after `helm install` and `helm upgrade`.)"""
     if not crons:
         return
     from kubernetes import client
@@ -160,7 +158,7 @@ def apply_crons(kubeconfig: Path, api_client: Any, crons: list[dict[str, Any]], 
         if ref:
             template = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", cron["metadata"].get("namespace", PRODUCT_NAMESPACE),
                                                            "workflowtemplates", ref)
-            cron["metadata"].setdefault("annotations", {})[CRON_TEMPLATE_VERSION] = \
+            cron["metadata"].setdefault("annotations", {})[TEMPLATE_VERSION] = \
                 template["metadata"]["resourceVersion"]
     apply(kubeconfig, crons, field_manager)
 

@@ -190,7 +190,7 @@ def overlay_layout(values: JSON, base: list[JSON], tenants: list[JSON]) -> dict[
     for node in site.each_mapping(have):
         if node.get("image") == site.STEP_IMAGE:
             node["image"] = f"{image['repository']}:{image['tag']}"
-    wanted_list = site.objects(values, BASE_NAMESPACE)
+    wanted_list = site.objects(values, BASE_NAMESPACE, hooks=False)
     wanted = {_key(obj): obj for obj in wanted_list}
     pool = {_key(obj) for obj in site.node_pool_objects(values)}
     files: dict[str, Any] = {}

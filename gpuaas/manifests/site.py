@@ -432,6 +432,70 @@ def _crons(v: Values, ns: Values) -> list[JSON]:
     return [_in_namespace(sweep.cron_workflow(settings["schedule"].text, settings["grace"].text), ns.text)]
 
 
+INSTALL_HOOK = "gpuaas-install-hook"
+"""The post-install/post-upgrade hook's Job, ServiceAccount, Role and RoleBinding (steps/install_hook.py)."""
+HOOK_PLACEMENT = {"nodeSelector": "dict", "tolerations": "list", "affinity": "dict", "imagePullSecrets": "list"}
+"""What the hook's pod takes from `events.podTemplate` (where the product's own pods may run and pull from), and
+each key's empty value."""
+
+
+def _hook_annotations(weight: int) -> dict[str, str]:
+    """Helm runs the hook after every object of the release exists, on install and on upgrade; deletes it once
+    it succeeded (a failed Job stays, for its log, until the next install or upgrade) and prints a failure's log."""
+    return {"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-weight": str(weight),
+            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+            **({"helm.sh/hook-output-log-policy": "hook-failed"} if weight >= 0 else {})}
+
+
+def _install_hook(v: Values, ns: Values) -> list[JSON]:
+    """The Helm hook that has the workflow-controller validate the CronWorkflows again once their WorkflowTemplates
+    exist (Helm creates CronWorkflows first: steps/install_hook.py says why). Helm only: kustomize has no hooks, and
+    gpuaas.cluster.install orders its own apply."""
+    import workflows
+    from gpuaas.manifests.platform import labels
+    from workflows.reaction import restricted_security_context
+
+    crons = workflows.cron_workflows()
+    templates = sorted({c["spec"]["workflowSpec"]["workflowTemplateRef"]["name"] for c in crons.values()})
+    meta = {"name": INSTALL_HOOK, "namespace": ns.text, "labels": labels("install-hook")}
+    rbac = "rbac.authorization.k8s.io"
+    why = {"gpuaas.io/rule-0": "steps/install_hook.py: reads each of the chart's CronWorkflows (get) and annotates it "
+                               "(patch), which has the workflow-controller validate it again",
+           "gpuaas.io/rule-1": "steps/install_hook.py: waits for the WorkflowTemplate each CronWorkflow runs and reads "
+                               "its resourceVersion (get)"}
+    image = v["image"]
+    template = v["events"]["podTemplate"]
+    placement = {key: template.derive(lambda t, key=key, empty=empty: (t or {}).get(key) or ({} if empty == "dict" else []),
+                                      f'get ({{}} | default dict) "{key}" | default {empty}').raw
+                 for key, empty in HOOK_PLACEMENT.items()}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "annotations": _hook_annotations(-5)}},
+        {"apiVersion": f"{rbac}/v1", "kind": "Role",
+         "metadata": {**meta, "annotations": {**_hook_annotations(-5), **why}},
+         "rules": [{"apiGroups": ["argoproj.io"], "resources": ["cronworkflows"], "verbs": ["get", "patch"],
+                    "resourceNames": sorted(crons)},
+                   {"apiGroups": ["argoproj.io"], "resources": ["workflowtemplates"], "verbs": ["get"],
+                    "resourceNames": templates}]},
+        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {**meta, "annotations": _hook_annotations(-5)},
+         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": INSTALL_HOOK},
+         "subjects": [{"kind": "ServiceAccount", "name": INSTALL_HOOK, "namespace": ns.text}]},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {**meta, "annotations": _hook_annotations(0)},
+         "spec": {"backoffLimit": 2, "activeDeadlineSeconds": 300, "template": {
+             "metadata": {"labels": labels("install-hook")},
+             "spec": {"serviceAccountName": INSTALL_HOOK, "restartPolicy": "Never", **placement,
+                      "containers": [{
+                          "name": "revalidate-cronworkflows",
+                          "image": f"{image['repository'].text}:{image['tag'].text}",
+                          "imagePullPolicy": image["pullPolicy"].raw,
+                          "command": ["python", "-m", "steps.install_hook", *sorted(crons)],
+                          "env": [{"name": "GPUAAS_NAMESPACE",
+                                   "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                          "securityContext": restricted_security_context().model_dump(by_alias=True, exclude_none=True),
+                          "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                      }]}}}},
+    ]
+
+
 def _events(v: Values, ns: Values) -> list[JSON]:
     import sensors
 
@@ -546,6 +610,8 @@ PRODUCT: tuple[Part, ...] = (
     Part("events", _events),
 )
 """What manifests/base holds (the namespace, with namespace.create), in the base's order."""
+HOOKS: tuple[Part, ...] = (Part("install-hook", _install_hook),)
+"""Helm's alone (kustomize has no hooks; docs/install.md says what a kustomize install runs instead)."""
 TENANTS: tuple[Part, ...] = (
     Part("tenants", _flavor, when=_FLAVOR),
     Part("tenants", _cohort, when=_COHORT),
@@ -557,7 +623,7 @@ NODE_POOL: tuple[Part, ...] = (
     Part("node-pool", lambda v, ns: _pool(v, False), when=_POOL),
     Part("node-pool", lambda v, ns: _pool(v, True), when=_POOL_AUTH),
 )
-PARTS: tuple[Part, ...] = (*PRODUCT, *TENANTS, *NODE_POOL)
+PARTS: tuple[Part, ...] = (*PRODUCT, *HOOKS, *TENANTS, *NODE_POOL)
 
 
 def _build(parts: tuple[Part, ...], values: JSON, namespace: str) -> list[JSON]:
@@ -569,9 +635,10 @@ def _build(parts: tuple[Part, ...], values: JSON, namespace: str) -> list[JSON]:
     return out
 
 
-def objects(values: JSON, namespace: str = "gpuaas") -> list[JSON]:
-    """Every object the chart installs for these values in this release namespace (`helm template`)."""
-    return _build(PARTS, values, namespace)
+def objects(values: JSON, namespace: str = "gpuaas", hooks: bool = True) -> list[JSON]:
+    """Every object the chart installs for these values in this release namespace (`helm template`; without
+    `hooks`, `helm template --no-hooks`: what a kustomize build of the same values holds)."""
+    return _build(PARTS if hooks else tuple(p for p in PARTS if p not in HOOKS), values, namespace)
 
 
 def product_objects(values: JSON, namespace: str = "gpuaas") -> list[JSON]:

@@ -118,7 +118,9 @@ eventBus:
 
 events:
   # Merged into every EventSource's and Sensor's pod template (spec.template): nodeSelector,
-  # tolerations, affinity, securityContext, ... (serviceAccountName is the chart's).
+  # tolerations, affinity, securityContext, ... (serviceAccountName is the chart's). Its nodeSelector,
+  # tolerations, affinity and imagePullSecrets also place the chart's install hook (a Job after every
+  # install and upgrade that has Argo validate the sweep's CronWorkflow again; docs/install.md).
   podTemplate: {}
 
 sweep:

@@ -2,7 +2,8 @@
 
 Three builds of one values file must agree: `helm template` of charts/gpuaas, the kustomize build of its
 kustomize form (an overlay, or a site folder with patch files: gpuaas/manifests/kustomize_site.py) with
-the pinned kubectl, and gpuaas/manifests/site.py's objects. Objects are compared whole, keyed by kind,
+the pinned kubectl, and gpuaas/manifests/site.py's objects (kustomize has no Helm hooks: its builds are
+compared with `helm template --no-hooks`). Objects are compared whole, keyed by kind,
 namespace and name; the one thing read before comparing is the policy ConfigMap's policy.yaml, a YAML
 document in a string (Helm's toYaml and PyYAML order and quote it differently), which is compared
 parsed. Nothing else is normalised: not labels, not list order, not number types.
@@ -78,13 +79,13 @@ def test_helm_template_builds_what_the_python_builds(example: str | None, helm_h
 @pytest.mark.parametrize("overlay", ["kubernetes", "kube-prometheus-stack", "openshift"])
 def test_each_overlay_is_the_chart_with_its_example_values(overlay: str, helm_home: Path) -> None:
     assert_same(kustomize(MANIFESTS / "overlays" / overlay),
-                template([EXAMPLES / f"{overlay}.yaml"], "gpuaas", helm_home),
+                template([EXAMPLES / f"{overlay}.yaml"], "gpuaas", helm_home, hooks=False),
                 f"kubectl kustomize overlays/{overlay} vs helm template -f examples/values/{overlay}.yaml")
 
 
 def test_the_example_site_is_the_chart_with_the_site_values(helm_home: Path) -> None:
     assert_same(kustomize(MANIFESTS / "examples" / "site"),
-                template([EXAMPLES / "site.yaml"], SITE_EXAMPLE_NAMESPACE, helm_home),
+                template([EXAMPLES / "site.yaml"], SITE_EXAMPLE_NAMESPACE, helm_home, hooks=False),
                 "kubectl kustomize manifests/examples/site vs helm template -f examples/values/site.yaml")
 
 
@@ -125,7 +126,7 @@ def test_a_kustomize_site_rendered_from_other_values_is_the_chart_too(name: str,
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     built = kustomize(folder)
-    assert_same(built, template([values_file], "other-ns", helm_home), f"site {name!r}: kustomize vs helm")
+    assert_same(built, template([values_file], "other-ns", helm_home, hooks=False), f"site {name!r}: kustomize vs helm")
     assert validate_all(built) == [], "the site's objects are valid against the upstream schemas"
 
 

@@ -11,8 +11,10 @@ made Secret gpuaas-alertmanager-webhook, other tests namespace gpuaas) counts as
   (its step image, Prometheus, EventBus, pod placement and the sweep every minute; no node pool: no Cluster
   API here). Then the EventSource and Sensors listen; a model server admitted in team-a runs
   `gpuaas-on-admitted` through the chart's objects (the Sensor's run, a step pod on the real node, the
-  marker on the Workload; a Job's admission would start no run: the Sensor leaves it to the catch-up
-  sweep); `helm upgrade` changes the policy, and `helm uninstall` removes the product (CronWorkflow included)
+  marker on the Workload); a GPU Job's admission, which the Sensor leaves to the catch-up sweep, is
+  recorded by the chart's CronWorkflow without a pod (so the workflow-controller accepted the CronWorkflow
+  although Helm creates it before its WorkflowTemplate: the chart's post-install hook, steps/install_hook.py,
+  ran and was deleted); `helm upgrade` changes the policy, and `helm uninstall` removes the product (CronWorkflow included)
   and keeps the tenants' namespaces.
 - With kustomize (the block after "With kustomize instead"), on the plain control plane: the Helm
   block's namespace and Secret lines, then the overlay the README names and the one its comment offers
@@ -41,11 +43,16 @@ from tests.realstack.argo_product import (
     PRODUCT_NAMESPACE,
     admitted_workload_of_owner,
     finished_workflow,
+    gpu_job,
     logs,
     reaction_run,
+    reaction_runs,
+    workload_of,
 )
+from tests.realstack.test_kueue_admission import _condition
 from tests.support.helm import pinned_helm
 from tests.support.real_cluster import RealCluster, eventually
+from tests.support.run_attribution import expect_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -133,7 +140,8 @@ def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster:
     assert template["metadata"]["annotations"]["meta.helm.sh/release-name"] == "gpuaas"
     wait_listening(argo_cluster.admin, LISTENING)
     listening = time.monotonic() - started
-    apps = client.AppsV1Api(argo_cluster.admin)
+    batch, apps = client.BatchV1Api(argo_cluster.admin), client.AppsV1Api(argo_cluster.admin)
+    job = batch.create_namespaced_job(TENANT, gpu_job(TENANT, generate_name="chart-"))
     served = f"chart-serve-{int(time.time()) % 100000}"
     apps.create_namespaced_stateful_set(TENANT, server(TENANT, served))
     try:
@@ -160,12 +168,34 @@ def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster:
         assert marker["run"] == run["metadata"]["uid"] and marker["via"] == "event", marker
         reacted = time.monotonic() - started
 
+        # A Job's admission: the Sensor starts nothing; the chart's CronWorkflow runs the sweep, which records it
+        # without a pod. Within minutes only if the workflow-controller accepted the CronWorkflow, which Helm
+        # creates before its WorkflowTemplate: the chart's hook had it validated again, and is gone.
+        cron = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "cronworkflows",
+                                                   "gpuaas-sweep")
+        assert "gpuaas.io/template-resource-version" in cron["metadata"].get("annotations", {}), cron["metadata"]
+        assert not batch.list_namespaced_job(PRODUCT_NAMESPACE, label_selector="app.kubernetes.io/component="
+                                             "install-hook").items, "the hook's Job was not deleted after it succeeded"
+        job_workload = eventually(lambda: (w := workload_of(custom, TENANT, job.metadata.uid))
+                                  and _condition(w, "Admitted") == "True" and w["metadata"]["name"], timeout_s=90,
+                                  what=f"the Workload of Job {job.metadata.name} admitted")
+        recorded = eventually(lambda: reaction_run(custom, "on-admitted", TENANT, job_workload), timeout_s=240,
+                              what=f"the sweep's gpuaas-on-admitted for {job_workload} (every minute here)")
+        recorded = finished_workflow(custom, recorded["metadata"]["name"])
+        assert recorded["status"]["phase"] == "Succeeded", recorded["status"].get("message")
+        assert recorded["metadata"]["labels"].get("gpuaas.io/recorded-by") == "sweep", recorded["metadata"]["labels"]
+        assert not expect_sweep(recorded, "admitted"), expect_sweep(recorded, "admitted")
+        assert not [n for n in recorded["status"]["nodes"].values() if n["type"] == "Pod"], recorded["status"]["nodes"]
+        assert len(reaction_runs(custom, "on-admitted", TENANT, job_workload)) == 1
+        swept = time.monotonic() - started
+
         # An admin changes a value: helm upgrade rewrites the policy the steps read.
         upgrade = _run(f"helm upgrade gpuaas charts/gpuaas -n gpuaas -f {values} --set policy.idle.mode=dry-run", env)
         assert upgrade.returncode == 0, upgrade.stderr
         policy = core.read_namespaced_config_map("gpuaas-policy", PRODUCT_NAMESPACE).data["policy.yaml"]
         assert yaml.safe_load(policy) == {"idle": {"mode": "dry-run"}}, policy
     finally:
+        batch.delete_namespaced_job(job.metadata.name, TENANT, propagation_policy="Background")
         apps.delete_namespaced_stateful_set(served, TENANT)
 
     # Uninstall removes the product and keeps the tenants' namespaces (they hold the tenants' work).
@@ -183,6 +213,7 @@ def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster:
     print(json.dumps({"helm_install_seconds": round(sum(s for line, s in seconds.items() if "helm" in line), 1),
                       "install_to_listening_seconds": round(listening, 1),
                       "install_to_reaction_succeeded_seconds": round(reacted, 1),
+                      "install_to_sweep_record_seconds": round(swept, 1),
                       "whole_test_seconds": round(time.monotonic() - started, 1)}))
 
 

@@ -36,9 +36,10 @@ def helm(*args: str, home: Path | None = None, kubeconfig: Path | None = None,
                           check=False)
 
 
-def template(values_files: list[Path], namespace: str, home: Path, *sets: str) -> list[dict]:
-    """`helm template gpuaas charts/gpuaas -n NAMESPACE -f ...` as objects; AssertionError with helm's words."""
-    args = ["template", "gpuaas", str(CHART), "--namespace", namespace]
+def template(values_files: list[Path], namespace: str, home: Path, *sets: str, hooks: bool = True) -> list[dict]:
+    """`helm template gpuaas charts/gpuaas -n NAMESPACE -f ...` as objects (without `hooks`: `--no-hooks`, what a
+    kustomize build of the same values holds); AssertionError with helm's words."""
+    args = ["template", "gpuaas", str(CHART), "--namespace", namespace, *(() if hooks else ("--no-hooks",))]
     for path in values_files:
         args += ["-f", str(path)]
     for item in sets:
