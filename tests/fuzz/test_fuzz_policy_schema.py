@@ -82,6 +82,18 @@ CORPUS = [
     "idle: {kinds: {notebook: {signalUrl: 'ftp://x'}}}", "tenants: {a: {idle: {kinds: {serving: {window: 0}}}}}",
     "tenants: {a: {idle: {kinds: {serving: {requestMetric: 'vllm:requests'}}}}}",
     "tenants: {a: {idle: {releaseOn: demand, kinds: {ray: {releaseOn: never}}}}}",
+    # signalUrl's placeholders: the step formats it with {name}, {namespace} and {domain} only
+    "idle: {kinds: {notebook: {signalUrl: 'http://{name}.{namespace}.svc.{domain}:8888'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{notebook}:8888'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{name:>9}:8888'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{name!r}:8888'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{name.upper}:8888'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{name.nothing}:8888'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{}:8888'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{{name}}/{name}'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{name'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://name}'}}}",
+    "idle: {kinds: {notebook: {signalUrl: 'http://{{{name}}}'}}}",
 ]
 
 
