@@ -231,6 +231,10 @@ _ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
 _METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 URL_LENGTH = 500
 """The longest signalUrl accepted (the step and the schema)."""
+_URL = re.compile(r"^https?://(?:[^{}]|\{\{|\}\}|\{(?:name|namespace|domain)\})*$")
+"""signalUrl: http(s), and braces only as the three placeholders the step fills (steps.gateways.workload_apis formats
+it with name, namespace and domain) or doubled (a literal brace). One regular expression for the step and the
+chart's schema (Python's and Go's agree on it), so both refuse the same URLs."""
 
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {
     "notebook": {"window_seconds": 2 * 3600.0 + 40 * 60},
@@ -390,13 +394,9 @@ def _value(where: str, spec: Field, value: object) -> object:
         if not isinstance(value, str) or not _METRIC.fullmatch(value):
             raise PolicyError(where, "a Prometheus metric name (letters, digits, _ and :)", repr(value))
         return value
-    expected = "an http(s) URL (with {name}, {namespace} and {domain} where the owner's and the cluster's go)"
-    if not isinstance(value, str) or not value.startswith(("http://", "https://")) or len(value) > URL_LENGTH:
-        raise PolicyError(where, expected, repr(value))
-    try:  # the step formats it with these three (steps.gateways.workload_apis): any other brace is an error there
-        value.format(name="n", namespace="ns", domain="cluster.local")
-    except (KeyError, IndexError, ValueError):
-        raise PolicyError(where, expected, repr(value)) from None
+    if not isinstance(value, str) or len(value) > URL_LENGTH or not _URL.fullmatch(value):
+        raise PolicyError(where, "an http(s) URL (with {name}, {namespace} and {domain} where the owner's and the "
+                                 "cluster's go; {{ and }} for a brace)", repr(value))
     return value
 
 
@@ -469,7 +469,7 @@ def _field_schema(spec: Field, description: str) -> dict[str, Any]:
         # `$` also matches before a final newline in Python's re (jsonschema), not in Go's (Helm): say it twice
         return {**text, "type": "string", "pattern": _METRIC.pattern, "not": {"pattern": "\n"}}
     if spec.type == "url":
-        return {**text, "type": "string", "pattern": "^https?://", "maxLength": URL_LENGTH}
+        return {**text, "type": "string", "pattern": _URL.pattern, "maxLength": URL_LENGTH}
     raise ValueError(f"Field type {spec.type!r} has no schema")
 
 

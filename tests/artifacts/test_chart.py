@@ -218,3 +218,25 @@ def test_prometheus_settings_reach_every_step_through_one_configmap() -> None:
             (mount,) = [m for m in step["volumeMounts"] if volumes[m["name"]].get("configMap")]
             assert volumes[mount["name"]]["configMap"]["name"] == "site-ca"
             assert settings["data"]["GPUAAS_PROMETHEUS_CA_FILE"] == f"{mount['mountPath']}/ca.pem"
+
+
+@pytest.mark.parametrize("url", ["http://{name}.{namespace}.svc.{domain}:8888", "http://{{name}}/{name}", "https://x/{{{name}}}",
+                                 "http://{notebook}:8888", "http://{}:8888", "http://{name:>9}", "http://{name",
+                                 "http://name}", "http://{name.upper}", "ftp://{name}"])
+def test_helm_and_the_step_agree_on_a_signal_url(url: str, tmp_path: Path, helm_home: Path) -> None:
+    """The schema's pattern for signalUrl is the step's own regular expression; Helm evaluates it with Go's regexp,
+    the step with Python's: the same verdict on every placeholder form."""
+    from steps.policy import PolicyError, policy_from_mapping
+
+    policy = {"idle": {"kinds": {"notebook": {"signalUrl": url}}}}
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"policy": policy}))
+    try:
+        policy_from_mapping(policy)
+        step = True
+    except PolicyError:
+        step = False
+    done = helm("template", "gpuaas", str(CHART), "-f", str(path), home=helm_home)
+    assert (done.returncode == 0) == step, f"{url!r}: step {'accepts' if step else 'refuses'}; helm: {done.stderr[-500:]}"
+    if not step:
+        assert "signalUrl" in done.stderr, done.stderr
