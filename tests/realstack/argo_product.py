@@ -65,6 +65,18 @@ def admitted_workload_of_owner(custom: client.CustomObjectsApi, namespace: str, 
     return None
 
 
+def sensor_run(custom: client.CustomObjectsApi, core: client.CoreV1Api, namespace: str, workload: str,
+               timeout_s: float = 120) -> dict:
+    """The gpuaas-on-admitted Workflow the Sensor submits for this admitted Workload; else an AssertionError with
+    the EventSource's and the Sensor's logs (where the event stopped)."""
+    try:
+        return eventually(lambda: reaction_run(custom, "on-admitted", namespace, workload), timeout_s=timeout_s,
+                          what=f"a gpuaas-on-admitted Workflow for Workload {workload}")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nEventSource:\n{logs(core, 'eventsource-name=gpuaas-workloads')}\n"
+                             f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-admitted')}") from None
+
+
 def reaction_runs(custom: client.CustomObjectsApi, reaction: str, namespace: str, workload: str) -> list[dict]:
     """The Workflows of `reaction` (label gpuaas.io/reaction) whose parameters name this Workload."""
     items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",

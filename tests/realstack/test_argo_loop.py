@@ -32,9 +32,9 @@ from tests.realstack.argo_product import (
     finished_workflow,
     gpu_job,
     install,
-    logs,
     reaction_run,
     reaction_runs,
+    sensor_run,
     workload_of,
 )
 from tests.realstack.test_kueue_admission import _condition
@@ -85,12 +85,7 @@ def test_an_admitted_server_runs_gpuaas_on_admitted_through_real_argo_events_and
                               what=f"StatefulSet {name} admitted")
         workload = admitted["metadata"]["name"]
         admitted_at = next(c["lastTransitionTime"] for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
-        try:
-            submitted = eventually(lambda: reaction_run(custom, "on-admitted", TENANT, workload), timeout_s=120,
-                                   what=f"a gpuaas-on-admitted Workflow for Workload {workload}")
-        except AssertionError as error:
-            raise AssertionError(f"{error}\nEventSource:\n{logs(core, 'eventsource-name=gpuaas-workloads')}\n"
-                                 f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-admitted')}") from None
+        submitted = sensor_run(custom, core, TENANT, workload)
         # The Sensor's parameters, as rendered: the tenant hint from status.admission, the event as delivered,
         # the Workload's uid as a label at creation (the sweep sees the run in flight before it starts).
         parameters = {p["name"]: p.get("value") for p in submitted["spec"]["arguments"]["parameters"]}

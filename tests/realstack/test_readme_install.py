@@ -44,9 +44,9 @@ from tests.realstack.argo_product import (
     admitted_workload_of_owner,
     finished_workflow,
     gpu_job,
-    logs,
     reaction_run,
     reaction_runs,
+    sensor_run,
     workload_of,
 )
 from tests.realstack.test_kueue_admission import _condition
@@ -149,12 +149,7 @@ def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster:
         admitted = eventually(lambda: admitted_workload_of_owner(custom, TENANT, served), timeout_s=90,
                               what=f"StatefulSet {served} admitted")
         workload = admitted["metadata"]["name"]
-        try:
-            run = eventually(lambda: reaction_run(custom, "on-admitted", TENANT, workload), timeout_s=120,
-                             what=f"a gpuaas-on-admitted Workflow for Workload {workload}")
-        except AssertionError as error:
-            raise AssertionError(f"{error}\nEventSource:\n{logs(core, 'eventsource-name=gpuaas-workloads')}\n"
-                                 f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-admitted')}") from None
+        run = sensor_run(custom, core, TENANT, workload)
         finished = finished_workflow(custom, run["metadata"]["name"])
         assert finished["status"]["phase"] == "Succeeded", finished["status"].get("message")
         step = next(n for n in finished["status"]["nodes"].values()
