@@ -94,6 +94,7 @@ _CORE_EXTRA = [
                  status_subresource=False),
     ResourceType("argoproj.io", "workflows", "Workflow"),
     ResourceType("argoproj.io", "workflowtemplates", "WorkflowTemplate"),
+    ResourceType("argoproj.io", "cronworkflows", "CronWorkflow"),
     ResourceType("argoproj.io", "eventsources", "EventSource"),
     ResourceType("argoproj.io", "sensors", "Sensor"),
     ResourceType("monitoring.coreos.com", "prometheusrules", "PrometheusRule"),

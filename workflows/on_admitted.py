@@ -16,6 +16,8 @@ SPEC = ReactionTemplate(
     reaction="on-admitted",
     description="A Kueue Workload was admitted: record its queue wait and prepare idle handling. "
                 "Submit by hand with namespace and workload to re-run it on the live state.",
+    # The Prometheus address goes into the ScaledObjects it writes for inference servers (KEDA queries it).
+    needs_prometheus=True,
 )
 
 

@@ -5,9 +5,9 @@ reaction has handled yet (steps/reactions/sweep.py). The CronWorkflow lives in t
 workflow-controller, which runs the reactions anyway: the safety net needs none of the parts of
 the event path it stands in for (EventSource, NATS, Sensor).
 
-    schedule   every 2 minutes; concurrencyPolicy Forbid (passes never overlap; the template's
-               mutex holds a hand-submitted pass off too)
-    grace      5m: a transition the Sensor starts a run for is left to the event path this long
+    schedule   every 2 minutes (a site's: the chart's `sweep.schedule`); concurrencyPolicy Forbid (passes
+               never overlap; the template's mutex holds a hand-submitted pass off too)
+    grace      5m (`sweep.grace`): a transition the Sensor starts a run for is left to the event path this long
     max-per-pass 500 runs created per pass, oldest transitions first
     page-size  500 Workloads per list request
     installed-at empty: the CronWorkflow's creationTimestamp (older transitions are adopted)

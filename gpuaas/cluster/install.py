@@ -2,7 +2,7 @@
 
 Used by `gpuaas demo --stack real`, the real-stack tests (tests/realstack/argo_product.py) and
 benchmarks/real_loop.py (`python -m gpuaas.cluster.install`) alike:
-the rendered base applied with this stack's EventBus and step image (gpuaas.cluster.product), the
+the product for this stack's values (gpuaas.cluster.product: its EventBus, step image, Prometheus), the
 example tenants, and the EventSource and Sensor pods not just Running but listening. Idempotent
 (server-side apply): a second install costs a few seconds.
 
@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 from gpuaas.cluster.binaries import program
-from gpuaas.cluster.product import stack_objects
+from gpuaas.cluster.product import release_objects, stack_objects
+from steps.install_hook import TEMPLATE_VERSION
 
 PRODUCT_NAMESPACE = "gpuaas"
 EXAMPLE_TENANTS = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "tenants"
@@ -100,18 +101,24 @@ def logs(core: Any, label: str, tail_lines: int | None = 40) -> str:
 
 def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING,
             field_manager: str = FIELD_MANAGER, base: Path | None = None) -> None:
-    """The product and the example tenants on the cluster, with the named pods listening. `base`: another
-    rendering of manifests/base (benchmarks/scale.py's "before": an earlier release's)."""
-    from kubernetes import client
-
-    kubectl_program = program("kubernetes", "kubectl")
-    objects = stack_objects(kubectl_program, base) if base else stack_objects(kubectl_program)
+    """The product and the example tenants on the cluster, with the named pods listening, then the CronWorkflows
+    (apply_crons). `base`: another release's rendered manifests/base instead of this stack's values
+    (benchmarks/scale.py's "before")."""
+    objects = release_objects(program("kubernetes", "kubectl"), base) if base else stack_objects()
     crons = [o for o in objects if o["kind"] == "CronWorkflow"]
     apply(kubeconfig, [o for o in objects if o["kind"] != "CronWorkflow"], field_manager)
     # --force-conflicts: on a reused cluster the product's gpuaas-provision-quota (run by the capacity-clock
     # EventSource) has since set the ClusterQueues' quotas as field manager "gpuaas".
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", f"--field-manager={field_manager}", "-k",
             str(EXAMPLE_TENANTS))
+    wait_listening(api_client, listening)
+    apply_crons(kubeconfig, api_client, crons, field_manager)
+
+
+def wait_listening(api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING) -> None:
+    """The named EventSource and Sensor pods Running on the real node and logging that they listen."""
+    from kubernetes import client
+
     core = client.CoreV1Api(api_client)
     for label, _ in listening:
         try:
@@ -128,11 +135,6 @@ def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str],
                        what=f"the pod with {label} logging {line!r}")
         except InstallError as error:
             raise InstallError(f"{error}\n{logs(core, label)}") from None
-    apply_crons(kubeconfig, api_client, crons, field_manager)
-
-
-CRON_TEMPLATE_VERSION = "gpuaas.io/template-resource-version"
-"""On each CronWorkflow: the resourceVersion of the WorkflowTemplate it runs, when it was applied."""
 
 
 def apply_crons(kubeconfig: Path, api_client: Any, crons: list[dict[str, Any]], field_manager: str) -> None:
@@ -144,7 +146,8 @@ def apply_crons(kubeconfig: Path, api_client: Any, crons: list[dict[str, Any]], 
     only logged, and the CronWorkflow is not looked at again until it changes or the informer's 20-minute
     resync (seen: no sweep for the first minutes of a benchmark). Applied after the listening wait, the
     template has long been in the informer; the annotation changes whenever the template did, so a
-    re-install re-validates a CronWorkflow an earlier install left rejected."""
+    re-install re-validates a CronWorkflow an earlier install left rejected. (The same annotation is what the
+    chart's install hook, steps/install_hook.py, writes after `helm install` and `helm upgrade`.)"""
     if not crons:
         return
     from kubernetes import client
@@ -155,7 +158,7 @@ def apply_crons(kubeconfig: Path, api_client: Any, crons: list[dict[str, Any]], 
         if ref:
             template = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", cron["metadata"].get("namespace", PRODUCT_NAMESPACE),
                                                            "workflowtemplates", ref)
-            cron["metadata"].setdefault("annotations", {})[CRON_TEMPLATE_VERSION] = \
+            cron["metadata"].setdefault("annotations", {})[TEMPLATE_VERSION] = \
                 template["metadata"]["resourceVersion"]
     apply(kubeconfig, crons, field_manager)
 

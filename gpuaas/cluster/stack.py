@@ -680,10 +680,9 @@ class Cluster:
             shutil.copyfile(source, cert_dir / name)
         env = {"KUBECONFIG": str(self.kubeconfigs["keda"]), "POD_NAMESPACE": KEDA_SA[0], "WATCH_NAMESPACE": "",
                "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_SA[0], "KEDA_HTTP_DEFAULT_TIMEOUT": "3000"}
-        if self.profile.name == "openshift":
-            # OpenShift's KEDA (the Custom Metrics Autoscaler operator) reads ClusterTriggerAuthentication
-            # references from its own namespace (gpuaas.manifests.platforms.KEDA_NAMESPACE_OPENSHIFT)
-            env["KEDA_CLUSTER_OBJECT_NAMESPACE"] = "openshift-keda"
+        # The platform's KEDA reads ClusterTriggerAuthentication references from its own namespace (OpenShift's
+        # Custom Metrics Autoscaler: openshift-keda; the values' keda.namespace names the same)
+        env["KEDA_CLUSTER_OBJECT_NAMESPACE"] = self.profile.keda_namespace
         keda_kubeconfig = str(self.kubeconfigs["keda"])
         operator_health, webhooks_health = self.state.port("keda-operator-health"), self.state.port("keda-webhooks-health")
         operator_argv = [
@@ -813,7 +812,7 @@ class Cluster:
         built = [images.build_pause_image(), images.build_argoexec_image(), images.build_step_image()]
         if "events" in parts:
             built.append(images.build_argo_events_image())
-        forwarded = services.for_parts(parts)
+        forwarded = services.for_parts(parts, self.profile.name)
         self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
                     for ns in sorted({service.namespace for service in forwarded})]
                    + [service.service() for service in forwarded], "Services for programs on loopback")
@@ -842,6 +841,8 @@ class Cluster:
         operator's pod at its loopback address (gpuaas.cluster.monitoring_pods)."""
         if service is services.PROMETHEUS and self.profile.operator_managed:
             return self.state.endpoints["prometheus"].split("://", 1)[1]
+        if service is services.THANOS_QUERIER:
+            return self.state.endpoints["thanos-querier"].split("://", 1)[1]
         return f"127.0.0.1:{self.state.port(service.state_port)}"
 
     # -- down and status -------------------------------------------------------------------------

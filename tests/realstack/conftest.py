@@ -51,12 +51,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tier; in a shard's process keep only that shard's tests; run the demo first.
+    """Mark the tier; in a shard's process keep only that shard's tests; run the README's Helm install first.
 
-    Why the demo first: its story needs 11 of the 12 KWOK GPUs at once, so it runs before any other test on
-    its cluster has taken some (tests/realstack/test_demo_real.py). Why test_least_privilege's Argo test last:
-    it judges the audit log of the requests the other Argo tests made the product's pods send, so the Argo
-    tests share one shard (one cluster) and it ends it."""
+    Why the README's Helm install first: it installs the chart on the fresh Argo cluster (helm refuses objects
+    another tool applied) and uninstalls it before the other Argo tests install the product with kubectl
+    (tests/realstack/test_readme_install.py). Why the demo next: its story needs 11 of the 12 KWOK GPUs at
+    once, so it runs before any other test on its cluster has taken some (tests/realstack/test_demo_real.py).
+    Why test_least_privilege's Argo test last: it judges the audit log of the requests the other Argo tests
+    made the product's pods send, so the Argo tests share one shard (one cluster) and it ends it."""
     slots = [index for index, item in enumerate(items) if HERE in Path(str(item.fspath)).resolve().parents]
     tier = [items[index] for index in slots]
     shards = _SHARDS
@@ -74,8 +76,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def argo(item: pytest.Item) -> bool:
         return "argo_cluster" in getattr(item, "fixturenames", ())
 
-    ordered = sorted(tier, key=lambda item: (not argo(item), Path(str(item.fspath)).name != "test_demo_real.py",
-                                             argo(item) and Path(str(item.fspath)).name == "test_least_privilege.py"))
+    def name(item: pytest.Item) -> str:
+        return Path(str(item.fspath)).name
+
+    ordered = sorted(tier, key=lambda item: (not argo(item), "test_the_readme_helm_install" not in item.name,
+                                             name(item) != "test_demo_real.py",
+                                             argo(item) and name(item) == "test_least_privilege.py"))
     for index, item in zip(slots, ordered, strict=True):
         items[index] = item
     if selected := os.environ.get(real_shards.SHARD_ENV):

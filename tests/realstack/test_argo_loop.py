@@ -7,8 +7,8 @@ product's Sensor `gpuaas-on-admitted` (a pod too) applies its filters and execs 
 submits `gpuaas-on-admitted` as ServiceAccount `gpuaas-sensors`; the workflow-controller runs the
 step pod (argoexec around the step image) on the real node; the step observes the live Workload
 and records its plan in the outputs Argo collects. A batch Job's transitions take the other path:
-the catch-up sweep records them without a pod (docs/catch-up.md). The product objects are the
-rendered base with this stack's EventBus and step image (gpuaas.cluster.product).
+the catch-up sweep records them without a pod (docs/catch-up.md). The product objects are what the chart
+builds for this stack's values (gpuaas.cluster.product).
 """
 
 from __future__ import annotations
@@ -26,7 +26,17 @@ from kubernetes import client
 
 from benchmarks.burst import server
 from gpuaas.cluster.readiness import http_status
-from tests.realstack.argo_product import PRODUCT_NAMESPACE, gpu_job, install, logs, workload_of
+from tests.realstack.argo_product import (
+    PRODUCT_NAMESPACE,
+    admitted_workload_of_owner,
+    finished_workflow,
+    gpu_job,
+    install,
+    reaction_run,
+    reaction_runs,
+    sensor_run,
+    workload_of,
+)
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
 from tests.support.run_attribution import expect_sensor, expect_sweep, resource_condition
@@ -62,19 +72,6 @@ def _time(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def _runs_for(custom: client.CustomObjectsApi, reaction: str, workload: str) -> list[dict]:
-    items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
-                                                 label_selector=f"gpuaas.io/reaction={reaction}")["items"]
-    return [i for i in items if {p["name"]: p.get("value") for p in i["spec"]["arguments"]["parameters"]}.get(
-        "workload") == workload]
-
-
-def _finished(custom: client.CustomObjectsApi, name: str) -> dict:
-    return eventually(lambda: (w := custom.get_namespaced_custom_object(
-        "argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows", name)).get("status", {}).get("phase")
-        in ("Succeeded", "Failed", "Error") and w, timeout_s=300, what=f"Workflow {name} finished")
-
-
 def test_an_admitted_server_runs_gpuaas_on_admitted_through_real_argo_events_and_workflows(
         product: RealCluster) -> None:
     """A model server's admission, the event path: the Sensor's run, a step pod on the real node, a ScaledObject."""
@@ -84,18 +81,11 @@ def test_an_admitted_server_runs_gpuaas_on_admitted_through_real_argo_events_and
     name = f"serve-{int(time.time()) % 100000}"
     apps.create_namespaced_stateful_set(TENANT, server(TENANT, name))
     try:
-        admitted = eventually(lambda: next((w for w in custom.list_namespaced_custom_object(
-            "kueue.x-k8s.io", "v1beta2", TENANT, "workloads")["items"] if any(
-            r.get("name") == name for r in w["metadata"].get("ownerReferences") or [])
-            and _condition(w, "Admitted") == "True"), None), timeout_s=90, what=f"StatefulSet {name} admitted")
+        admitted = eventually(lambda: admitted_workload_of_owner(custom, TENANT, name), timeout_s=90,
+                              what=f"StatefulSet {name} admitted")
         workload = admitted["metadata"]["name"]
         admitted_at = next(c["lastTransitionTime"] for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
-        try:
-            submitted = eventually(lambda: next(iter(_runs_for(custom, "on-admitted", workload)), None), timeout_s=120,
-                                   what=f"a gpuaas-on-admitted Workflow for Workload {workload}")
-        except AssertionError as error:
-            raise AssertionError(f"{error}\nEventSource:\n{logs(core, 'eventsource-name=gpuaas-workloads')}\n"
-                                 f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-admitted')}") from None
+        submitted = sensor_run(custom, core, TENANT, workload)
         # The Sensor's parameters, as rendered: the tenant hint from status.admission, the event as delivered,
         # the Workload's uid as a label at creation (the sweep sees the run in flight before it starts).
         parameters = {p["name"]: p.get("value") for p in submitted["spec"]["arguments"]["parameters"]}
@@ -110,7 +100,7 @@ def test_an_admitted_server_runs_gpuaas_on_admitted_through_real_argo_events_and
         assert not problems, problems
 
         workflow_name = submitted["metadata"]["name"]
-        status = _finished(custom, workflow_name)["status"]
+        status = finished_workflow(custom, workflow_name)["status"]
         assert status["phase"] == "Succeeded", status.get("message")
         step = next(n for n in status["nodes"].values() if n.get("templateName") == "on-admitted" and n["type"] == "Pod")
         outputs = {p["name"]: p.get("value") for p in step["outputs"]["parameters"]}
@@ -156,9 +146,9 @@ def test_a_jobs_admission_and_finish_are_recorded_by_the_sweep_without_a_pod(pro
                       what=f"the Workload of Job {created.metadata.name} admitted and finished")
     workload = done["metadata"]["name"]
     for reaction in ("on-admitted", "on-finished"):
-        run = eventually(lambda reaction=reaction: next(iter(_runs_for(custom, reaction, workload)), None),
+        run = eventually(lambda reaction=reaction: reaction_run(custom, reaction, TENANT, workload),
                          timeout_s=240, what=f"gpuaas-{reaction} for {workload} (the sweep's, every minute here)")
-        run = _finished(custom, run["metadata"]["name"])
+        run = finished_workflow(custom, run["metadata"]["name"])
         assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
         assert run["metadata"]["labels"].get("gpuaas.io/recorded-by") == "sweep", run["metadata"]["labels"]
         problems = expect_sweep(run, reaction.removeprefix("on-"))
@@ -167,7 +157,7 @@ def test_a_jobs_admission_and_finish_are_recorded_by_the_sweep_without_a_pod(pro
         parameters = {p["name"]: p.get("value") for p in run["spec"]["arguments"]["parameters"]}
         record = json.loads(parameters["record"])["data"]
         assert record["outcome"] == "no-op" and record["delivery"]["via"] == "sweep", record
-        assert len(_runs_for(custom, reaction, workload)) == 1
+        assert len(reaction_runs(custom, reaction, TENANT, workload)) == 1
     annotations = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads",
                                                       workload)["metadata"]["annotations"]
     assert {"gpuaas.io/handled-on-admitted", "gpuaas.io/handled-on-finished"} <= set(annotations), annotations

@@ -244,10 +244,7 @@ OUTAGE_S = {"NATS outage": 60.0, "workflow-controller and Argo Server restart": 
 
 # -- the event path's parts --------------------------------------------------------------------------------
 def _rendered(real: RealCluster, kind: str, name: str) -> JSON:
-    from gpuaas.cluster.binaries import program
-
-    return next(o for o in stack_objects(program("kubernetes", "kubectl"))
-                if o["kind"] == kind and o["metadata"]["name"] == name)
+    return next(o for o in stack_objects() if o["kind"] == kind and o["metadata"]["name"] == name)
 
 
 def _listening(real: RealCluster, listening: tuple[tuple[str, str], ...] = LISTENING) -> None:
