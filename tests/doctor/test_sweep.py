@@ -85,8 +85,8 @@ def test_the_fix_for_a_rejected_cron_workflow_is_the_install_pages_command() -> 
     (86400.0, 361.0, Status.BLOCKS, "never scheduled, 6m1s after it was re-validated"),
 ])
 def test_never_scheduled(age_s: float, revalidated_s: float | None, status: Status, words: str) -> None:
-    found, not_ok, _ = sweep_findings(_cron(age_s=age_s, revalidated_age_s=revalidated_s, last_scheduled_at="",
-                                            last_scheduled_age_s=None))
+    found, not_ok, _ = sweep_findings(lambda f: (_cron(age_s=age_s, revalidated_age_s=revalidated_s, last_scheduled_at="",
+                                                       last_scheduled_age_s=None)(f), _passes()(f)))
     assert found["sweep"].status == status and words in found["sweep"].summary, found["sweep"]
     assert not_ok == ({} if status == Status.OK else {"sweep": status})
     if status == Status.BLOCKS:
@@ -105,8 +105,9 @@ def test_never_scheduled(age_s: float, revalidated_s: float | None, status: Stat
     (("0 * * * *", "*/2 * * * *"), 481.0, Status.BLOCKS),  # several: the shortest longest gap
 ])
 def test_late(schedules: tuple[str, ...], last_s: float, status: Status) -> None:
-    found, not_ok, _ = sweep_findings(_cron(schedules=schedules, last_scheduled_age_s=last_s, age_s=30 * 86400.0,
-                                            revalidated_age_s=None))
+    found, not_ok, _ = sweep_findings(lambda f: (
+        _cron(schedules=schedules, last_scheduled_age_s=last_s, age_s=30 * 86400.0, revalidated_age_s=None)(f),
+        _passes(a_pass(age_s=last_s))(f)))
     assert found["sweep"].status == status, found["sweep"]
     assert not_ok == ({} if status == Status.OK else {"sweep": status})
     if status == Status.BLOCKS:
@@ -115,8 +116,21 @@ def test_late(schedules: tuple[str, ...], last_s: float, status: Status) -> None
 
 
 def test_late_after_a_recent_revalidation_waits_for_the_next_pass() -> None:
-    found, not_ok, _ = sweep_findings(_cron(last_scheduled_age_s=3600.0, revalidated_age_s=30.0))
+    found, not_ok, _ = sweep_findings(lambda f: (_cron(last_scheduled_age_s=3600.0, revalidated_age_s=30.0)(f),
+                                                 _passes(a_pass(age_s=3600.0))(f)))
     assert not_ok == {} and "last scheduled 1h ago" in found["sweep"].summary
+
+
+@pytest.mark.parametrize(("scheduled", "status"), [(True, Status.OK), (False, Status.BLOCKS)])
+def test_a_pass_the_cron_workflow_created_proves_it_is_scheduled(scheduled: bool, status: Status) -> None:
+    """Should the controller fail to write lastScheduledTime, the passes it creates (label
+    workflows.argoproj.io/cron-workflow) still prove it schedules; one submitted by hand proves nothing."""
+    found, _, _ = sweep_findings(lambda f: (_cron(last_scheduled_age_s=None, revalidated_age_s=None)(f),
+                                            _passes(a_pass(age_s=90.0, scheduled=scheduled))(f)))
+    assert found["sweep"].status == status, found["sweep"]
+    if scheduled:
+        assert found["sweep"].summary.endswith("last scheduled 1m30s ago")
+        assert "newest scheduled pass: gpuaas-sweep-1796558400, created 1m30s ago" in found["sweep"].details
 
 
 def test_late_while_a_pass_still_runs_is_a_warning_about_that_pass() -> None:

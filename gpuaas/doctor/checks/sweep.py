@@ -11,11 +11,15 @@ in memory. The condition IS written when a scheduled run fails validation (`oper
 status in a deferred `persistUpdate`: a CronWorkflow that ran, then lost its template), and SubmissionError
 when the controller could not create the pass: both are read here. So the rejection on install shows only
 as time passing with no `status.lastScheduledTime`, which is what `sweep` judges, in multiples of the
-schedule's longest gap (gpuaas.doctor.schedule).
+schedule's longest gap (gpuaas.doctor.schedule). A rejected update keeps the job the controller had
+scheduled before (processNextCronItem returns before `cc.cron.Delete`), so a CronWorkflow that was
+scheduled and stops being so points at the controller itself (down, not leading) more than at a rejection.
+A pass the CronWorkflow created (label workflows.argoproj.io/cron-workflow) counts as scheduled too, should
+the controller's status patch have failed.
 
 | finding | blocks | warn | ok |
 |---|---|---|---|
-| `sweep` | the CronWorkflow is missing; SpecError or SubmissionError is True; never scheduled for 2 intervals + MARGIN_S after it was created or last re-validated; last scheduled longer ago than 3 intervals + MARGIN_S | suspended, or Stopped (a stopStrategy); late, but a pass is still running (concurrencyPolicy Forbid starts no other); a schedule the doctor cannot interpret | scheduled on time, or not yet due |
+| `sweep` | the CronWorkflow is missing; SpecError or SubmissionError is True; never scheduled for 2 intervals + MARGIN_S after it was created or last re-validated; last scheduled (or a pass created) longer ago than 3 intervals + MARGIN_S | suspended, or Stopped (a stopStrategy); late, but a pass is still running (concurrencyPolicy Forbid starts no other); a schedule the doctor cannot interpret | scheduled on time, or not yet due |
 | `sweep.pass` | | the newest finished pass Failed or Error | it Succeeded, or none has finished yet |
 """
 
@@ -79,6 +83,9 @@ def cron_finding(facts: Facts) -> Finding | Skipped:
                f"created {_ago(cron.age_s)}; last scheduled {_ago(cron.last_scheduled_age_s)}"
                + (f" ({cron.last_scheduled_at})" if cron.last_scheduled_at else "")
                + (f"; re-validated {_ago(cron.revalidated_age_s)}" if cron.revalidated_age_s is not None else "")]
+    scheduled = [p for p in facts.sweep.passes if p.scheduled]
+    if scheduled:
+        details.append(f"newest scheduled pass: {scheduled[0].name}, created {_ago(scheduled[0].age_s)}")
     if cron.active:
         details.append(f"running now: {', '.join(cron.active)}")
     if cron.when:
@@ -121,7 +128,9 @@ def cron_finding(facts: Facts) -> Finding | Skipped:
     revalidated = cron.revalidated_age_s is not None and cron.revalidated_age_s < cron.age_s
     since = cron.revalidated_age_s if revalidated and cron.revalidated_age_s is not None else cron.age_s
     event = "re-validated" if revalidated else "created"
-    if cron.last_scheduled_age_s is None:
+    # evidence that the controller schedules it: lastScheduledTime, or a pass it created (should a status patch fail)
+    seen = [a for a in (cron.last_scheduled_age_s, *(p.age_s for p in scheduled)) if a is not None]
+    if not seen:
         due = NEVER_AFTER * interval + MARGIN_S
         if since <= due:
             return ok(check, f"CronWorkflow {CRON_NAME} was {event} {describe(since)} ago: its first pass is due "
@@ -131,24 +140,26 @@ def cron_finding(facts: Facts) -> Finding | Skipped:
                              "the workflow-controller rejected it, most likely because it arrived before its "
                              "WorkflowTemplate (kubectl apply -k, docs/catch-up.md), and Argo records no rejection",
                       _rejected_fix(facts, cron, interval), *details)
+    last_seen = min(seen)
     late = LATE_AFTER * interval + MARGIN_S
-    quiet = min(cron.last_scheduled_age_s, since)
+    quiet = min(last_seen, since)
     if quiet <= late:
         return ok(check, f"CronWorkflow {CRON_NAME} is scheduled on time ({schedule}); last scheduled "
-                         f"{_ago(cron.last_scheduled_age_s)}", *details)
+                         f"{_ago(last_seen)}", *details)
     known = {p.name: p for p in facts.sweep.passes}
     running = [name for name in cron.active if name not in known or known[name].phase not in FINISHED]
     if running:
         name = running[0]
         for_how_long = f" for {describe(known[name].age_s)}" if name in known else ""
         return warn(check, f"no sweep pass was scheduled for {describe(quiet)} (its schedule fires at least every "
-                           f"{describe(interval)}): pass {name} has been running{for_how_long}, and concurrencyPolicy Forbid starts no "
-                           "other meanwhile",
+                           f"{describe(interval)}): pass {name} has been running{for_how_long}, and concurrencyPolicy "
+                           "Forbid starts no other meanwhile",
                     f"see what it is doing: argo -n {ns} get {name}; argo -n {ns} logs {name} "
                     "(a pass ends at its activeDeadlineSeconds, 30m)", *details)
-    return blocks(check, f"CronWorkflow {CRON_NAME} was last scheduled {_ago(cron.last_scheduled_age_s)}, and its schedule "
-                         f"fires at least every {describe(interval)}: the workflow-controller no longer schedules it (it rejected the "
-                         "CronWorkflow after an update, or lost it; Argo records no rejection)",
+    return blocks(check, f"CronWorkflow {CRON_NAME} was last scheduled {_ago(last_seen)}, and its schedule fires at "
+                         f"least every {describe(interval)}: the workflow-controller no longer schedules it (no "
+                         "controller runs or leads, see the argo-workflows finding; or it dropped the CronWorkflow), "
+                         "and Argo records nothing",
                   _rejected_fix(facts, cron, interval), *details)
 
 
