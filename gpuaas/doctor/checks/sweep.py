@@ -65,12 +65,16 @@ def _rejected_fix(facts: Facts, cron: CronWorkflowFact, interval: float) -> str:
             f"   (WorkflowTemplate {cron.template or CRON_NAME} must exist in {ns})")
 
 
+def _unjudged(facts: Facts, check: str) -> Skipped | None:
+    """Argo Workflows' CRD is missing (its own finding says so) or the sweep could not be read."""
+    why = not_installed(facts, CRD) or facts.unreadable.get("sweep")
+    return Skipped(check, why) if why else None
+
+
 def cron_finding(facts: Facts) -> Finding | Skipped:
     check = "sweep"
-    if not_installed(facts, CRD):
-        return Skipped(check, not_installed(facts, CRD) or "")
-    if "sweep" in facts.unreadable:
-        return Skipped(check, facts.unreadable["sweep"])
+    if skipped := _unjudged(facts, check):
+        return skipped
     ns, cron = facts.namespace, facts.sweep.cron
     if cron is None:
         return blocks(check, f"CronWorkflow {CRON_NAME} is missing from {ns}: no catch-up sweep answers a Kueue "
@@ -171,10 +175,8 @@ def _pass_line(sweep_pass: SweepPass) -> str:
 
 def pass_finding(facts: Facts) -> Finding | Skipped:
     check = "sweep.pass"
-    if not_installed(facts, CRD):
-        return Skipped(check, not_installed(facts, CRD) or "")
-    if "sweep" in facts.unreadable:
-        return Skipped(check, facts.unreadable["sweep"])
+    if skipped := _unjudged(facts, check):
+        return skipped
     ns, passes = facts.namespace, facts.sweep.passes
     finished = [p for p in passes if p.phase in FINISHED]
     if not finished:
