@@ -412,10 +412,12 @@ def _expect_capacity_split(split: StepRun) -> None:
     applied (a dry-run counts what it would write). The state is checked first, so a cluster another test left
     different fails with what it found, not with an unexplained plan."""
     observed = split.data["observed"]
-    state = (observed.get("clusterQueues"), observed.get("flavors", {}).get("gpu-a100", {}).get("capacity"))
-    assert state == (sorted(CAPACITY_SPLIT), 12), (
-        f"expected cohort gpuaas to hold {sorted(CAPACITY_SPLIT)} on 12 A100s (this test's tenants on the stack's "
-        f"KWOK nodes), found {state}: a test before this one left ClusterQueues or nodes\n{split.describe()}")
+    state = (observed.get("clusterQueues"), sorted(observed.get("flavors", {})),
+             observed.get("flavors", {}).get("gpu-a100", {}).get("capacity"))
+    assert state == (sorted(CAPACITY_SPLIT), ["gpu-a100"], 12), (
+        f"expected cohort gpuaas to hold {sorted(CAPACITY_SPLIT)} on 12 A100s, the only flavor (this test's tenants "
+        f"on the stack's KWOK nodes), found {state}: a test before this one left ClusterQueues, flavors or nodes\n"
+        f"{split.describe()}")
     _expect(split, "applied", *["patch-cluster-queue"] * 3)
     planned = {a["target"]["name"]: (a["before"], a["after"]) for a in split.plan["actions"]}
     assert planned == {"team-a": ({"gpu-a100": 4}, {"gpu-a100": 6}), "team-b": ({"gpu-a100": 4}, {"gpu-a100": 3}),
