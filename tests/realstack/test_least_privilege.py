@@ -432,18 +432,19 @@ def _drop_new_tenant(cluster: RealCluster) -> None:
     cluster.kubectl("delete", "clusterqueue", NEW_TENANT, "--ignore-not-found")
 
 
-SWEPT = re.compile(rf"^(on-admitted|on-finished) for {TENANT}/(\S+) \(")
-"""steps/reactions/sweep.py: the reason of each run a pass plans names the reaction and the Workload."""
+SWEPT = re.compile(r"^(on-admitted|on-finished) for (\S+)/(\S+) \(")
+"""steps/reactions/sweep.py: the reason of each run a pass plans names the reaction and the Workload (a pass
+sweeps every namespace: other tests' Workloads on the shared cluster are in it too)."""
 
 
 def _swept(done: StepRun, workloads: list[str]) -> list[tuple[str, str, str]]:
-    """(action, reaction, Workload) of each run the pass planned for one of `workloads`, sorted."""
+    """(action, reaction, Workload) of each run the pass planned for one of `workloads` of TENANT, sorted."""
     found = []
     for action in done.plan.get("actions") or []:
         matched = SWEPT.match(action.get("reason", ""))
         assert matched, f"expected a sweep run's reason to name its reaction and Workload, found {action}"
-        if matched.group(2) in workloads:
-            found.append((action["action"], matched.group(1), matched.group(2)))
+        if matched.group(2) == TENANT and matched.group(3) in workloads:
+            found.append((action["action"], matched.group(1), matched.group(3)))
     return sorted(found)
 
 
