@@ -480,7 +480,7 @@ def _drive_sweep(steps: RealSteps, tenant: RealWorkloads, cluster: RealCluster) 
         # No workflow-controller runs here: the recorded run (its one step skipped) is labelled completed by the
         # test as the controller would label it, or every later pass would count it in flight and skip it.
         job_run = next(a["target"]["name"] for a in first.plan["actions"]
-                       if SWEPT.match(a["reason"]).groups() == ("on-admitted", workloads[0]))
+                       if SWEPT.match(a["reason"]).groups() == ("on-admitted", TENANT, workloads[0]))
         custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows", job_run,
                                               {"metadata": {"labels": {"workflows.argoproj.io/completed": "true"}}})
         custom.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workloads[0],
