@@ -159,7 +159,9 @@ kueue:
 #     createNamespace: true      # false: the namespace exists; label it gpuaas.io/tenant=<name> yourself
 #     cohort: gpuaas             # default: kueue.cohort.name
 #     flavor: gpu-a100           # default: kueue.flavor.name
-#     quota:                     # nominal quota per resource of the flavor
+#     quota:                     # nominal quota per resource of the flavor: the reactions change the GPU
+#                                # quota later (capacity tracking, loans); an upgrade writes it again only
+#                                # when you change it here (install with --server-side=false, docs/install.md)
 #       cpu: 32
 #       memory: 256Gi
 #       nvidia.com/gpu: 4
