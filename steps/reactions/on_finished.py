@@ -112,7 +112,7 @@ def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Poli
                        if a.resource.kind != "Workload")
     cq = state.tenant_info.cluster_queue_object
     if cq is not None:
-        from steps.cluster_queue import read_loans, return_loan_patch
+        from steps.cluster_queue import declared_gpus, read_loans, return_loan_patch
 
         key = f"{wl.namespace}/{wl.name}"
         loan = read_loans(cq).get(key)
@@ -120,6 +120,9 @@ def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Poli
             reasons.append(f"the loan for {key} belongs to an earlier Workload (uid {loan.uid}); kept")
         elif loan is not None:
             patch = return_loan_patch(cq, key)
+            redeclared = declared_gpus(cq, loan.flavor)[1]
+            if redeclared:
+                reasons.append(f"{redeclared}: the loan's return leaves that quota plus the other loans")
             if patch is not None:
                 rv = patch.get("metadata", {}).pop("resourceVersion", None)
                 actions.append(Action("return-lent-quota", CLUSTER_QUEUE, state.tenant or "", None,

@@ -24,8 +24,11 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.support.real_cluster import RealCluster
+from steps.cluster_queue import LENT_ANNOTATION
+from steps.gateways import resources as R
+from tests.support.real_cluster import RealCluster, eventually
 from tests.support.real_steps import RealSteps
+from tests.support.real_workloads import Kind, RealWorkloads, condition, job
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAVOR = "lending-check"
@@ -133,3 +136,76 @@ def _lend(real_cluster: RealCluster, tmp_path: Path) -> None:
         assert outcome == "applied", record.get("data", {}).get("errors")
         assert _gpu(real_cluster, "lend-a") == {"name": GPU, "nominalQuota": 3, "lendingLimit": 3}
         assert _gpu(real_cluster, "lend-b")["nominalQuota"] == 1
+
+
+LOAN_FLAVOR = LOAN_QUEUE = LOAN_NAMESPACE = "loan-check"
+
+
+def test_a_loan_returned_after_its_quota_was_declared_again_leaves_the_declared_quota(real_cluster: RealCluster,
+                                                                                      tmp_path: Path) -> None:
+    """A loan on real Kueue, through the steps as their pods run them: a Job asking 3 GPUs waits in a queue of 2;
+    provision-quota lends it 1 (quota 3, the loan and the quota gpuaas wrote recorded on the ClusterQueue) and
+    Kueue admits it. An admin then declares the queue's quota again (2: a re-applied overlay, a hand edit), the Job
+    finishes, and on-finished returns the loan: the quota stays the declared 2 (before the record, the return
+    lowered it by the loan, to 1, for good)."""
+    for path in PRODUCT:
+        real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f",
+                             str(path))
+    custom = client.CustomObjectsApi(real_cluster.admin)
+    tolerations = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors",
+                                                   "gpu-a100")["spec"].get("tolerations") or []
+    queue = _cluster_queue(LOAN_QUEUE, 2, None)
+    queue["spec"]["cohortName"] = LOAN_QUEUE
+    queue["spec"]["resourceGroups"][0]["flavors"][0]["name"] = LOAN_FLAVOR
+    objects = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": LOAN_FLAVOR},
+         "spec": {"nodeLabels": {"kubernetes.io/hostname": "gpu-node-2"}, "tolerations": tolerations}},
+        queue,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LOAN_NAMESPACE}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": LOAN_QUEUE, "namespace": LOAN_NAMESPACE}, "spec": {"clusterQueue": LOAN_QUEUE}},
+    ]
+    real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
+                         input_text=yaml.safe_dump_all(objects))
+    try:
+        _lend_declare_return(real_cluster, tmp_path)
+    finally:
+        real_cluster.kubectl("delete", "namespace", LOAN_NAMESPACE, "--ignore-not-found", "--wait=true")
+        real_cluster.kubectl("delete", "clusterqueue", LOAN_QUEUE, "--ignore-not-found")
+        real_cluster.kubectl("delete", "resourceflavor", LOAN_FLAVOR, "--ignore-not-found")
+
+
+def _lend_declare_return(real_cluster: RealCluster, tmp_path: Path) -> None:
+    steps = RealSteps(real_cluster, tmp_path)
+    custom = client.CustomObjectsApi(real_cluster.admin)
+    tenant = RealWorkloads(real_cluster, LOAN_NAMESPACE)
+    submitted = tenant.submit(Kind("Job", R.JOB, lambda name, ns, q: job(name, ns, LOAN_QUEUE, pods=1, gpus=3),
+                                   3, "deactivate"), "wide")
+    pending = eventually(lambda: tenant.workload(submitted), timeout_s=60, what="the Job's Workload")
+    assert condition(pending, "Admitted") != "True", "3 GPUs in a queue of 2 and a cohort of one: it must wait"
+
+    lent = steps.run("provision-quota", mode="hand", tenant=LOAN_QUEUE, namespace=LOAN_NAMESPACE,
+                     flavor=LOAN_FLAVOR, gpus="1", workload=pending["metadata"]["name"])
+    assert lent.outcome == "applied", lent.describe()
+    assert _gpu(real_cluster, LOAN_QUEUE)["nominalQuota"] == 3
+    admitted = tenant.admitted(submitted, timeout_s=120)
+
+    # The admin declares the queue's quota again: 2, as their files say (field manager of their own).
+    queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE)
+    groups = queue["spec"]["resourceGroups"]
+    groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
+    custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE,
+                                       {"spec": {"resourceGroups": groups}}, field_manager="admin-files")
+
+    eventually(lambda: tenant.finish_pods(submitted) >= 0 and condition(
+        tenant.get_workload(admitted["metadata"]["name"]) or {}, "Finished") == "True",
+        timeout_s=180, what="the Job's Workload Finished")
+    returned = steps.run("on-finished", namespace=LOAN_NAMESPACE, workload=admitted["metadata"]["name"], event="")
+    assert returned.outcome == "applied", returned.describe()
+    actions = [a["action"] for a in returned.plan.get("actions") or []]
+    assert "return-lent-quota" in actions, actions
+    reasons = " ".join(returned.plan.get("reasons") or [])
+    assert "declared again since gpuaas wrote 3" in reasons, reasons
+    queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE)
+    assert _gpu(real_cluster, LOAN_QUEUE)["nominalQuota"] == 2, queue["spec"]
+    assert LENT_ANNOTATION not in (queue["metadata"].get("annotations") or {}), queue["metadata"]["annotations"]
