@@ -151,9 +151,10 @@ def test_a_loan_returned_after_its_quota_was_declared_again_leaves_the_declared_
     for path in PRODUCT:
         real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f",
                              str(path))
-    custom = client.CustomObjectsApi(real_cluster.admin)
-    tolerations = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors",
-                                                   "gpu-a100")["spec"].get("tolerations") or []
+    # the flavor tolerates the KWOK GPU node's taints, as the stack's tenants' flavor does
+    node = client.CoreV1Api(real_cluster.admin).read_node("gpu-node-2")
+    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value or "", "effect": t.effect}
+                   for t in node.spec.taints or []]
     queue = _cluster_queue(LOAN_QUEUE, 2, None)
     queue["spec"]["cohortName"] = LOAN_QUEUE
     queue["spec"]["resourceGroups"][0]["flavors"][0]["name"] = LOAN_FLAVOR
