@@ -155,9 +155,12 @@ def test_a_loan_returned_after_its_quota_was_declared_again_leaves_the_declared_
     node = client.CoreV1Api(real_cluster.admin).read_node("gpu-node-2")
     tolerations = [{"key": t.key, "operator": "Equal", "value": t.value or "", "effect": t.effect}
                    for t in node.spec.taints or []]
-    queue = _cluster_queue(LOAN_QUEUE, 2, None)
-    queue["spec"]["cohortName"] = LOAN_QUEUE
-    queue["spec"]["resourceGroups"][0]["flavors"][0]["name"] = LOAN_FLAVOR
+    # cpu and memory covered too (the Job's pod asks for them: a resource no group covers makes it inadmissible)
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": LOAN_QUEUE},
+             "spec": {"cohortName": LOAN_QUEUE, "namespaceSelector": {}, "resourceGroups": [{
+                 "coveredResources": ["cpu", "memory", GPU], "flavors": [{"name": LOAN_FLAVOR, "resources": [
+                     {"name": "cpu", "nominalQuota": "8"}, {"name": "memory", "nominalQuota": "32Gi"},
+                     {"name": GPU, "nominalQuota": 2}]}]}]}}
     objects = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": LOAN_FLAVOR},
          "spec": {"nodeLabels": {"kubernetes.io/hostname": "gpu-node-2"}, "tolerations": tolerations}},
@@ -182,19 +185,22 @@ def _lend_declare_return(real_cluster: RealCluster, tmp_path: Path) -> None:
     tenant = RealWorkloads(real_cluster, LOAN_NAMESPACE)
     submitted = tenant.submit(Kind("Job", R.JOB, lambda name, ns, q: job(name, ns, LOAN_QUEUE, pods=1, gpus=3),
                                    3, "deactivate"), "wide")
-    pending = eventually(lambda: tenant.workload(submitted), timeout_s=60, what="the Job's Workload")
-    assert condition(pending, "Admitted") != "True", "3 GPUs in a queue of 2 and a cohort of one: it must wait"
+    pending = eventually(lambda: (w := tenant.workload(submitted)) and GPU in _quota_message(w) and w, timeout_s=60,
+                         what="the Job's Workload waiting for GPU quota (3 GPUs in a queue of 2, a cohort of one)")
+    assert condition(pending, "Admitted") != "True", pending.get("status")
 
     lent = steps.run("provision-quota", mode="hand", tenant=LOAN_QUEUE, namespace=LOAN_NAMESPACE,
                      flavor=LOAN_FLAVOR, gpus="1", workload=pending["metadata"]["name"])
     assert lent.outcome == "applied", lent.describe()
-    assert _gpu(real_cluster, LOAN_QUEUE)["nominalQuota"] == 3
+    assert _loan_gpus(custom) == 3
     admitted = tenant.admitted(submitted, timeout_s=120)
 
     # The admin declares the queue's quota again: 2, as their files say (field manager of their own).
     queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE)
     groups = queue["spec"]["resourceGroups"]
-    groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
+    for resource in groups[0]["flavors"][0]["resources"]:
+        if resource["name"] == GPU:
+            resource["nominalQuota"] = 2
     custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE,
                                        {"spec": {"resourceGroups": groups}}, field_manager="admin-files")
 
@@ -208,5 +214,19 @@ def _lend_declare_return(real_cluster: RealCluster, tmp_path: Path) -> None:
     reasons = " ".join(returned.plan.get("reasons") or [])
     assert "declared again since gpuaas wrote 3" in reasons, reasons
     queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE)
-    assert _gpu(real_cluster, LOAN_QUEUE)["nominalQuota"] == 2, queue["spec"]
+    assert _loan_gpus(custom) == 2, queue["spec"]
     assert LENT_ANNOTATION not in (queue["metadata"].get("annotations") or {}), queue["metadata"]["annotations"]
+
+
+def _loan_gpus(custom: client.CustomObjectsApi) -> int:
+    queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE)
+    (gpu,) = [r for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU]
+    return int(gpu["nominalQuota"])
+
+
+def _quota_message(workload: JSON) -> str:
+    """Why Kueue has not reserved quota for the Workload (its QuotaReserved condition), or ""."""
+    for item in (workload.get("status") or {}).get("conditions") or []:
+        if item.get("type") == "QuotaReserved" and item.get("status") != "True":
+            return item.get("message") or ""
+    return ""
