@@ -230,8 +230,7 @@ def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
         patch["metadata"]["resourceVersion"] = rv
     if current is not None:
         floor = gpus_in_use(cluster_queue).get(loan.flavor, 0)
-        declared, _ = declared_gpus(cluster_queue, loan.flavor)
-        target = max(floor, declared + sum(other.gpus for other in loans.values() if other.flavor == loan.flavor))
+        target = max(floor, _entitled_after_return(cluster_queue, key))
         if target != current:
             # The lendingLimit may not stay above the lowered quota (Kueue's webhook): as capacity tracking does.
             remembered = lowered_lending_limits(cluster_queue)
@@ -248,6 +247,35 @@ def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
             patch["spec"] = {"resourceGroups": set_gpu_quota(groups, loan.flavor, target, {}, limits)}
             patch["metadata"]["annotations"][WRITTEN_ANNOTATION] = written_annotation(patch["spec"]["resourceGroups"])
     return patch
+
+
+def _entitled_after_return(cluster_queue: Mapping, key: str) -> int:
+    """The loan's flavor's GPU quota once loan `key` is returned: the declared quota plus the other loans."""
+    loans = read_loans(cluster_queue)
+    loan = loans.pop(key)
+    declared, _ = declared_gpus(cluster_queue, loan.flavor)
+    return declared + sum(other.gpus for other in loans.values() if other.flavor == loan.flavor)
+
+
+def return_waits_for_kueue(cluster_queue: Mapping, key: str, own_gpus: int) -> str:
+    """Why returning loan `key` must wait ("" when it need not): Kueue still counts the finished Workload.
+
+    Kueue writes a ClusterQueue's status.flavorsUsage after the Workload's Finished condition, so a return read
+    right after the finish can see the Workload's own GPUs as in use. The in-use floor would then keep the lent
+    quota for good, with the loan gone from the books. When the usage above the quota the return sets is no more
+    than the Workload's own GPUs, the run retries (the step exits 75) until Kueue's books catch up; usage beyond
+    that is other admitted work, which the floor protects."""
+    loan = read_loans(cluster_queue).get(key)
+    if loan is None:
+        return ""
+    floor = gpus_in_use(cluster_queue).get(loan.flavor, 0)
+    entitled = _entitled_after_return(cluster_queue, key)
+    if floor > entitled and floor - own_gpus <= entitled:
+        name = (cluster_queue.get("metadata") or {}).get("name")
+        return (f"ClusterQueue {name} still counts {floor} GPU(s) of {loan.flavor} in use, the finished Workload's "
+                f"{own_gpus} among them (Kueue updates its status after the finish): returning the loan now would "
+                f"keep the quota at {floor} instead of {entitled}; retry once Kueue has released them")
+    return ""
 
 
 def set_gpu_quota(groups: Iterable[Mapping], flavor: str, gpus: int, extras: Mapping[str, str],
