@@ -2,17 +2,24 @@
 
     .venv/bin/python benchmarks/real_loop.py [--runs 5] [--state-dir DIR]
 
-Issue 9's latency figure, taken through the whole real chain: for each of `--runs` batch Jobs, one
-after another, Kueue admits the Job on a KWOK GPU node and KWOK completes it; the product's resource
-EventSource sees the Workload change, the Sensor submits `gpuaas-on-admitted` (then
-`gpuaas-on-finished`) with the argo CLI, the workflow-controller runs the step pod on the real node.
-Each figure runs from the condition's lastTransitionTime (Admitted, Finished: read from the Workload
-the Sensor delivered) to the Workflow's creation and to its status.finishedAt. All timestamps are
-the cluster's own, in whole seconds.
+Issue 9's latency figure, by the path a reaction takes (docs/catch-up.md). For each of `--runs`
+rounds, one after another:
+
+- the event path: a one-replica StatefulSet (a server: a step may write for it) is admitted on a
+  KWOK GPU node; the product's resource EventSource sees the Workload change, the Sensor submits
+  `gpuaas-on-admitted` with the argo CLI, the workflow-controller runs the step pod on the real node;
+- the sweep: a batch Job is admitted and completes; the Sensors leave a job kind's transitions to the
+  catch-up sweep (CronWorkflow gpuaas-sweep, every minute on this stack), which records its
+  `gpuaas-on-admitted` and `gpuaas-on-finished` runs without a pod.
+
+Each figure runs from the condition's lastTransitionTime (Admitted, Finished, on the live Workload)
+to the Workflow's creation and to its status.finishedAt. All timestamps are the cluster's own, in
+whole seconds.
 
 The baseline, timed in the same run: the same WorkflowTemplate hand-submitted (a Workflow from it
-created through the API, as `argo submit --from workflowtemplate/...` does) for the same Workload (Argo Workflows alone: no EventSource, EventBus
-or Sensor), from the submit call to finishedAt. The ratio is what event-driven submission costs.
+created through the API, as `argo submit --from workflowtemplate/...` does) for the same Workload
+(Argo Workflows alone: no EventSource, EventBus or Sensor; a step pod), from the submit call to
+finishedAt. The ratio is what each path costs against it.
 
 Without --state-dir it starts `gpuaas cluster up --with events` in a new state dir and stops it
 afterwards; with one it reuses that running cluster (as `make cluster` started it). Prints readable
@@ -22,7 +29,6 @@ figures, then, last, one JSON line. Needs root (the real node), like `make clust
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import shutil
 import statistics
@@ -36,11 +42,21 @@ from typing import Any
 
 from kubernetes import client, config
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.burst import server
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT_NAMESPACE = "gpuaas"
 TENANT = "team-a"
 FINISHED = ("Succeeded", "Failed", "Error")
-REACTIONS = (("on-admitted", "Admitted"), ("on-finished", "Finished"))
+PATHS = (("on-admitted", "Admitted", "event"), ("on-admitted", "Admitted", "sweep"),
+         ("on-finished", "Finished", "sweep"))
+"""(reaction, condition, path): the rows of the table (module docstring)."""
+
+
+def _row(reaction: str, path: str) -> str:
+    return f"{reaction} ({'event path, step pod' if path == 'event' else 'sweep, no pod'})"
 
 
 def wait_until(check: Any, *, timeout_s: float, what: str, poll_s: float = 0.5) -> Any:
@@ -93,7 +109,8 @@ def _parameters(run: dict[str, Any]) -> dict[str, str]:
 
 
 def _reaction_run(custom: client.CustomObjectsApi, reaction: str, workload: str) -> dict[str, Any] | None:
-    """The finished run the Sensor submitted for this Workload (a hand-submitted one has no event)."""
+    """The finished run the Sensor submitted or the sweep recorded for this Workload (a hand-submitted one
+    has no event)."""
     items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
                                                  label_selector=f"gpuaas.io/reaction={reaction}")["items"]
     for item in items:
@@ -104,11 +121,21 @@ def _reaction_run(custom: client.CustomObjectsApi, reaction: str, workload: str)
     return None
 
 
-def _transition(run: dict[str, Any], kind: str) -> str:
-    """When Kueue set condition `kind` True, in the Workload the Sensor delivered to this run."""
-    body = json.loads(base64.b64decode(json.loads(_parameters(run)["event"])["data"]))["body"]
-    return next(c["lastTransitionTime"] for c in body["status"]["conditions"]
+def _transition(workload: dict[str, Any], kind: str) -> str:
+    """When Kueue set condition `kind` True on the Workload."""
+    return next(c["lastTransitionTime"] for c in workload["status"]["conditions"]
                 if c["type"] == kind and c["status"] == "True")
+
+
+def _server(run: int) -> dict[str, Any]:
+    """A one-replica StatefulSet for the tenant's LocalQueue: a server, whose admission the Sensor takes."""
+    return server(TENANT, f"bench-loop-srv-{run}-{int(time.time()) % 100000}")
+
+
+def _owned_workload(custom: client.CustomObjectsApi, kind: str, name: str) -> dict[str, Any] | None:
+    items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads")["items"]
+    return next((w for w in items if any(r.get("kind") == kind and r.get("name") == name
+                                         for r in w["metadata"].get("ownerReferences") or [])), None)
 
 
 def _hand_submitted(custom: client.CustomObjectsApi, workload: str) -> float:
@@ -133,36 +160,50 @@ def _hand_submitted(custom: client.CustomObjectsApi, workload: str) -> float:
 
 def measure(kubeconfig: Path, runs: int) -> dict[str, Any]:
     api = config.new_client_from_config(str(kubeconfig))
-    batch, custom = client.BatchV1Api(api), client.CustomObjectsApi(api)
-    samples: dict[str, list[tuple[float, float]]] = {reaction: [] for reaction, _ in REACTIONS}
+    apps, batch, custom = client.AppsV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {(r, p): [] for r, _, p in PATHS}
     alone: list[float] = []
+
+    def sample(reaction: str, condition: str, path: str, workload: dict[str, Any]) -> None:
+        name = workload["metadata"]["name"]
+        ran = wait_until(lambda: _reaction_run(custom, reaction, name), timeout_s=300,
+                         what=f"gpuaas-{reaction} for {name} finished")
+        if ran["status"]["phase"] != "Succeeded":
+            raise RuntimeError(f"{ran['metadata']['name']} ended {ran['status']['phase']}: "
+                               f"{ran['status'].get('message')}")
+        swept = ran["metadata"].get("labels", {}).get("gpuaas.io/recorded-by") == "sweep"
+        if swept != (path == "sweep"):
+            raise RuntimeError(f"expected {name}'s {reaction} through the {path}, found run {ran['metadata']['name']} "
+                               f"{'recorded by the sweep' if swept else 'with a step'}")
+        event = _seconds(_transition(workload, condition))
+        samples[(reaction, path)].append((_seconds(ran["metadata"]["creationTimestamp"]) - event,
+                                          _seconds(ran["status"]["finishedAt"]) - event))
+
     for run in range(runs):
+        server = apps.create_namespaced_stateful_set(TENANT, _server(run)).metadata.name
         uid = batch.create_namespaced_job(TENANT, _job(run)).metadata.uid
+        admitted = wait_until(lambda server=server: (w := _owned_workload(custom, "StatefulSet", server))
+                              and _condition(w, "Admitted") == "True" and w, timeout_s=180,
+                              what=f"the Workload of bench StatefulSet {server} admitted")
+        sample("on-admitted", "Admitted", "event", admitted)
+        apps.delete_namespaced_stateful_set(server, TENANT)
         done = wait_until(lambda uid=uid: (w := _workload(custom, uid)) and _condition(w, "Finished") == "True" and w,
                           timeout_s=180, what=f"the Workload of bench Job {run} admitted and finished")
-        name = done["metadata"]["name"]
-        for reaction, kind in REACTIONS:
-            ran = wait_until(lambda reaction=reaction, name=name: _reaction_run(custom, reaction, name),
-                             timeout_s=300, what=f"gpuaas-{reaction} for {name} finished")
-            if ran["status"]["phase"] != "Succeeded":
-                raise RuntimeError(f"{ran['metadata']['name']} ended {ran['status']['phase']}: "
-                                   f"{ran['status'].get('message')}")
-            event = _seconds(_transition(ran, kind))
-            samples[reaction].append((_seconds(ran["metadata"]["creationTimestamp"]) - event,
-                                      _seconds(ran["status"]["finishedAt"]) - event))
-        alone.append(_hand_submitted(custom, name))
+        sample("on-admitted", "Admitted", "sweep", done)
+        sample("on-finished", "Finished", "sweep", done)
+        alone.append(_hand_submitted(custom, done["metadata"]["name"]))
         print(f"  run {run + 1}/{runs}: " + ", ".join(
-            f"{reaction} {samples[reaction][-1][1]:.0f}s" for reaction, _ in REACTIONS)
+            f"{_row(r, p)} {samples[(r, p)][-1][1]:.0f}s" for r, _, p in PATHS)
             + f", hand-submitted on-admitted {alone[-1]:.0f}s", flush=True)
     figures: dict[str, Any] = {"runs": runs, "baseline_hand_submitted_median_s": statistics.median(alone),
                                "baseline_hand_submitted_max_s": max(alone)}
-    for reaction, values in samples.items():
+    for (reaction, path), values in samples.items():
         succeeded = sorted(v[1] for v in values)
         created = sorted(v[0] for v in values)
-        figures[reaction] = {"succeeded_median_s": statistics.median(succeeded), "succeeded_max_s": succeeded[-1],
-                             "created_median_s": statistics.median(created), "created_max_s": created[-1],
-                             "succeeded_s": succeeded,
-                             "ratio_to_baseline": round(statistics.median(succeeded) / statistics.median(alone), 2)}
+        figures[f"{reaction} {path}"] = {
+            "succeeded_median_s": statistics.median(succeeded), "succeeded_max_s": succeeded[-1],
+            "created_median_s": statistics.median(created), "created_max_s": created[-1], "succeeded_s": succeeded,
+            "ratio_to_baseline": round(statistics.median(succeeded) / statistics.median(alone), 2)}
     return figures
 
 
@@ -205,10 +246,10 @@ def main() -> int:
             gpuaas("gpuaas.cli", "cluster", "down", *where, check=False)
             shutil.rmtree(state_dir, ignore_errors=True)
     print(f"\nKueue condition -> reaction's Workflow Succeeded, {figures['runs']} runs (cluster timestamps, whole s):")
-    print(f"  {'reaction':<22} {'median':>7} {'max':>5} {'created (median)':>17} {'x baseline':>11}")
-    for reaction, _ in REACTIONS:
-        f = figures[reaction]
-        print(f"  gpuaas-{reaction:<15} {f['succeeded_median_s']:>6.0f}s {f['succeeded_max_s']:>4.0f}s "
+    print(f"  {'reaction':<38} {'median':>7} {'max':>5} {'created (median)':>17} {'x baseline':>11}")
+    for reaction, _, path in PATHS:
+        f = figures[f"{reaction} {path}"]
+        print(f"  gpuaas-{_row(reaction, path):<31} {f['succeeded_median_s']:>6.0f}s {f['succeeded_max_s']:>4.0f}s "
               f"{f['created_median_s']:>16.0f}s {f['ratio_to_baseline']:>10.2f}x")
     print(f"  baseline: gpuaas-on-admitted hand-submitted (a Workflow from its template), create -> Succeeded: "
           f"median {figures['baseline_hand_submitted_median_s']:.0f}s, max {figures['baseline_hand_submitted_max_s']:.0f}s")

@@ -94,6 +94,7 @@ _CORE_EXTRA = [
                  status_subresource=False),
     ResourceType("argoproj.io", "workflows", "Workflow"),
     ResourceType("argoproj.io", "workflowtemplates", "WorkflowTemplate"),
+    ResourceType("argoproj.io", "cronworkflows", "CronWorkflow"),
     ResourceType("argoproj.io", "eventsources", "EventSource"),
     ResourceType("argoproj.io", "sensors", "Sensor"),
     ResourceType("monitoring.coreos.com", "prometheusrules", "PrometheusRule"),
@@ -1248,10 +1249,21 @@ class _Handler(BaseHTTPRequestHandler):
         items, rv = store._select(rt, target.namespace, labels, fields)
         version = target.version
         api_version = f"{rt.group}/{version}" if rt.group else version
+        meta: JSON = {"resourceVersion": str(rv)}
+        limit = int(query["limit"]) if str(query.get("limit") or "").isdigit() and int(query["limit"]) > 0 else 0
+        if limit:
+            # limit/continue as the API server pages: items in (namespace, name) order, the token says
+            # where the next page starts (the engine's token is that position, the real one is opaque).
+            items = sorted(items, key=lambda o: ((o.get("metadata") or {}).get("namespace") or "",
+                                                 (o.get("metadata") or {}).get("name") or ""))
+            start = int(query["continue"]) if str(query.get("continue") or "").isdigit() else 0
+            if start + limit < len(items):
+                meta["continue"] = str(start + limit)
+                meta["remainingItemCount"] = len(items) - start - limit
+            items = items[start:start + limit]
         # Like the real API server, list items carry no apiVersion/kind.
         payload = [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]
-        self._send(200, {"apiVersion": api_version, "kind": f"{rt.kind}List",
-                         "metadata": {"resourceVersion": str(rv)}, "items": payload})
+        self._send(200, {"apiVersion": api_version, "kind": f"{rt.kind}List", "metadata": meta, "items": payload})
 
     def _watch(self, rt: ResourceType, target: _Target, query: dict[str, str], labels: list[Requirement],
                fields: list) -> None:

@@ -218,8 +218,10 @@ class WorkflowExecutor:
             prefix = metadata.get("generateName") or f"{template_name}-"
             suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
             metadata["name"] = prefix + suffix
-        metadata["uid"] = str(uuid.uuid4())
-        metadata["creationTimestamp"] = rfc3339(self.clock())
+        if not (metadata.get("uid") and metadata.get("creationTimestamp")):
+            # A Workflow created through the API server (engine.cron.ApiWorkflowIntake) keeps its identity.
+            metadata["uid"] = str(uuid.uuid4())
+            metadata["creationTimestamp"] = rfc3339(self.clock())
         labels = metadata.setdefault("labels", {})
         labels[TEMPLATE_LABEL] = template_name
         spec["arguments"] = {"parameters": self._resolve_arguments(template, spec)}

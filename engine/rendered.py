@@ -60,3 +60,6 @@ class RenderedManifests:
 
     def event_sources(self) -> list[dict[str, Any]]:
         return self.of_kind("EventSource")
+
+    def cron_workflows(self) -> list[dict[str, Any]]:
+        return self.of_kind("CronWorkflow")

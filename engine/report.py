@@ -162,13 +162,13 @@ def allocation_chart(path: Path, samples: list[Any], summary: dict[str, Any]) ->
 
 
 def started_words(summary: dict[str, Any]) -> str:
-    """What started the runs: `13 started by the Sensors (from 31 events routed), 1 hand-submitted, 0 resubmitted`."""
+    """What started the runs: `7 started by the Sensors (from 41 events routed), 6 by the catch-up sweep, 1 hand-submitted, 0 resubmitted`."""
     starts = summary.get("started_by") or {}
     routed = summary.get("events_routed", 0)
     source = (f"from {routed} events routed" if summary.get("stack") != "real"
               else "Argo Events on the stack")
-    return (f"{starts.get('events', 0)} started by the Sensors ({source}), {starts.get('hand-submitted', 0)} "
-            f"hand-submitted, {starts.get('resubmitted', 0)} resubmitted")
+    return (f"{starts.get('events', 0)} started by the Sensors ({source}), {starts.get('sweep', 0)} by the catch-up "
+            f"sweep, {starts.get('hand-submitted', 0)} hand-submitted, {starts.get('resubmitted', 0)} resubmitted")
 
 
 def _above_the_labels(figure: Any, axes: Any, peak: float) -> None:

@@ -15,20 +15,25 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-STARTED_BY = ("events", "hand-submitted", "resubmitted")
+STARTED_BY = ("events", "sweep", "hand-submitted", "resubmitted")
 """What started a run, as the report's headline counts it."""
 SENSOR_LABEL = "events.argoproj.io/sensor"
 RESUBMITTED_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
+UID_LABEL = "gpuaas.io/workload-uid"
+"""Set on a reaction run by the Sensor's trigger and by the catch-up sweep (steps.reactions.sweep), not by the UI."""
 
 
 def started_by(run: dict[str, Any]) -> str:
     """`events` (a Sensor submitted it: Argo Events labels it with the Sensor), `resubmitted` (Argo's resubmit, from
-    the UI or `argo resubmit`, labels it with the run it repeats), else `hand-submitted` (the UI's SUBMIT or `argo
-    submit --from`: the admin's resume in the demo)."""
+    the UI or `argo resubmit`, labels it with the run it repeats), `sweep` (the catch-up sweep created it: the
+    Workload's uid label without a Sensor's), else `hand-submitted` (the UI's SUBMIT or `argo submit --from`: the
+    admin's resume in the demo)."""
     labels = (run.get("metadata") or {}).get("labels") or {}
     if RESUBMITTED_LABEL in labels:
         return "resubmitted"
-    return "events" if SENSOR_LABEL in labels else "hand-submitted"
+    if SENSOR_LABEL in labels:
+        return "events"
+    return "sweep" if labels.get(UID_LABEL) else "hand-submitted"
 
 
 @dataclass
@@ -69,18 +74,35 @@ def _outputs(nodes: list[dict[str, Any]], parameter: str) -> list[str]:
     return values
 
 
+def _swept(workflow: dict[str, Any]) -> dict[str, Any] | None:
+    """The record of a run the catch-up sweep recorded without a pod (steps.delivery), else None."""
+    from steps.delivery import recorded_run_record
+
+    parameters = {p.get("name"): p.get("value") for p in
+                  ((workflow.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
+    meta = workflow.get("metadata") or {}
+    return recorded_run_record(parameters, name=str(meta.get("name") or ""), labels=meta.get("labels") or {})
+
+
 def reaction_outcomes(workflow: dict[str, Any]) -> list[str]:
     """Each reaction node's `outcome` output (fan-out children give several).
 
     The exit handler (`record-outcome`) counts only when no reaction node recorded anything,
     which is the case it exists for: the reaction's own step failed before writing a record.
+    A run the sweep recorded without a pod has its record as a parameter.
     """
+    swept = _swept(workflow)
+    if swept is not None:
+        return [str(swept["data"].get("outcome", "?"))]
     main, exit_handler = _pod_nodes(workflow)
     return [v.strip() for v in (_outputs(main, "outcome") or _outputs(exit_handler, "outcome"))]
 
 
 def reaction_records(workflow: dict[str, Any], *, include_exit_handler: bool = False) -> list[dict[str, Any]]:
     """The audit records (`record` output parameters) of the reaction nodes; see reaction_outcomes."""
+    swept = _swept(workflow)
+    if swept is not None:
+        return [swept]
     main, exit_handler = _pod_nodes(workflow)
     texts = _outputs(main, "record")
     if include_exit_handler or not texts:
@@ -114,6 +136,12 @@ def summarize_outcome(workflow: dict[str, Any]) -> str:
     return f"{phase}: " + "; ".join(f"{reaction} {words(outcomes)}" for reaction, outcomes in by_reaction.items())
 
 
+def _workload_of(workflow: dict[str, Any]) -> str:
+    parameters = {p.get("name"): p.get("value") for p in
+                  ((workflow.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
+    return f"{parameters.get('namespace', '?')}/{parameters.get('workload', '?')}"
+
+
 class Timeline:
     """Thread-safe list of rows; the executor's listener fills in outcomes."""
 
@@ -144,13 +172,28 @@ class Timeline:
         return row
 
     def finished(self, workflow: dict[str, Any]) -> None:
+        labels = workflow["metadata"].get("labels") or {}
         with self._lock:
             row = self._by_workflow.get(workflow["metadata"]["name"])
         if row is None:
-            row = TimelineRow(time=self._stamp(), event="hand submission", sensor="(by hand)",
-                              workflow=workflow["metadata"]["name"],
-                              template=workflow["metadata"]["labels"].get("workflows.argoproj.io/workflow-template",
-                                                                          ""))
+            template = labels.get("workflows.argoproj.io/workflow-template", "")
+            event, sensor = "hand submission", "(by hand)"
+            if labels.get("workflows.argoproj.io/cron-workflow"):
+                records = reaction_records(workflow)
+                delivered = sum(float(((r.get("data") or {}).get("metrics") or {}).get("delivered") or 0)
+                                for r in records)
+                if records and not delivered and all((r.get("data") or {}).get("outcome") != "failed"
+                                                     for r in records):
+                    # A pass that delivered nothing to a step: the runs it recorded have rows of their own,
+                    # and the pass is in the archive.
+                    return
+                event, sensor = "catch-up sweep", f"(CronWorkflow {labels['workflows.argoproj.io/cron-workflow']})"
+            elif labels.get(UID_LABEL) and _swept(workflow) is not None:
+                event, sensor = f"{labels.get('gpuaas.io/reaction', '')} {_workload_of(workflow)}", "(sweep: recorded)"
+            elif labels.get(UID_LABEL):
+                event, sensor = f"{labels.get('gpuaas.io/reaction', '')} {_workload_of(workflow)}", "(sweep: delivered)"
+            row = TimelineRow(time=self._stamp(), event=event, sensor=sensor, workflow=workflow["metadata"]["name"],
+                              template=template)
             with self._lock:
                 self.rows.append(row)
         row.outcome = summarize_outcome(workflow)

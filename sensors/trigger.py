@@ -21,6 +21,8 @@ JSON = dict[str, Any]
 
 SERVICE_ACCOUNT = "gpuaas-sensors"
 REACTION_LABEL = "gpuaas.io/reaction"
+UID_LABEL = "gpuaas.io/workload-uid"
+"""The Workload's uid on a run the Sensor submits (steps.reactions.sweep reads it: a run in flight)."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,10 @@ class FromEvent:
 
 def workflow_trigger(name: str, template: str, reaction: str, dependency: str,
                      arguments: dict[str, str], from_event: list[FromEvent], *,
-                     conditions: str | None = None, requests_per_second: int = 10) -> JSON:
-    """An argoWorkflow trigger that submits `template` with `arguments`, some read from `dependency`."""
+                     conditions: str | None = None, requests_per_second: int = 10,
+                     labels: list[tuple[str, str]] | None = None) -> JSON:
+    """An argoWorkflow trigger that submits `template` with `arguments`, some read from `dependency`;
+    `labels`: (label, GJSON path) set on the Workflow from the event (an empty default when absent)."""
     names = list(arguments)
     parameters = []
     for source in from_event:
@@ -45,10 +49,14 @@ def workflow_trigger(name: str, template: str, reaction: str, dependency: str,
             if source.default is not None:
                 src["value"] = source.default
         parameters.append({"src": src, "dest": f"spec.arguments.parameters.{names.index(source.name)}.value"})
+    for label, path in labels or []:
+        parameters.append({"src": {"dependencyName": dependency, "dataKey": path, "value": ""},
+                           "dest": "metadata.labels." + label.replace(".", "\\.")})
     workflow = {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Workflow",
-        "metadata": {"generateName": f"{template}-", "labels": {REACTION_LABEL: reaction}},
+        "metadata": {"generateName": f"{template}-",
+                     "labels": {REACTION_LABEL: reaction, **{label: "" for label, _ in labels or []}}},
         "spec": {
             "workflowTemplateRef": {"name": template},
             "arguments": {"parameters": [{"name": n, "value": v} for n, v in arguments.items()]},

@@ -50,3 +50,20 @@ def reason_not(obj: str, condition: str, reason: str) -> JSON:
 def became_true(condition: str) -> list[JSON]:
     """UPDATE where `condition` is True now and was not True before."""
     return [is_update(), condition_true("body", condition), condition_not_true("oldBody", condition)]
+
+
+def may_need_a_step(obj: str, kinds: tuple[str, ...], annotations: tuple[str, ...] = ()) -> JSON:
+    """The Workload's owners are not all of `kinds`, or it carries one of `annotations`: a transition a
+    step may have to write for. The others are recorded by the catch-up sweep without a step pod
+    (steps.delivery.event_path_runs is the same rule in Python; tests/routing checks they agree).
+
+    One data filter on a multipath: `[<obj>.metadata.ownerReferences.#.kind, <annotation>...]` is
+    `[["Job"]]` for a Job's Workload with none of the annotations; a missing path is left out (no
+    error), so no owners give `[]` and an annotation adds an element. The filter passes unless the
+    text is exactly a list of the job kinds."""
+    escaped = [a.replace(".", r"\.") for a in annotations]
+    path = "[" + ",".join([f"{obj}.metadata.ownerReferences.#.kind",
+                           *(f"{obj}.metadata.annotations.{a}" for a in escaped)]) + "]"
+    kind = "(" + "|".join(kinds) + ")"
+    return {"path": path, "type": "string", "comparator": "!=",
+            "value": [rf'^\[\["{kind}"(,"{kind}")*\]\]$']}

@@ -34,7 +34,9 @@ from typing import Any
 from steps.plan import RejectedInput
 
 JSON = dict[str, Any]
-RESOURCE_EVENT_TYPES = ("ADD", "UPDATE", "DELETE")
+RESOURCE_EVENT_TYPES = ("ADD", "UPDATE", "DELETE", "SWEEP")
+"""Argo Events' resource event types, and SWEEP: a Workload the catch-up sweep found with a transition
+no reaction handled (steps.reactions.sweep; its context source is `gpuaas-sweep`)."""
 
 
 HINT = "pass the Sensor's event unchanged (no dataKey/dataTemplate) or leave it empty"
@@ -130,10 +132,12 @@ class ResourceEvent:
     """An Argo Events resource event (a Kubernetes watch event, as the Sensor passes it)."""
 
     kind: str
-    """ADD | UPDATE | DELETE."""
+    """ADD | UPDATE | DELETE | SWEEP."""
     body: JSON
     old_body: JSON | None = None
     context: JSON | None = None
+    extra: JSON = field(default_factory=dict)
+    """A SWEEP event's `transition` and `reason` (why the sweep delivered it)."""
 
     @property
     def uid(self) -> str | None:
@@ -164,7 +168,8 @@ def parse_resource_event(raw: str | Mapping[str, Any] | None) -> ResourceEvent |
         raise RejectedInput("event.data", "an object {type, body, oldBody}", type(data).__name__)
     kind = data.get("type")
     if kind not in RESOURCE_EVENT_TYPES:
-        raise RejectedInput("event.data.type", "ADD, UPDATE or DELETE (an Argo Events resource event)", repr(kind),
+        raise RejectedInput("event.data.type", "ADD, UPDATE or DELETE (an Argo Events resource event) or SWEEP",
+                            repr(kind),
                             "route Workload changes through the resource EventSource")
     body = data.get("body")
     if not isinstance(body, Mapping) or not isinstance(body.get("metadata"), Mapping):
@@ -173,7 +178,8 @@ def parse_resource_event(raw: str | Mapping[str, Any] | None) -> ResourceEvent |
     old = data.get("oldBody")
     if old is not None and not isinstance(old, Mapping):
         raise RejectedInput("event.data.oldBody", "the previous object or null", type(old).__name__)
-    return ResourceEvent(str(kind), dict(body), dict(old) if old else None, context)
+    extra = {k: data[k] for k in ("transition", "reason") if k in data} if kind == "SWEEP" else {}
+    return ResourceEvent(str(kind), dict(body), dict(old) if old else None, context, extra)
 
 
 @dataclass(frozen=True)

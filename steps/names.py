@@ -25,3 +25,9 @@ def is_dns_subdomain(value: str) -> bool:
 def is_dns_label(value: str) -> bool:
     """A lower-case RFC 1123 label of at most 63 ASCII characters (a namespace name)."""
     return isinstance(value, str) and 0 < len(value) <= 63 and _LABEL_ONLY.fullmatch(value) is not None
+
+
+def label_value(name: str) -> str:
+    """A Workload name as the templates' `labelsFrom` writes it into label gpuaas.io/workload
+    (workflows/reaction.py label_value: the first 63 characters, without a trailing '-' or '.')."""
+    return name[:63].strip("-.")

@@ -149,6 +149,9 @@ class Action:
     subresource: str | None = None
     resource_version: str | None = None
     before: JSON | None = None
+    bookkeeping: bool = False
+    """gpuaas' own record on the object (the handled-transition marker, steps.delivery): written
+    also when the tenant's policy is dry-run, and never what makes an outcome `applied`."""
 
     @property
     def target(self) -> JSON:
@@ -166,6 +169,8 @@ class Action:
             out["patch"] = self.patch
         if self.body is not None:
             out["body"] = self.body
+        if self.bookkeeping:
+            out["bookkeeping"] = True
         return out
 
 
@@ -204,6 +209,8 @@ class ActionResult:
     error: str | None = None
     note: str | None = None
     """How an `applied` result is known when the API's answer was lost (re-read, or an earlier attempt)."""
+    bookkeeping: bool = False
+    """The action was gpuaas' own marker (Action.bookkeeping): not an effect, not counted as one."""
 
     def to_dict(self) -> JSON:
         out: JSON = {"action": self.action, "target": self.target, "before": self.before, "after": self.after,
@@ -212,17 +219,21 @@ class ActionResult:
             out["error"] = self.error
         if self.note:
             out["note"] = self.note
+        if self.bookkeeping:
+            out["bookkeeping"] = True
         return out
 
 
 def outcome_of(plan: Plan, results: list[ActionResult]) -> Outcome:
     """applied if anything was (or would be, in dry-run) written; failed if a write failed; else the
-    plan's empty outcome."""
+    plan's empty outcome. The bookkeeping marker (Action.bookkeeping) is no effect: a run that only
+    marked its transition handled is a no-op."""
     if any(r.result == "failed" for r in results):
         return Outcome.FAILED
-    if any(r.result in ("applied", "dry-run") for r in results):
+    effects = [r for r in results if not r.bookkeeping]
+    if any(r.result in ("applied", "dry-run") for r in effects):
         return Outcome.APPLIED
-    return plan.empty_outcome if not plan.actions else Outcome.NO_OP
+    return plan.empty_outcome if not [a for a in plan.actions if not a.bookkeeping] else Outcome.NO_OP
 
 
 @dataclass
@@ -255,6 +266,8 @@ class StepReport:
     outputs: dict[str, str] = field(default_factory=dict)
     transient: bool = False
     exit_code: int | None = None
+    delivery: JSON | None = None
+    """How the reaction reached the step (steps.delivery.Delivery.to_dict): the record's `delivery`."""
 
     @property
     def code(self) -> int:

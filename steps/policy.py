@@ -85,6 +85,10 @@ EXEMPT_VALUE = "exempt"
 MODES = ("enforce", "dry-run")
 RELEASE_ON = ("idle", "demand", "never")
 SIGNALS = ("auto", "none")
+SECTIONS = ("idle", "quota", "tenants")
+"""The top-level keys of policy.yaml."""
+TENANT_SECTIONS = ("idle", "quota")
+"""The keys of one tenant's overrides."""
 WITHOUT_SIGNAL = ("gpu", "keep")
 
 EXAMPLE_POLICY_YAML = """\
@@ -135,7 +139,8 @@ class PolicyError(RejectedInput):
 
     def __init__(self, field: str, expected: str, found: object) -> None:
         super().__init__(f"policy.yaml {field}", expected, found,
-                         f"fix ConfigMap {CONFIG_MAP} (kubectl -n gpuaas edit configmap {CONFIG_MAP})")
+                         f"fix the policy: the chart's `policy` value (helm upgrade), your kustomize site's "
+                         f"policy.yaml, or ConfigMap {CONFIG_MAP}")
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,7 @@ class Field:
     key: str
     attr: str
     type: str
-    """duration | ratio | count | enum | bool | metric | url"""
+    """duration (>= 0) | positive-duration (> 0) | ratio | count | enum | bool | metric | url"""
     help: str
     choices: tuple[str, ...] = ()
     kinds: bool = True
@@ -195,7 +200,7 @@ class Field:
 
 
 IDLE_FIELDS: tuple[Field, ...] = (
-    Field("window", "window_seconds", "duration", "how long the work must be idle (GPUs, and the kind's own "
+    Field("window", "window_seconds", "positive-duration", "how long the work must be idle (GPUs, and the kind's own "
           "evidence) before a release (30s, 10m, 1h, 1h30m or seconds)"),
     Field("threshold", "threshold", "ratio", "highest GPU activity (0-1) that still counts as idle"),
     Field("minCoverage", "min_coverage", "ratio", "share of the window the GPU samples must cover (no data is never "
@@ -224,6 +229,12 @@ IDLE_FIELDS: tuple[Field, ...] = (
 FIELDS_BY_KEY = {f.key: f for f in IDLE_FIELDS}
 _ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}
 _METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+URL_LENGTH = 500
+"""The longest signalUrl accepted (the step and the schema)."""
+_URL = re.compile(r"^https?://(?:[^{}]|\{\{|\}\}|\{(?:name|namespace|domain)\})*$")
+"""signalUrl: http(s), and braces only as the three placeholders the step fills (steps.gateways.workload_apis formats
+it with name, namespace and domain) or doubled (a literal brace). One regular expression for the step and the
+chart's schema (Python's and Go's agree on it), so both refuse the same URLs."""
 
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {
     "notebook": {"window_seconds": 2 * 3600.0 + 40 * 60},
@@ -306,7 +317,19 @@ class Policy:
                                      for t, kinds in self.tenant_kinds.items()})
 
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+DURATION_DIGITS = 15
+"""Digits a duration's number may have on each side of the point: ample (10^15 hours), and no spelling
+can overflow to an infinite duration (policy_json_schema writes the same bound into the chart's schema)."""
+_NUMBER = f"[0-9]{{1,{DURATION_DIGITS}}}(?:\\.[0-9]{{1,{DURATION_DIGITS}}})?"
+"""ASCII digits only (Python's \\d also takes other scripts' digits; the JSON Schema, read by Go, does not)."""
+_DURATION = re.compile(f"^(?:({_NUMBER})h)?(?:({_NUMBER})m)?(?:({_NUMBER})s)?$")
+_LONG_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?h)?(?:[0-9]+(?:\.[0-9]+)?m)?(?:[0-9]+(?:\.[0-9]+)?s)?$")
+"""The grammar without the bound: a duration spelt with too many digits is told so."""
+DURATION_PATTERN = f"^\\s*(?:{_NUMBER}h)?(?:{_NUMBER}m)?(?:{_NUMBER}s)?\\s*$"
+"""parse_duration's grammar (`1h30m`, `90s`, `1.5h`; it strips surrounding whitespace) as an RE2 pattern
+for the schema: Helm's validator is Go's regexp (no look-ahead)."""
+ZERO_PATTERN = "^\\s*(?:0+(?:\\.0+)?h)?(?:0+(?:\\.0+)?m)?(?:0+(?:\\.0+)?s)?\\s*$"
+"""A duration whose every number is zero (refused where the duration must be > 0)."""
 
 
 def parse_duration(where: str, value: object) -> float:
@@ -318,7 +341,11 @@ def parse_duration(where: str, value: object) -> float:
             raise PolicyError(where, "a duration >= 0", repr(value))
         return float(value)
     text = str(value).strip()
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
+    if text and not match and _LONG_DURATION.fullmatch(text):
+        shown = repr(value)
+        raise PolicyError(where, f"a duration with at most {DURATION_DIGITS} digits in each number",
+                          shown if len(shown) <= 40 else shown[:40] + "...")
     if not text or not match or not any(match.groups()):
         raise PolicyError(where, "a duration (seconds, or 30s / 10m / 1h30m)", repr(value))
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
@@ -341,14 +368,17 @@ def _number(where: str, value: object, low: float, high: float | None = None) ->
 
 def _value(where: str, spec: Field, value: object) -> object:
     """One key's value, checked by its type."""
-    if spec.type == "duration":
+    if spec.type in ("duration", "positive-duration"):
         seconds = parse_duration(where, value)
-        if spec.key == "window" and seconds <= 0:
+        if spec.type == "positive-duration" and seconds <= 0:
             raise PolicyError(where, "a duration > 0", repr(value))
         return seconds
     if spec.type == "ratio":
         return _number(where, value, 0, 1)
     if spec.type == "count":
+        # A whole number; 3.0 is 3 (a YAML or JSON writer may spell it so: the chart's values are JSON numbers).
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise PolicyError(where, "a whole number >= 0", repr(value))
         return value
@@ -361,16 +391,12 @@ def _value(where: str, spec: Field, value: object) -> object:
             raise PolicyError(where, "true or false", repr(value))
         return value
     if spec.type == "metric":
-        if not isinstance(value, str) or not _METRIC.match(value):
+        if not isinstance(value, str) or not _METRIC.fullmatch(value):
             raise PolicyError(where, "a Prometheus metric name (letters, digits, _ and :)", repr(value))
         return value
-    expected = "an http(s) URL (with {name}, {namespace} and {domain} where the owner's and the cluster's go)"
-    if not isinstance(value, str) or not value.startswith(("http://", "https://")) or len(value) > 500:
-        raise PolicyError(where, expected, repr(value))
-    try:  # the step formats it with these three (steps.gateways.workload_apis): any other brace is an error there
-        value.format(name="n", namespace="ns", domain="cluster.local")
-    except (KeyError, IndexError, ValueError):
-        raise PolicyError(where, expected, repr(value)) from None
+    if not isinstance(value, str) or len(value) > URL_LENGTH or not _URL.fullmatch(value):
+        raise PolicyError(where, "an http(s) URL (with {name}, {namespace} and {domain} where the owner's and the "
+                                 "cluster's go; {{ and }} for a brace)", repr(value))
     return value
 
 
@@ -387,6 +413,9 @@ def _changes(where: str, section: object, *, in_kind: bool) -> tuple[dict[str, A
     if unknown:
         expected = ", ".join(sorted(allowed - set(_ALIASES)))
         raise PolicyError(f"{where}.{unknown[0]}", f"one of {expected}", repr(unknown[0]))
+    for alias, name in _ALIASES.items():
+        if alias in section and name in section:  # one would silently win over the other
+            raise PolicyError(f"{where}.{alias}", f"{name} or {alias}, not both", f"both ({name}: {section[name]!r})")
     changes: dict[str, Any] = {}
     for key, value in section.items():
         if key == "kinds":
@@ -413,47 +442,77 @@ def _idle(where: str, section: object, base: IdleSettings) -> IdleSettings:
     return replace(base, **changes)
 
 
+SCHEMA_DEFINITIONS = ("gpuaasPolicyIdle", "gpuaasPolicyKindIdle")
+"""The names under `definitions` that policy_json_schema's references use: the chart's values.schema.json
+carries them at its root (gpuaas/manifests/values.py), so the references resolve there too."""
+
+
+def _field_schema(spec: Field, description: str) -> dict[str, Any]:
+    """One key's JSON Schema, refusing what _value refuses (as far as JSON Schema can say it)."""
+    text = {"description": description}
+    if spec.type in ("duration", "positive-duration"):
+        positive = spec.type == "positive-duration"
+        number: dict[str, Any] = {"type": "number", **({"exclusiveMinimum": 0} if positive else {"minimum": 0})}
+        string: dict[str, Any] = {"type": "string", "pattern": DURATION_PATTERN, "allOf": [{"pattern": "[hms]"}]}
+        if positive:
+            string["not"] = {"pattern": ZERO_PATTERN}
+        return {**text, "oneOf": [number, string]}
+    if spec.type == "ratio":
+        return {**text, "type": "number", "minimum": 0, "maximum": 1}
+    if spec.type == "count":
+        return {**text, "type": "integer", "minimum": 0}
+    if spec.type == "enum":
+        return {**text, "enum": list(spec.choices)}
+    if spec.type == "bool":
+        return {**text, "type": "boolean"}
+    if spec.type == "metric":
+        # `$` also matches before a final newline in Python's re (jsonschema), not in Go's (Helm): say it twice
+        return {**text, "type": "string", "pattern": _METRIC.pattern, "not": {"pattern": "\n"}}
+    if spec.type == "url":
+        return {**text, "type": "string", "pattern": _URL.pattern, "maxLength": URL_LENGTH}
+    raise ValueError(f"Field type {spec.type!r} has no schema")
+
+
 def policy_json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 07) of policy.yaml, from IDLE_FIELDS: what the Helm chart's
-    values.schema.json embeds for the policy, so the chart and the step accept the same documents
-    (the step's own checks also cover what JSON Schema cannot say, e.g. a duration's value)."""
-    def schema(spec: Field) -> dict[str, Any]:
-        text = {"description": spec.help}
-        if spec.type == "duration":
-            return {**text, "anyOf": [{"type": "number", "minimum": 0},
-                                      {"type": "string", "pattern": r"^(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s)?$"}]}
-        if spec.type == "ratio":
-            return {**text, "type": "number", "minimum": 0, "maximum": 1}
-        if spec.type == "count":
-            return {**text, "type": "integer", "minimum": 0}
-        if spec.type == "enum":
-            return {**text, "enum": list(spec.choices)}
-        if spec.type == "bool":
-            return {**text, "type": "boolean"}
-        if spec.type == "metric":
-            return {**text, "type": "string", "pattern": _METRIC.pattern}
-        return {**text, "type": "string", "pattern": "^https?://"}
+    """The JSON Schema (draft 07) of policy.yaml, from IDLE_FIELDS, SECTIONS and TENANT_SECTIONS: what the
+    Helm chart's values.schema.json embeds for `policy` (gpuaas render), so the chart and the step accept
+    the same documents (tests/fuzz/test_fuzz_policy_schema.py demands the same verdict).
+
+    What the schema cannot say, and the step still refuses: numbers JSON cannot carry (`.nan`, `.inf`,
+    integers beyond 64 bits: Helm cannot even read such values) and YAML that is not a document."""
+    idle_ref, kind_ref = (f"#/definitions/{name}" for name in SCHEMA_DEFINITIONS)
 
     def section(in_kind: bool) -> dict[str, Any]:
-        properties = {f.key: schema(f) for f in IDLE_FIELDS if f.kinds or not in_kind}
-        properties.update({alias: schema(FIELDS_BY_KEY[name]) for alias, name in _ALIASES.items()})
+        properties: dict[str, Any] = {f.key: _field_schema(f, f.help) for f in IDLE_FIELDS if f.kinds or not in_kind}
+        properties.update({alias: _field_schema(FIELDS_BY_KEY[name], f"alias of {name}: {FIELDS_BY_KEY[name].help}")
+                           for alias, name in _ALIASES.items()})
         if not in_kind:
-            properties["kinds"] = {"type": "object", "additionalProperties": False,
+            properties["kinds"] = {"type": ["object", "null"], "additionalProperties": False,
                                    "description": "per kind of workload (the owner's kind, as the release "
                                                   "strategies classify it)",
-                                   "properties": {k: {"$ref": "#/definitions/kindIdle"} for k in KINDS}}
-        return {"type": ["object", "null"], "additionalProperties": False, "properties": properties}
+                                   "properties": {k: {"$ref": kind_ref} for k in KINDS}}
+        # a key and its alias: the step refuses both at once (one would silently win)
+        both = {"anyOf": [{"type": "object", "required": [name, alias]} for alias, name in _ALIASES.items()]}
+        return {"type": ["object", "null"], "additionalProperties": False, "properties": properties, "not": both}
 
+    sections: dict[str, Any] = {
+        "idle": {"$ref": idle_ref},
+        "quota": {"type": ["object", "null"],
+                  "description": "read by provision-quota (docs/quota.md): cohort, queueingStrategy, weight, "
+                                 "guaranteedGpus, flavors, cpuPerGpu, memoryPerGpu, localQueue"}}
+    tenant = {"type": ["object", "null"], "additionalProperties": False,
+              "properties": {name: sections[name] for name in TENANT_SECTIONS}}
+    properties = {**{name: sections[name] for name in SECTIONS if name in sections},
+                  "tenants": {"type": ["object", "null"], "description": "per-tenant overrides, by ClusterQueue name",
+                              "additionalProperties": tenant}}
+    missing = set(SECTIONS) - set(properties)
+    if missing:
+        raise ValueError(f"SECTIONS names {sorted(missing)}, which policy_json_schema does not describe")
     return {"$schema": "http://json-schema.org/draft-07/schema#", "title": "gpuaas policy.yaml",
+            "description": "the idle policy (ConfigMap gpuaas-policy, key policy.yaml; docs/reactions.md)",
             "type": ["object", "null"], "additionalProperties": False,
-            "definitions": {"idle": section(False), "kindIdle": section(True)},
-            "properties": {
-                "idle": {"$ref": "#/definitions/idle"},
-                "quota": {"type": ["object", "null"], "description": "read by provision-quota (docs/quota.md)"},
-                "tenants": {"type": ["object", "null"], "description": "per tenant (ClusterQueue name)",
-                            "additionalProperties": {"type": ["object", "null"], "additionalProperties": False,
-                                                     "properties": {"idle": {"$ref": "#/definitions/idle"},
-                                                                    "quota": {"type": ["object", "null"]}}}}}}
+            "definitions": dict(zip(SCHEMA_DEFINITIONS, (section(False), section(True)))),
+            "properties": properties}
 
 
 def _ordinary_numbers(document: object) -> None:
@@ -487,12 +546,14 @@ def policy_from_mapping(document: object) -> Policy:
         return Policy(kinds={k: dict(v) for k, v in KIND_DEFAULTS.items()})
     if not isinstance(document, Mapping):
         raise PolicyError("(document)", "a mapping with idle/quota/tenants sections", type(document).__name__)
-    unknown = sorted(set(document) - {"idle", "quota", "tenants"})
+    unknown = sorted(set(document) - set(SECTIONS))
     if unknown:
         raise PolicyError(unknown[0], "one of idle, quota, tenants", repr(unknown[0]))
     changes, kinds = _changes("idle", document.get("idle"), in_kind=False)
     defaults = replace(IdleSettings(), **changes)
-    tenants_section = document.get("tenants") or {}
+    tenants_section = document.get("tenants")
+    if tenants_section is None:
+        tenants_section = {}
     if not isinstance(tenants_section, Mapping):
         raise PolicyError("tenants", "a mapping of ClusterQueue name -> overrides", type(tenants_section).__name__)
     tenants: dict[str, IdleSettings] = {}
@@ -503,9 +564,12 @@ def policy_from_mapping(document: object) -> Policy:
             section = {}
         if not isinstance(section, Mapping):
             raise PolicyError(f"tenants.{name}", "a mapping with idle and/or quota", type(section).__name__)
-        extra = sorted(set(section) - {"idle", "quota"})
+        extra = sorted(set(section) - set(TENANT_SECTIONS))
         if extra:
             raise PolicyError(f"tenants.{name}.{extra[0]}", "idle or quota", repr(extra[0]))
+        if section.get("quota") is not None and not isinstance(section.get("quota"), Mapping):
+            raise PolicyError(f"tenants.{name}.quota", "a mapping of quota settings",
+                              type(section.get("quota")).__name__)
         own, own_kinds = _changes(f"tenants.{name}.idle", section.get("idle"), in_kind=False)
         tenants[str(name)] = replace(defaults, **own)
         tenant_changes[str(name)] = own

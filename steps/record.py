@@ -70,6 +70,8 @@ def build_record(report: StepReport, now: datetime | None = None) -> JSON:
         "metrics": dict(report.metrics),
         "timings": dict(report.timings),
     }
+    if report.delivery is not None:
+        data["delivery"] = report.delivery
     attributes = {"specversion": "1.0", "id": uuid.uuid4().hex, "source": SOURCE,
                   "type": TYPE_PREFIX + report.reaction, "subject": subject, "time": now,
                   "datacontenttype": "application/json"}
@@ -102,7 +104,8 @@ def kubernetes_event(report: StepReport) -> tuple[str, str, str] | None:
     if outcome == Outcome.APPLIED.value and report.event is not None:
         reason, message, kind = report.event
         results = [_to_dict(r) or {} for r in report.results]
-        if not any(isinstance(r, dict) and r.get("result") == "applied" for r in results):
+        if not any(isinstance(r, dict) and r.get("result") == "applied" and not r.get("bookkeeping")
+                   for r in results):
             return None  # dry-run: nothing changed, nothing to describe
         return reason, message[:1000], kind
     return None

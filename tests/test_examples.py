@@ -22,7 +22,10 @@ from tests.support.apiserver import running_apiserver
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
-WORKLOAD = ("team-a", "job-llm-finetune-7c9f2")
+WORKLOAD = ("team-a", "statefulset-llm-server-7c9f2")
+"""The Workload of the event examples: a StatefulSet's (a model server), whose transitions the Sensors take."""
+JOB_WORKLOAD = ("team-a", "job-llm-finetune-7c9f2")
+"""The admitted training Job of examples/cluster/team-a.json and examples/steps/."""
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,16 @@ def test_workload_event_starts_its_reaction_for_that_workload(router: Router, ex
     [(name, params)] = fired(router, event)
     assert name == template
     assert (params["namespace"], params["workload"]) == WORKLOAD
+
+
+def test_a_jobs_admission_starts_no_run_the_sweep_records_it(router: Router) -> None:
+    """A batch Job's admission needs no write: the Sensor leaves it to the catch-up sweep (docs/catch-up.md),
+    and `gpuaas route` says which filter said so."""
+    result = router.route(json.loads((EXAMPLES / "events" / "workload-admitted-job.json").read_text()))
+    assert result.workflows == []
+    skipped = result.to_dict()["skipped"]
+    [reason] = [s["reason"] for s in skipped if s["sensor"] == "gpuaas-on-admitted"]
+    assert "ownerReferences" in reason and '[[\\"Job\\"]]' in reason, reason
 
 
 def test_idle_alert_group_starts_one_on_idle_run(router: Router) -> None:
@@ -83,7 +96,7 @@ def test_local_step_recipe_plans_a_release_without_writing(tmp_path: Path) -> No
         run("steps", "release-workers", "examples/steps/release-workers.json")
         by_step = {verb: count - before.get(verb, 0) for verb, count in api.writes.items() if count != before.get(verb, 0)}
         events = api.store.list(R.EVENT, namespace="team-a")
-        live = api.store.get(R.WORKLOAD, WORKLOAD[1], namespace=WORKLOAD[0])
+        live = api.store.get(R.WORKLOAD, JOB_WORKLOAD[1], namespace=JOB_WORKLOAD[0])
         job = api.store.get(R.JOB, "llm-finetune", namespace="team-a")
     assert (tmp_path / "out" / "outcome").read_text() == "applied"
     plan = json.loads((tmp_path / "out" / "plan").read_text())

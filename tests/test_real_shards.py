@@ -111,3 +111,28 @@ def test_named_tests_of_the_tier_replace_the_tier_folder() -> None:
 def test_a_path_outside_the_tier_is_refused() -> None:
     with pytest.raises(SystemExit, match="expected tests under tests/realstack, found tests/test_stops.py"):
         real_shards.selection(["tests/test_stops.py"])
+
+
+def test_a_shard_marked_after_others_starts_when_the_others_have_ended(tmp_path: Path) -> None:
+    """The fault module's shard (real_shard("faults", after_others=True)) waits for the rest: beside five shards
+    its bursts took the load to 100 on two cores and failed other shards' tests."""
+    log = tmp_path / "log"
+
+    def command(shard: real_shards.Shard) -> list[str]:
+        seconds = {"a": 1.0, "b": 2.0, "faults": 0.1}[shard.name]
+        return [sys.executable, "-c", (f"import time; open({str(log)!r}, 'a').write('start {shard.name} %f\\n' % "
+                                       f"time.time()); time.sleep({seconds}); open({str(log)!r}, 'a')"
+                                       f".write('end {shard.name} %f\\n' % time.time())")]
+
+    shards = {"a": real_shards.Shard("a"), "faults": real_shards.Shard("faults", after_others=True),
+              "b": real_shards.Shard("b")}
+    assert real_shards.run_shards(shards, command) == 0
+    events = {tuple(line.split()[:2]): float(line.split()[2]) for line in log.read_text().splitlines()}
+    assert events[("start", "faults")] >= max(events[("end", "a")], events[("end", "b")])
+    assert events[("start", "b")] < events[("end", "a")]               # the others side by side
+
+
+def test_after_others_takes_a_boolean() -> None:
+    assert real_shards.runs_after_others({"after_others": True}) and not real_shards.runs_after_others(None)
+    with pytest.raises(TypeError, match="after_others=True|False"):
+        real_shards.runs_after_others({"after_others": "yes"})

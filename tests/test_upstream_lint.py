@@ -96,10 +96,11 @@ def test_every_event_source_and_sensor_passes_argo_events_lint(name: str, tmp_pa
 
 def test_argo_lint_rejects_a_template_whose_entrypoint_does_not_exist(tmp_path: Path) -> None:
     workflows, _ = _rendered("base", tmp_path)
-    template = yaml.safe_load(workflows[0].read_text())
+    path = next(p for p in workflows if yaml.safe_load(p.read_text())["kind"] == "WorkflowTemplate")
+    template = yaml.safe_load(path.read_text())
     broken = copy.deepcopy(template)
     broken["spec"]["entrypoint"] = "no-such-template"
-    workflows[0].write_text(yaml.safe_dump(broken, sort_keys=False))
+    path.write_text(yaml.safe_dump(broken, sort_keys=False))
     done = argo_lint(workflows)
     assert done.returncode != 0, done.stdout + done.stderr
     assert "no-such-template" in done.stdout + done.stderr

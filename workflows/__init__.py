@@ -32,6 +32,7 @@ MODULES: tuple[str, ...] = (
     "workflows.release_workers",
     "workflows.resume_workers",
     "workflows.provision_quota",
+    "workflows.sweep",
 )
 
 
@@ -39,6 +40,13 @@ def modules() -> list[ModuleType]:
     import importlib
 
     return [importlib.import_module(name) for name in MODULES]
+
+
+def cron_workflows() -> dict[str, dict]:
+    """Every CronWorkflow as a plain dict, keyed by name (the catch-up sweep's)."""
+    from workflows import sweep
+
+    return {sweep.NAME: sweep.cron_workflow()}
 
 
 def rendered() -> dict[str, dict]:

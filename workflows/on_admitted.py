@@ -12,9 +12,12 @@ from workflows.reaction import ReactionTemplate, single_step
 NAME = "gpuaas-on-admitted"
 SPEC = ReactionTemplate(
     name=NAME,
+    recordable=True,
     reaction="on-admitted",
     description="A Kueue Workload was admitted: record its queue wait and prepare idle handling. "
                 "Submit by hand with namespace and workload to re-run it on the live state.",
+    # The Prometheus address goes into the ScaledObjects it writes for inference servers (KEDA queries it).
+    needs_prometheus=True,
 )
 
 

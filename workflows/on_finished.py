@@ -13,6 +13,7 @@ from workflows.reaction import ReactionTemplate, single_step
 NAME = "gpuaas-on-finished"
 SPEC = ReactionTemplate(
     name=NAME,
+    recordable=True,
     reaction="on-finished",
     description="A Kueue Workload finished: return lent quota, close its idle bookkeeping, record GPU-hours.",
     reclaimed_gpu_hours=True,

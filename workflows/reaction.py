@@ -10,7 +10,11 @@ Argo on a cluster, the local engine (which executes the rendered YAML), and an a
     retryStrategy         retry exit code 75 (EX_TEMPFAIL: 5xx, timeouts, conflicts exhausted) and attempts
                           that ended without an exit code (pod evicted or deleted: Argo's "-1")
     onExit `exit-handler` runs `python -m steps record-outcome` with {{workflow.status}} and
-                          {{workflow.failures}}, so a run whose step crashed still leaves a record
+                          {{workflow.failures}} when the run did not succeed, so a run whose step
+                          crashed still leaves a record (a Succeeded run recorded itself: no pod)
+    recorded-by, record   (on-admitted, on-finished) a run the catch-up sweep already decided needs
+                          no write: the step is skipped by `when`, no pod runs, and the audit record
+                          the sweep built is the `record` parameter (docs/catch-up.md)
     synchronization       `mutexes` (Argo 4 removed the singular form): one lock per Workload
     workflowMetadata      labels gpuaas.io/reaction (fixed), gpuaas.io/workload and gpuaas.io/tenant
                           (labelsFrom expressions over workflow parameters) so history is searchable
@@ -111,6 +115,16 @@ DRY_RUN = Input("dry-run", "true: plan and record only, change nothing. false: a
 TENANT = Input("tenant", "Optional hint for the gpuaas.io/tenant label (ClusterQueue name). The step resolves "
                          "the tenant itself and never trusts this value.")
 WORKLOAD_INPUTS: tuple[Input, ...] = (NAMESPACE, WORKLOAD, EVENT, DRY_RUN, TENANT)
+RECORDED_BY = Input("recorded-by", "Leave empty. `sweep`: the catch-up sweep already observed the Workload, planned "
+                                   "this reaction and found nothing to write; no step pod runs and its audit record "
+                                   "is the `record` parameter.", "", ("", "sweep"))
+RECORD = Input("record", "Leave empty. The audit record (CloudEvent JSON) the catch-up sweep built when "
+                         "recorded-by is `sweep`.")
+RECORDED_INPUTS: tuple[Input, ...] = (RECORDED_BY, RECORD)
+STEP_WHEN = "'{{workflow.parameters.recorded-by}}' == ''"
+"""The reaction step runs unless the sweep recorded the run (no pod: Argo marks the step Skipped)."""
+EXIT_WHEN = "{{workflow.status}} != Succeeded"
+"""record-outcome runs only for a run that did not succeed (a Succeeded run recorded itself)."""
 
 STANDARD_OUTPUTS: tuple[tuple[str, str], ...] = (("outcome", "failed"), ("plan", "{}"), ("record", ""),
                                                  ("final", "true"))
@@ -140,6 +154,14 @@ class ReactionTemplate:
     active_deadline_seconds: int = 900
     labels_from_workload: bool = True
     extra_annotations: dict[str, str] = field(default_factory=dict)
+    recordable: bool = False
+    """The sweep may record a run of it without a pod (RECORDED_INPUTS; on-admitted, on-finished)."""
+    service_account: str = ""
+    """The template's ServiceAccount (default: gpuaas-steps)."""
+
+    @property
+    def all_inputs(self) -> tuple[Input, ...]:
+        return (*self.inputs, *RECORDED_INPUTS) if self.recordable else self.inputs
 
 
 def label_value(parameter: str) -> str:
@@ -236,8 +258,8 @@ def amount_metric(name: str, help_text: str, output_name: str) -> Counter:
                    value=f"{{{{outputs.parameters.{output_name}}}}}")
 
 
-def workflow_metrics(reaction: str) -> list:
-    return [
+def workflow_metrics(reaction: str, recordable: bool = False) -> list:
+    metrics = [
         Counter(name=RUNS_METRIC, help="gpuaas reaction workflows by reaction and Argo status",
                 labels=[Label(key="reaction", value=reaction), Label(key="status", value="{{workflow.status}}")],
                 value="1"),
@@ -245,6 +267,12 @@ def workflow_metrics(reaction: str) -> list:
                   labels=[Label(key="reaction", value=reaction)],
                   value="{{workflow.duration}}", buckets=[1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0]),
     ]
+    if recordable:
+        # A run the sweep recorded has no step whose outcome metric counts it: it is a no-op by construction.
+        metrics.append(Counter(name=OUTCOMES_METRIC, help="gpuaas reactions by recorded outcome (once per reaction)",
+                               labels=[Label(key="reaction", value=reaction), Label(key="outcome", value="no-op")],
+                               when="'{{workflow.parameters.recorded-by}}' != ''", value="1"))
+    return metrics
 
 
 def exit_handler(reaction: str, inputs: Sequence[Input]) -> None:
@@ -255,7 +283,7 @@ def exit_handler(reaction: str, inputs: Sequence[Input]) -> None:
     `record-outcome` script it calls."""
     names = [i.name for i in inputs]
     with Steps(name="exit-handler"):
-        Step(name="record-outcome", template="record-outcome", arguments=[
+        Step(name="record-outcome", template="record-outcome", when=EXIT_WHEN, arguments=[
             ModelParameter(name="reaction", value=reaction),
             *[ModelParameter(name=n, value=f"{{{{workflow.parameters.{n}}}}}") for n in names],
             ModelParameter(name="status", value="{{workflow.status}}"),
@@ -282,19 +310,19 @@ def assemble(spec: ReactionTemplate, body: Callable[[], None]) -> WorkflowTempla
         annotations={"workflows.argoproj.io/description": spec.description, **spec.extra_annotations},
         entrypoint="main",
         on_exit="exit-handler",
-        service_account_name=SERVICE_ACCOUNT,
-        arguments=[i.argument() for i in spec.inputs],
+        service_account_name=spec.service_account or SERVICE_ACCOUNT,
+        arguments=[i.argument() for i in spec.all_inputs],
         synchronization=mutex(spec.mutex) if spec.mutex else None,
         active_deadline_seconds=spec.active_deadline_seconds,
         pod_gc=PodGC(strategy="OnPodSuccess"),
         ttl_strategy=TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
         workflow_metadata=WorkflowMetadata(labels={REACTION_LABEL: spec.reaction}, labels_from=labels_from),
-        metrics=workflow_metrics(spec.reaction),
+        metrics=workflow_metrics(spec.reaction, spec.recordable),
         volumes=[Volume(name=PROMETHEUS_CA_VOLUME, config_map=ConfigMapVolumeSource(
             name=PROMETHEUS_CA_CONFIGMAP, optional=True))],
     ) as template:
         body()
-        exit_handler(spec.reaction, spec.inputs)
+        exit_handler(spec.reaction, spec.all_inputs)
     return template
 
 
@@ -311,7 +339,8 @@ def single_step(spec: ReactionTemplate) -> WorkflowTemplate:
 
     def body() -> None:
         with Steps(name="main"):
-            Step(name=spec.reaction, template=spec.reaction, arguments=workflow_arguments(names))
+            Step(name=spec.reaction, template=spec.reaction, arguments=workflow_arguments(names),
+                 when=STEP_WHEN if spec.recordable else None)
         script(spec.reaction, spec.reaction, names, outputs, needs_prometheus=spec.needs_prometheus, metrics=metrics)
 
     return assemble(spec, body)

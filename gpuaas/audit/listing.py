@@ -85,6 +85,26 @@ def _target(target: Any) -> str:
     return f"{kind} {where}".strip()
 
 
+def _delivery(delivery: dict) -> str:
+    """How the reaction reached the step, in words (docs/catch-up.md): which transition, via what, how late
+    and why, and whether it was a duplicate or a stale delivery."""
+    transition = delivery.get("transition") if isinstance(delivery.get("transition"), dict) else {}
+    words = [f"via {delivery.get('via') or '?'}", f"transition {transition.get('key') or delivery.get('delivered') or '-'}"]
+    if delivery.get("duplicateOf"):
+        first = delivery["duplicateOf"]
+        words.append(f"DUPLICATE of run {first.get('run')} ({first.get('via')}, {first.get('at')}): nothing changed"
+                     if delivery.get("via") != "hand" else f"re-applied by hand; answered by run {first.get('run')}")
+    if delivery.get("superseded"):
+        words.append(f"superseded (the delivery named {delivery.get('delivered')})")
+    if delivery.get("late"):
+        words.append(f"LATE by {delivery.get('lateSeconds')}s: {delivery.get('whyLate')}")
+    elif delivery.get("lateSeconds") is not None:
+        words.append(f"{delivery.get('lateSeconds')}s after the transition")
+    if delivery.get("marked"):
+        words.append("marked handled on the Workload")
+    return "; ".join(words)
+
+
 def _write_step(step: StepRecord, out: TextIO) -> None:
     data = step.data
     attempts = f", {step.attempts} attempts" if step.attempts > 1 else ""
@@ -100,6 +120,9 @@ def _write_step(step: StepRecord, out: TextIO) -> None:
               f"cohort: {data.get('cohort') or '-'}\n" if workload else f"  tenant:     {step.tenant or '-'}\n")
     event = data.get("event")
     out.write(f"  event:      {_compact(event) if event else 'none in the record (hand submission, resubmission or a fan-out child)'}\n")
+    delivery = data.get("delivery")
+    if isinstance(delivery, dict):
+        out.write(f"  delivery:   {_delivery(delivery)}\n")
     observed = data.get("observed")
     if observed:
         out.write("  observed:\n")

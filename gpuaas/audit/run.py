@@ -35,7 +35,7 @@ RESUBMITTED_FROM_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
 
 KNOWN_REACTIONS = frozenset({
     "on-admitted", "on-finished", "on-idle", "idle-alerts", "release-workers", "resume-workers",
-    "provision-quota", "record-outcome",
+    "provision-quota", "record-outcome", "sweep",
 })
 OUTCOMES = ("applied", "no-op", "skipped-by-policy", "rejected-input", "failed")
 UNKNOWN = "unknown"
@@ -317,6 +317,25 @@ def _steps(nodes: dict[str, Any]) -> list[StepRecord]:
     return steps
 
 
+def _recorded_by_sweep(parameters: dict[str, str], status: dict[str, Any], name: str,
+                       labels: dict[str, str]) -> StepRecord | None:
+    """The step of a run the catch-up sweep recorded without a pod (parameters `recorded-by`, `record`;
+    docs/catch-up.md): Argo skipped the reaction step, the sweep's record speaks for it. A resubmitted
+    copy of it (or a run the sweep did not name) gets the record as a duplicate of the sweep's run."""
+    from steps.delivery import recorded_run_record
+
+    record = recorded_run_record(parameters, name=name, labels=labels)
+    if record is None:
+        return None
+    data = _object(record.get("data"))
+    outcome = data.get("outcome") if data.get("outcome") in OUTCOMES else UNKNOWN
+    return StepRecord(node="", display_name="recorded by the sweep (no pod)", template=str(data.get("reaction") or ""),
+                      role="reaction", phase=str(status.get("phase") or ""), started=status.get("startedAt"),
+                      finished=status.get("finishedAt"), attempts=0, outcome=str(outcome),
+                      reason=None if outcome in OUTCOMES else "the sweep's record has no known outcome",
+                      record=record, record_problem=None, outputs={})
+
+
 def _primary_steps(steps: tuple[StepRecord, ...] | list[StepRecord], reaction: str) -> tuple[StepRecord, ...]:
     reaction_steps = [s for s in steps if s.role == "reaction"]
     own = [s for s in reaction_steps if s.reaction == reaction]
@@ -345,6 +364,9 @@ def parse_workflow(workflow: dict[str, Any], archived: bool = False) -> Run:
     template = labels.get(TEMPLATE_LABEL) or str(_object(spec.get("workflowTemplateRef")).get("name") or "")
     nodes = _object(status.get("nodes"))
     steps = _steps(nodes)
+    swept = _recorded_by_sweep(parameters, status, str(metadata.get("name") or ""), labels)
+    if swept is not None:
+        steps = [swept, *steps]
 
     reaction = labels.get(REACTION_LABEL) or ""
     if not reaction:

@@ -21,6 +21,7 @@ idle for (docs/real-stack.md shows one). A longer `--idle-window` is the product
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,10 +66,12 @@ class IdleRule:
         text = window.strip()
         try:
             seconds = parse_duration("--idle-window", int(text) if text.isdigit() else text)
-        except PolicyError:
-            raise ValueError(f"--idle-window: expected a duration such as 30s, 2m or 1h30m (or seconds), "
-                             f"found {window!r}") from None
-        if seconds < 10 or seconds != round(seconds) or seconds > 86400:
+        except PolicyError as error:
+            if "digits" not in error.expected:
+                raise ValueError(f"--idle-window: expected a duration such as 30s, 2m or 1h30m (or seconds), "
+                                 f"found {window!r}") from None
+            seconds = math.inf  # a duration spelt with more digits than the policy reads: far above 24h
+        if not 10 <= seconds <= 86400 or seconds != round(seconds):
             raise ValueError(f"--idle-window: expected whole seconds, at least 10s (two of the stack's 5 s "
                              f"scrapes) and at most 24h, found {window!r}")
         return cls(_duration(seconds), _duration(max(FOR_MIN, round(seconds / 6))))

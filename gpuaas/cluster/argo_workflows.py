@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from gpuaas.cluster import objects, postgres, readiness
+from gpuaas.cluster import objects, postgres, readiness, services
 from gpuaas.cluster.binaries import PLACEHOLDER_UI, program
 from gpuaas.cluster.images import ARGOEXEC_IMAGE
 from gpuaas.invocation import command
@@ -60,7 +60,7 @@ def node_placement() -> JSON:
             "tolerations": [{"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}]}
 
 
-def controller_config(database_port: int, metrics_port: int) -> dict[str, str]:
+def controller_config(database_port: int, metrics_port: int, host_aliases: list[JSON] | None = None) -> dict[str, str]:
     """The ConfigMap's data (each key a YAML document, as the controller reads them)."""
     persistence = {
         "archive": True, "nodeStatusOffLoad": False,
@@ -70,7 +70,11 @@ def controller_config(database_port: int, metrics_port: int) -> dict[str, str]:
                        "passwordSecret": {"name": POSTGRES_SECRET, "key": "password"}},
     }
     metrics = {"enabled": True, "path": "/metrics", "port": metrics_port, "secure": False}
-    defaults = {"spec": node_placement()}
+    defaults: JSON = {"spec": node_placement()}
+    if host_aliases:
+        # the stack's stand-in for cluster DNS (gpuaas.cluster.services.host_aliases): the step pods reach a
+        # monitoring profile's Prometheus by the name the product's values give
+        defaults["spec"]["hostAliases"] = host_aliases
     return {"persistence": yaml.safe_dump(persistence, sort_keys=False),
             "metricsConfig": yaml.safe_dump(metrics, sort_keys=False),
             "workflowDefaults": yaml.safe_dump(defaults, sort_keys=False)}
@@ -105,7 +109,8 @@ def _install(cluster: Cluster) -> None:
                                                            "manifests/cluster-install-no-crds"),
                                   {(NAMESPACE, "argo-server"): server_port})
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIGMAP, "namespace": NAMESPACE},
-                 "data": controller_config(cluster.database.port, cluster.state.port("argo-controller-metrics"))}
+                 "data": controller_config(cluster.database.port, cluster.state.port("argo-controller-metrics"),
+                                           services.host_aliases(cluster.profile))}
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
               "metadata": {"name": POSTGRES_SECRET, "namespace": NAMESPACE},
               "data": {"username": base64.b64encode(postgres.ROLE.encode()).decode(),

@@ -6,9 +6,13 @@ verb, resource, subresource, namespace, name, HTTP code, and the RBAC decision),
 tier compares it with the rendered Roles instead of trusting a list kept by hand.
 
 The policy logs at `Metadata` level (no bodies) the requests of ServiceAccounts in the product's
-namespace (`system:serviceaccounts:gpuaas`: the steps, the sensors, the event sources) once the
-response is complete, and nothing else: the controllers' own traffic would be most of the log and
-tell nothing about the product. The log is JSON lines at `<state>/logs/audit.log`
+namespace (`system:serviceaccounts:gpuaas`: the steps, the sensors, the event sources, the sweep)
+once the response is complete; and, for what one reaction costs the control plane (benchmarks/scale.py
+counts API calls per 1,000 admissions), the requests of the programs that run reactions: Argo
+Workflows (`system:serviceaccounts:argo`), Argo Events (`system:serviceaccounts:argo-events`), the
+real node's kubelet (`system:nodes`, the step pods' status) and the scheduler (binding those pods).
+Kueue's, KWOK's and the other controllers' traffic is left out: it is the workloads', not the
+product's. The log is JSON lines at `<state>/logs/audit.log`
 (`gpuaas cluster status` lists it), written synchronously (`--audit-log-mode=blocking`, the
 default), so a request is in the file when its answer arrives.
 """
@@ -22,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 PRODUCT_NAMESPACE = "gpuaas"
+REACTION_RUNNERS = ("system:serviceaccounts:argo", "system:serviceaccounts:argo-events", "system:nodes")
+"""The groups of the programs that run a reaction besides the product's own ServiceAccounts."""
 POD_NAME = "authentication.kubernetes.io/pod-name"
 """The `user.extra` key kube-apiserver fills from a token bound to a pod (the projected token a kubelet
 mounts); a token from the TokenRequest API without a pod (what the tests use to act as a ServiceAccount)
@@ -37,7 +43,9 @@ def policy(namespace: str = PRODUCT_NAMESPACE) -> dict[str, Any]:
         "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
         "omitStages": ["RequestReceived"],
         "rules": [
-            {"level": "Metadata", "userGroups": [f"system:serviceaccounts:{namespace}"]},
+            {"level": "Metadata", "userGroups": [f"system:serviceaccounts:{namespace}", *REACTION_RUNNERS]},
+            {"level": "Metadata", "users": ["system:kube-scheduler"], "resources": [
+                {"group": "", "resources": ["pods/binding"]}]},
             {"level": "None"},
         ],
     }
@@ -168,6 +176,17 @@ def unused(granted: list[Grant], seen: list[Request]) -> list[Grant]:
 def uses(grant: Grant, seen: Iterable[Request]) -> list[Request]:
     """The allowed requests in `seen` this grant covers."""
     return [r for r in seen if not r.denied and grant.allows(r)]
+
+
+def unused_names(grant: Grant, seen: Iterable[Request]) -> tuple[str, ...]:
+    """The names of the grant's `resourceNames` that no allowed request in `seen` named, in the grant's order.
+
+    Why: `Grant.allows` (and so `unused`) counts a grant as used once any one of its names is used. A grant of
+    [a, b] whose `b` nothing asked for authorizes more than the product needs, as much as an unused verb does:
+    each name is a grant of its own. A grant without `resourceNames` has no names to leave unused (its width is
+    `narrowings`' question)."""
+    named = {r.name for r in uses(grant, seen)}
+    return tuple(name for name in grant.resource_names if name not in named)
 
 
 @dataclass(frozen=True)

@@ -73,9 +73,9 @@ SOURCE_PATCHES: dict[str, SourcePatch] = {
 """Components whose module needs a patched copy to build as upstream builds it."""
 
 
-STATIC: frozenset[str] = frozenset({"argo-workflows", "argo-events"})
+STATIC: frozenset[str] = frozenset({"argo-workflows", "argo-events", "helm"})
 """Built with CGO_ENABLED=0, as upstream's Makefiles build them: argoexec, the argo CLI (in the Sensor
-image) and argo-events run in images that have no C library."""
+image) and argo-events run in images that have no C library; helm's Makefile builds it so too."""
 
 
 class BuildFailed(RuntimeError):
@@ -170,6 +170,9 @@ def ldflags(component: Component) -> str:
         stamps += [f"-X {module}.version={_version(module)}", f"-X {module}.buildDate={_module_time(component, module)}"]
     elif component.name == "argo-events":
         stamps.append(f"-X github.com/argoproj/argo-events.version={_version('github.com/argoproj/argo-events')}")
+    elif component.name == "helm":
+        # A tagged release build (helm's Makefile with GIT_TAG): the version, no "unreleased" metadata.
+        stamps.append(f"-X helm.sh/helm/v4/internal/version.version={_version('helm.sh/helm/v4')}")
     return " ".join(["-s", "-w", *stamps])
 
 

@@ -2,7 +2,7 @@
 
 Used by `gpuaas demo --stack real`, the real-stack tests (tests/realstack/argo_product.py) and
 benchmarks/real_loop.py (`python -m gpuaas.cluster.install`) alike:
-the rendered base applied with this stack's EventBus and step image (gpuaas.cluster.product), the
+the product for this stack's values (gpuaas.cluster.product: its EventBus, step image, Prometheus), the
 example tenants, and the EventSource and Sensor pods not just Running but listening. Idempotent
 (server-side apply): a second install costs a few seconds.
 
@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 from gpuaas.cluster.binaries import program
-from gpuaas.cluster.product import stack_objects
+from gpuaas.cluster.product import release_objects, stack_objects
+from steps.install_hook import TEMPLATE_VERSION
 
 PRODUCT_NAMESPACE = "gpuaas"
 EXAMPLE_TENANTS = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "tenants"
@@ -99,15 +100,25 @@ def logs(core: Any, label: str, tail_lines: int | None = 40) -> str:
 
 
 def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING,
-            field_manager: str = FIELD_MANAGER) -> None:
-    """The product and the example tenants on the cluster, with the named pods listening."""
-    from kubernetes import client
-
-    apply(kubeconfig, stack_objects(program("kubernetes", "kubectl")), field_manager)
+            field_manager: str = FIELD_MANAGER, base: Path | None = None) -> None:
+    """The product and the example tenants on the cluster, with the named pods listening, then the CronWorkflows
+    (apply_crons). `base`: another release's rendered manifests/base instead of this stack's values
+    (benchmarks/scale.py's "before")."""
+    objects = release_objects(program("kubernetes", "kubectl"), base) if base else stack_objects()
+    crons = [o for o in objects if o["kind"] == "CronWorkflow"]
+    apply(kubeconfig, [o for o in objects if o["kind"] != "CronWorkflow"], field_manager)
     # --force-conflicts: on a reused cluster the product's gpuaas-provision-quota (run by the capacity-clock
     # EventSource) has since set the ClusterQueues' quotas as field manager "gpuaas".
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", f"--field-manager={field_manager}", "-k",
             str(EXAMPLE_TENANTS))
+    wait_listening(api_client, listening)
+    apply_crons(kubeconfig, api_client, crons, field_manager)
+
+
+def wait_listening(api_client: Any, listening: tuple[tuple[str, str], ...] = LISTENING) -> None:
+    """The named EventSource and Sensor pods Running on the real node and logging that they listen."""
+    from kubernetes import client
+
     core = client.CoreV1Api(api_client)
     for label, _ in listening:
         try:
@@ -126,6 +137,32 @@ def install(kubeconfig: Path, api_client: Any, listening: tuple[tuple[str, str],
             raise InstallError(f"{error}\n{logs(core, label)}") from None
 
 
+def apply_crons(kubeconfig: Path, api_client: Any, crons: list[dict[str, Any]], field_manager: str) -> None:
+    """The CronWorkflows, last and annotated with their WorkflowTemplate's resourceVersion.
+
+    argo-workflows v4.0.5 workflow/cron/controller.go validates a CronWorkflow against the controller's
+    WorkflowTemplate informer when the CronWorkflow is added or updated; one applied in the same batch
+    as its template is rejected ("WorkflowTemplate Informer cannot find WorkflowTemplate"), the error is
+    only logged, and the CronWorkflow is not looked at again until it changes or the informer's 20-minute
+    resync (seen: no sweep for the first minutes of a benchmark). Applied after the listening wait, the
+    template has long been in the informer; the annotation changes whenever the template did, so a
+    re-install re-validates a CronWorkflow an earlier install left rejected. (The same annotation is what the
+    chart's install hook, steps/install_hook.py, writes after `helm install` and `helm upgrade`.)"""
+    if not crons:
+        return
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(api_client)
+    for cron in crons:
+        ref = cron["spec"]["workflowSpec"].get("workflowTemplateRef", {}).get("name")
+        if ref:
+            template = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", cron["metadata"].get("namespace", PRODUCT_NAMESPACE),
+                                                           "workflowtemplates", ref)
+            cron["metadata"].setdefault("annotations", {})[TEMPLATE_VERSION] = \
+                template["metadata"]["resourceVersion"]
+    apply(kubeconfig, crons, field_manager)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m gpuaas.cluster.install --kubeconfig ADMIN [--idle]`: for scripts outside the package
     (benchmarks/real_loop.py), which may not import gpuaas (ARCHITECTURE.md)."""
@@ -137,10 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.install", description=install.__doc__)
     parser.add_argument("--kubeconfig", type=Path, required=True, help="the cluster's admin kubeconfig")
     parser.add_argument("--idle", action="store_true", help="also wait for the webhook EventSource and on-idle")
+    parser.add_argument("--base", type=Path, help="install this manifests/base instead of the checkout's")
     args = parser.parse_args(argv)
     try:
         install(args.kubeconfig, config.new_client_from_config(str(args.kubeconfig)),
-                IDLE_LISTENING if args.idle else LISTENING)
+                IDLE_LISTENING if args.idle else LISTENING, base=args.base)
     except InstallError as error:
         print(f"install: {error}", file=sys.stderr)
         return 1

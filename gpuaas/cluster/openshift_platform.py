@@ -157,11 +157,42 @@ def resources(env: StackEnv) -> list[JSON]:
     ]
 
 
+class InvalidConfig(ValueError):
+    """config.yaml that cluster-monitoring-operator refuses: it then applies nothing from the file."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML with a duplicate mapping key refused, as CMO's parser refuses it (pkg/manifests/config.go
+    NewUserConfigFromString: k8s.io/apimachinery yaml.UnmarshalStrict, sigs.k8s.io/yaml YAMLToJSONStrict)."""
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> JSON:
+    keys = [loader.construct_object(key, deep=deep) for key, _ in node.value]
+    duplicates = sorted({str(k) for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise InvalidConfig(f"config.yaml: duplicate key {', '.join(duplicates)}")
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def parse_uwm_config(text: str | None) -> JSON:
+    """config.yaml of user-workload-monitoring-config as CMO 4.18 reads it (strictly), or InvalidConfig."""
+    try:
+        config = yaml.load(text or "", Loader=_StrictLoader) or {}
+    except yaml.YAMLError as error:
+        raise InvalidConfig(f"config.yaml: {error}") from None
+    if not isinstance(config, dict):
+        raise InvalidConfig(f"config.yaml: expected a mapping, found {type(config).__name__}")
+    return config
+
+
 def uwm_resources(config_text: str | None, alertmanager_version: str) -> tuple[list[JSON], list[JSON], list[JSON]]:
     """CMO's translation of user-workload-monitoring-config (pkg/manifests/manifests.go, release-4.18): merge
     patches for the user-workload Prometheus and Thanos Ruler, the user-workload Alertmanager to apply, and
-    the one to delete (when `alertmanager.enabled` is not set)."""
-    config = yaml.safe_load(config_text or "") or {}
+    the one to delete (when `alertmanager.enabled` is not set). InvalidConfig for a file CMO refuses."""
+    config = parse_uwm_config(config_text)
     exempt = [{"group": "monitoring.coreos.com", "resource": "prometheusrules", "namespace": ns}
               for ns in config.get("namespacesWithoutLabelEnforcement") or []]
     patches = [{"apiVersion": "monitoring.coreos.com/v1", "kind": kind, "metadata": {"name": name, "namespace": UWM},
@@ -191,6 +222,7 @@ class Controllers:
         self.custom = client.CustomObjectsApi(self.api)
         self.ca = service_ca.read_text()
         self.alertmanager_version = alertmanager_version
+        self.refused = ""
 
     def sync(self) -> None:
         from kubernetes.client import ApiException
@@ -201,7 +233,15 @@ class Controllers:
             if error.status != 404:
                 raise
             found = {}
-        patches, apply, delete = uwm_resources(found.get("config.yaml"), self.alertmanager_version)
+        try:
+            patches, apply, delete = uwm_resources(found.get("config.yaml"), self.alertmanager_version)
+        except InvalidConfig as error:  # CMO reports it (Degraded) and changes nothing
+            if str(error) != self.refused:
+                print(f"{UWM}/{UWM_CONFIGMAP}: {error}; nothing applied", file=sys.stderr, flush=True)
+            self.refused = str(error)
+            patches, apply, delete = [], [], []
+        else:
+            self.refused = ""
         for obj in patches:
             plural = "prometheuses" if obj["kind"] == "Prometheus" else "thanosrulers"
             self.custom.patch_namespaced_custom_object("monitoring.coreos.com", "v1", UWM, plural,

@@ -173,3 +173,36 @@ class Postgres:
         """Rows in Argo's archive table (0 before the controller created it)."""
         exists = self._psql("SELECT to_regclass('public.argo_archived_workflows') IS NOT NULL", DATABASE)
         return int(self._psql("SELECT count(*) FROM argo_archived_workflows", DATABASE)) if exists == "t" else 0
+
+    def archive_stats(self) -> dict[str, int]:
+        """What the archive holds: workflow rows, label rows, and both tables' size on disk (indexes and
+        TOAST included), in bytes (benchmarks/scale.py: archive rows and size per 1,000 admissions)."""
+        if self._psql("SELECT to_regclass('public.argo_archived_workflows') IS NOT NULL", DATABASE) != "t":
+            return {"rows": 0, "labelRows": 0, "bytes": 0}
+        rows = int(self._psql("SELECT count(*) FROM argo_archived_workflows", DATABASE))
+        labels = int(self._psql("SELECT count(*) FROM argo_archived_workflows_labels", DATABASE))
+        size = int(self._psql("SELECT pg_total_relation_size('argo_archived_workflows') + "
+                              "pg_total_relation_size('argo_archived_workflows_labels')", DATABASE))
+        return {"rows": rows, "labelRows": labels, "bytes": size}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m gpuaas.cluster.postgres STATE_DIR`: the archive's stats as JSON (for scripts that may not
+    import gpuaas, such as benchmarks/scale.py)."""
+    import argparse
+    import json
+
+    from gpuaas.cluster.state import ClusterState
+
+    parser = argparse.ArgumentParser(prog="python -m gpuaas.cluster.postgres", description=main.__doc__)
+    parser.add_argument("state_dir", type=Path, help="a cluster started with `gpuaas cluster up --with argo`")
+    args = parser.parse_args(argv)
+    state = ClusterState.load(args.state_dir)
+    if state is None or "postgres" not in state.ports:
+        parser.error(f"expected a cluster with the argo part in {args.state_dir}, found none")
+    print(json.dumps(Postgres(args.state_dir / "postgres", state.ports["postgres"]).archive_stats()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

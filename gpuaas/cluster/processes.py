@@ -41,7 +41,8 @@ def start(name: str, argv: list[str], *, log: Path, env: dict[str, str] | None =
                                  **identity)  # type: ignore[call-overload]
     _children[child.pid] = child
     return ProcessRecord(name=name, pid=child.pid, argv=argv, log=str(log), endpoint=endpoint,
-                         started_at=time.time(), stop_signal=int(stop_signal), stop_seconds=stop_seconds)
+                         started_at=time.time(), stop_signal=int(stop_signal), stop_seconds=stop_seconds,
+                         env=dict(env or {}), user=user)
 
 
 def _cmdline(pid: int) -> list[str]:

@@ -1,28 +1,37 @@
-"""The product's rendered manifests as they run on this stack (`gpuaas cluster up --with events`).
+"""The product as it runs on this stack (`gpuaas cluster up --with events`): the chart's values for it.
 
-`manifests/base` rendered with the kustomize built into the pinned kubectl, with the changes an
-overlay for this machine makes (and nothing else):
-- the EventBus becomes `jetstreamExotic` on the stack's NATS (gpuaas.cluster.argo_events: no
-  registry for upstream's `nats` image, no volume provisioner for its claims);
-- the EventSources' and Sensors' pods select and tolerate the real node (`spec.template`), as the
+This machine is a site like any other: `stack_values()` is its values file (what an admin writes for
+theirs, docs/install.md), and the product is what the chart builds for it (gpuaas/manifests/site.py):
+`helm install -f` of these values (tests/realstack/test_readme_install.py) and the server-side apply
+of `stack_objects()` (gpuaas.cluster.install) install the same objects. What differs from the defaults:
+- the EventBus is `jetstreamExotic` on the stack's NATS (gpuaas.cluster.argo_events: no registry for
+  upstream's `nats` image, no volume provisioner for its claims);
+- the EventSources' and Sensors' pods select and tolerate the real node (`events.podTemplate`), as the
   workflows' pods do through the workflow-controller's workflowDefaults: KWOK's untainted CPU node
   would otherwise take them and report them Running without running anything;
-- the step image `gpuaas-step` becomes the one built here (`gpuaas.local/gpuaas-step:dev`,
-  gpuaas.cluster.images), as the overlays' kustomize `images:` rename it for a registry; the node
-  has it imported, so it is never pulled;
-- the steps' Prometheus address (GPUAAS_PROMETHEUS_URL of ConfigMap gpuaas-prometheus, which every step
-  takes as its environment; `prometheus-operated.monitoring.svc` in the base) becomes the stack's
-  Prometheus at its fixed ClusterIP (gpuaas.cluster.services): pods on
-  the real node have no cluster DNS, and the node's stand-in for kube-proxy forwards that address to
-  the Prometheus of `gpuaas cluster up` on the machine's loopback.
-Everything else (each EventSource's and Sensor's spec, WorkflowTemplate, RBAC rule, policy) is applied
-as rendered.
+- the step image is the one built here (`gpuaas.local/gpuaas-step:dev`, gpuaas.cluster.images), never
+  pulled: the node has it imported;
+- the steps' Prometheus (`prometheus.url`, which the chart writes into ConfigMap gpuaas-prometheus, every
+  step's environment) is the stack's Prometheus at its fixed ClusterIP (gpuaas.cluster.services), and the
+  node's stand-in for kube-proxy forwards that address to the Prometheus of `gpuaas cluster up` on the
+  machine's loopback (a monitoring profile's install keeps its documented URL instead: its names resolve
+  through the stack's stand-in for cluster DNS, gpuaas.cluster.argo_workflows);
+- the catch-up sweep (CronWorkflow `gpuaas-sweep`) runs every minute with a grace of one minute
+  (`sweep.schedule`, `sweep.grace`; the defaults: every 2 minutes, grace 5 minutes), so that on this stack
+  a lost transition is caught up within about two minutes, as the fault tier checks (the idle window is
+  shortened for the same reason);
+- the Namespace is part of the install (`namespace.create`), as in the overlays.
+Everything else (each EventSource's and Sensor's spec, WorkflowTemplate, RBAC rule, policy) is the default.
+
+An earlier release's rendered manifests/base (benchmarks/scale.py `--before-base`: the cost before and
+after) comes without values for this chart: `release_objects` makes the same changes to its rendered
+objects, as an overlay (`for_this_stack`); tests/cluster/test_product.py checks that the overlay over this
+checkout's base and `stack_objects()` are the same objects.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,50 +42,56 @@ from gpuaas.cluster.images import STEP_IMAGE
 from gpuaas.cluster.objects import kustomize
 
 BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
-RENDERED_STEP_IMAGE = "gpuaas-step"
-PROMETHEUS_ENV = "GPUAAS_PROMETHEUS_URL"
-PROMETHEUS_CONFIGMAP = "gpuaas-prometheus"
+SWEEP_SCHEDULE = "* * * * *"
+SWEEP_GRACE = "1m"
 
 JSON = dict[str, Any]
 
 
-def _each_mapping(node: Any) -> Iterator[JSON]:
-    """Every mapping in a rendered object, depth first: containers and env entries sit at different
-    depths in Sensors, EventSources and WorkflowTemplates."""
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _each_mapping(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _each_mapping(value)
+def stack_values(create_namespace: bool = True) -> JSON:
+    """The values of this stack (see the module docstring), over the chart's defaults."""
+    repository, _, tag = STEP_IMAGE.rpartition(":")
+    return {"image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+            "namespace": {"create": create_namespace},
+            "prometheus": {"url": f"http://{services.PROMETHEUS.url_host}"},
+            "eventBus": {"spec": exotic_event_bus()["spec"]},
+            "events": {"podTemplate": node_placement()},
+            "sweep": {"schedule": SWEEP_SCHEDULE, "grace": SWEEP_GRACE}}
 
 
-def _for_this_node(objects: list[JSON]) -> None:
-    """The step image built here (never pulled) and the steps' Prometheus at the stack's fixed ClusterIP."""
-    for node in _each_mapping(objects):
-        if node.get("image") == RENDERED_STEP_IMAGE:
-            node["image"] = STEP_IMAGE
-            node["imagePullPolicy"] = "Never"
-        if node.get("kind") == "ConfigMap" and node.get("metadata", {}).get("name") == PROMETHEUS_CONFIGMAP:
-            node["data"][PROMETHEUS_ENV] = f"http://{services.PROMETHEUS.url_host}"
+def stack_objects() -> list[JSON]:
+    """The product (no tenants, no node pool) for this stack's values, in the release namespace gpuaas."""
+    from gpuaas.manifests import site, values
+
+    return site.product_objects(values.load(overrides=stack_values()), "gpuaas")
 
 
-def stack_objects(kubectl: Path, base: Path = BASE) -> list[JSON]:
-    """The rendered base with this stack's EventBus and step image (see the module docstring)."""
+def release_objects(kubectl: Path, base: Path) -> list[JSON]:
+    """Another release's rendered manifests/base (`kubectl kustomize`) as it runs on this stack."""
     return for_this_stack(kustomize(kubectl, base))
 
 
 def for_this_stack(rendered: list[JSON]) -> list[JSON]:
-    """The overlay of the module docstring applied to rendered objects (copies; the input is unchanged)."""
-    rendered = copy.deepcopy(rendered)
-    buses = [obj for obj in rendered if obj["kind"] == "EventBus"]
+    """The changes of the module docstring made to rendered objects (copies; the input is unchanged)."""
+    from gpuaas.manifests.site import PROMETHEUS_CONFIGMAP, each_mapping
+    from gpuaas.manifests.site import STEP_IMAGE as RENDERED_STEP_IMAGE
+
+    settings = stack_values()
+    objects = copy.deepcopy(rendered)
+    buses = [obj for obj in objects if obj["kind"] == "EventBus"]
     if len(buses) != 1:
         raise ValueError(f"expected one EventBus in the rendered base, found {len(buses)}")
-    objects = [exotic_event_bus(buses[0]["metadata"]["name"]) if obj["kind"] == "EventBus" else obj
-               for obj in rendered]
+    buses[0]["spec"] = settings["eventBus"]["spec"]
     for obj in objects:
         if obj["kind"] in ("EventSource", "Sensor"):
-            obj["spec"].setdefault("template", {}).update(node_placement())
-    _for_this_node(objects)
+            obj["spec"].setdefault("template", {}).update(settings["events"]["podTemplate"])
+        if obj["kind"] == "CronWorkflow" and obj["metadata"]["name"] == "gpuaas-sweep":
+            obj["spec"]["schedules"] = [SWEEP_SCHEDULE]
+            obj["spec"]["workflowSpec"]["arguments"] = {"parameters": [{"name": "grace", "value": SWEEP_GRACE}]}
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == PROMETHEUS_CONFIGMAP:
+            obj["data"]["GPUAAS_PROMETHEUS_URL"] = settings["prometheus"]["url"]
+    for node in each_mapping(objects):
+        if node.get("image") == RENDERED_STEP_IMAGE:
+            node["image"] = STEP_IMAGE
+            node["imagePullPolicy"] = "Never"
     return objects

@@ -1,7 +1,7 @@
 """Monitoring profiles: where the product's rules are evaluated and its alerts routed, per platform.
 
 `gpuaas cluster up --monitoring PROFILE` runs one of these; `gpuaas doctor` and its tests compare a live
-cluster with them; the overlays under `manifests/overlays/` are rendered for them (gpuaas.manifests.platforms).
+cluster with them; the overlays under `manifests/overlays/` are rendered from their values (`chart_values`).
 A profile is DATA, transcribed from each platform's own source with its provenance (`Source`: repository,
 file, commit), because the Prometheus Operator, not gpuaas, decides on those platforms:
 
@@ -21,9 +21,10 @@ file, commit), because the Prometheus Operator, not gpuaas, decides on those pla
     p.router_for(...)                                                            # who reads gpuaas-idle
     p.query                                                                      # URL, auth, CA, RBAC
 
-Each profile's `chart_values` names it in the keys the Helm chart reserves (`monitoring.platform`,
-`monitoring.ruleLabels`, `monitoring.alertRouting`, `prometheus.url`, `prometheus.auth`, `prometheus.ca`), so
-the chart and the overlays stay one table.
+Each profile's `chart_values` is it in the Helm chart's keys (`monitoring.platform`, `monitoring.ruleLabels`,
+`monitoring.alertRouting`, `prometheus.url`, `prometheus.auth`, `prometheus.ca`, `keda.namespace`,
+`kueue.namespaceLabels`): examples/values/<platform>.yaml carries them, and the overlay of the same name is
+rendered from that file, so the chart, the overlays and the stack's profiles stay one table.
 """
 
 from __future__ import annotations
@@ -198,6 +199,9 @@ class Profile:
     Alertmanager of the platform) or `static` (a plain Alertmanager configured with the product's routing)."""
     kueue: KueueSettings | None
     admin_settings: tuple[AdminSetting, ...] = ()
+    keda_namespace: str = "keda"
+    """Where the platform's KEDA operator runs and reads ClusterTriggerAuthentication references
+    (KEDA_CLUSTER_OBJECT_NAMESPACE)."""
     operator_managed: bool = True
     """False for `plain`: no Prometheus Operator; the stack writes Prometheus' and Alertmanager's files."""
 
@@ -214,14 +218,17 @@ class Profile:
 
     @property
     def chart_values(self) -> JSON:
-        """This profile in the Helm chart's reserved keys."""
+        """This profile as Helm values (the chart's platform keys; gpuaas/manifests/values.py): what
+        examples/values/<platform>.yaml sets (tests/cluster/test_profiles.py checks each example carries them)."""
         values: JSON = {"monitoring": {"platform": self.name, "ruleLabels": dict(self.rule_labels),
-                                       "alertRouting": self.alert_routing},
-                        "prometheus": {"url": self.query.url}}
-        if self.query.auth == "bearer":
-            values["prometheus"]["auth"] = "bearer"
-        if self.query.ca_configmap:
-            values["prometheus"]["ca"] = {"configMap": self.query.ca_configmap[0], "key": self.query.ca_configmap[1]}
+                                       "alertRouting": {"mode": "alertmanagerConfig"}},
+                        "prometheus": {"url": self.query.url,
+                                       "auth": {"type": "serviceAccountToken" if self.query.auth == "bearer" else "none",
+                                                "clusterRole": self.query.cluster_role or ""}},
+                        "keda": {"namespace": self.keda_namespace},
+                        "kueue": {"namespaceLabels": dict(self.tenant_namespace_labels)}}
+        values["prometheus"]["ca"] = ({"configMap": self.query.ca_configmap[0], "key": self.query.ca_configmap[1]}
+                                      if self.query.ca_configmap else {})
         return values
 
 
@@ -348,6 +355,7 @@ OPENSHIFT = Profile(
     rule_labels={}, namespace_labels={}, tenant_namespace_labels={KUEUE_MANAGED_LABEL: "true"},
     alert_routing="alertmanager-config",
     kueue=OPENSHIFT_KUEUE,
+    keda_namespace="openshift-keda",
     admin_settings=(
         AdminSetting("openshift-user-workload-monitoring/user-workload-monitoring-config config.yaml",
                      f"namespacesWithoutLabelEnforcement: [{PRODUCT_NAMESPACE}]",

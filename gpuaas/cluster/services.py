@@ -11,11 +11,19 @@ GPUAAS_PROMETHEUS_URL.
 
 Prometheus' Service is `gpuaas-stack-prometheus`, not the `prometheus-operated` the base's URL names: with
 a monitoring profile (`up --monitoring`) the Prometheus Operator makes `prometheus-operated` itself, headless.
+
+Names, with a monitoring profile: the product installed for a platform queries the URL its values file
+documents (`http://prometheus-operated.monitoring.svc:9090`, `https://thanos-querier.openshift-monitoring.svc:9091`),
+and pods on the real node have no cluster DNS. `host_aliases(profile)` is this stack's STAND-IN for it: each
+such name -> the fixed ClusterIP forwarded to the program behind it, given to every workflow pod by the
+workflow-controller's `workflowDefaults` (`spec.hostAliases`, gpuaas.cluster.argo_workflows); the name
+itself stays in the URL, so TLS checks the serving certificate against it as in a cluster.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +42,8 @@ class LocalService:
     """The program's port name in the cluster's state (ClusterState.port)."""
     part: str
     """The part of `gpuaas cluster up` that runs the program ("" = always)."""
+    profile: str = ""
+    """The monitoring profile that runs the program ("" = every profile)."""
 
     @property
     def url_host(self) -> str:
@@ -64,9 +74,24 @@ def _address(host: int) -> str:
 
 PROMETHEUS = LocalService("monitoring", "gpuaas-stack-prometheus", _address(90), 9090, "prometheus", "")
 NATS = LocalService("argo-events", "eventbus-nats", _address(42), 4222, "nats", "events")
-SERVICES = (PROMETHEUS, NATS)
+THANOS_QUERIER = LocalService("openshift-monitoring", "gpuaas-stack-thanos-querier", _address(91), 9091,
+                              "thanos-querier", "", profile="openshift")
+"""thanos-querier's kube-rbac-proxy (gpuaas.cluster.prometheus_operator), forwarded as TCP: TLS ends at the proxy."""
+SERVICES = (PROMETHEUS, NATS, THANOS_QUERIER)
 
 
-def for_parts(parts: set[str] | frozenset[str]) -> list[LocalService]:
-    """The Services of what runs with these parts."""
-    return [service for service in SERVICES if not service.part or service.part in parts]
+def for_parts(parts: set[str] | frozenset[str], profile: str = "plain") -> list[LocalService]:
+    """The Services of what runs with these parts and this monitoring profile."""
+    return [service for service in SERVICES
+            if (not service.part or service.part in parts) and (not service.profile or service.profile == profile)]
+
+
+def host_aliases(profile: Any) -> list[JSON]:
+    """Pod `hostAliases` for the name in a monitoring profile's query URL (see the module docstring): OpenShift's
+    thanos-querier -> THANOS_QUERIER, kube-prometheus-stack's `prometheus-operated.monitoring.svc` -> PROMETHEUS
+    (which the stack forwards to the profile's Prometheus)."""
+    if not profile.operator_managed:
+        return []
+    host = urllib.parse.urlsplit(profile.query.url).hostname
+    service = THANOS_QUERIER if profile.name == THANOS_QUERIER.profile else PROMETHEUS
+    return [{"ip": service.cluster_ip, "hostnames": [host]}]

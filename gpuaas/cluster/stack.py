@@ -285,6 +285,46 @@ class Cluster:
     start_process = _start
     wait_ready = _ready
 
+    # -- outages (the fault tier: tests/realstack/test_catchup_faults.py, benchmarks/scale.py) --------------
+    def stop_component(self, name: str) -> ProcessRecord:
+        """Stop one running process of the cluster (its stop signal, then SIGKILL), keeping its record to
+        start it again; the others run on. Raises ClusterError when no such process runs."""
+        state = self.load()
+        record = state.processes.get(name) if state else None
+        if record is None or not processes.alive(record):
+            raise ClusterError(f"expected process {name} of the cluster in {self.state_dir} running, found "
+                               f"{'none' if record is None else 'it stopped'}; running: "
+                               f"{', '.join(r.name for r in self.running()) or 'nothing'}")
+        processes.stop(record)
+        record.state = "stopped"
+        assert state is not None
+        state.save()
+        return record
+
+    def start_component(self, name: str) -> ProcessRecord:
+        """Start a stopped process again with the argv, environment and user `up` gave it (same ports,
+        same state on disk: etcd's data, NATS's JetStream store, Alertmanager's notification log)."""
+        state = self.load()
+        record = state.processes.get(name) if state else None
+        if record is None:
+            raise ClusterError(f"expected a process named {name} in the cluster in {self.state_dir}, found none")
+        if processes.alive(record):
+            raise ClusterError(f"expected process {name} stopped before starting it again, found it running "
+                               f"(pid {record.pid})")
+        started = processes.start(name, record.argv, log=Path(record.log), env=record.env or None,
+                                  cwd=self.state_dir, endpoint=record.endpoint, user=record.user,
+                                  stop_signal=record.stop_signal, stop_seconds=record.stop_seconds)
+        started.state = "ready"
+        assert state is not None
+        state.processes[name] = started
+        state.save()
+        return started
+
+    def restart(self, name: str) -> ProcessRecord:
+        """Stop and start one process (a controller's crash and restart, an upgrade's rollout)."""
+        self.stop_component(name)
+        return self.start_component(name)
+
     def identity_kubeconfig(self, name: str, namespace: str, service_account: str) -> Path:
         """A kubeconfig whose client certificate authenticates as that ServiceAccount's user (once per state dir)."""
         user, groups = _service_account_user(namespace, service_account)
@@ -640,10 +680,9 @@ class Cluster:
             shutil.copyfile(source, cert_dir / name)
         env = {"KUBECONFIG": str(self.kubeconfigs["keda"]), "POD_NAMESPACE": KEDA_SA[0], "WATCH_NAMESPACE": "",
                "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_SA[0], "KEDA_HTTP_DEFAULT_TIMEOUT": "3000"}
-        if self.profile.name == "openshift":
-            # OpenShift's KEDA (the Custom Metrics Autoscaler operator) reads ClusterTriggerAuthentication
-            # references from its own namespace (gpuaas.manifests.platforms.KEDA_NAMESPACE_OPENSHIFT)
-            env["KEDA_CLUSTER_OBJECT_NAMESPACE"] = "openshift-keda"
+        # The platform's KEDA reads ClusterTriggerAuthentication references from its own namespace (OpenShift's
+        # Custom Metrics Autoscaler: openshift-keda; the values' keda.namespace names the same)
+        env["KEDA_CLUSTER_OBJECT_NAMESPACE"] = self.profile.keda_namespace
         keda_kubeconfig = str(self.kubeconfigs["keda"])
         operator_health, webhooks_health = self.state.port("keda-operator-health"), self.state.port("keda-webhooks-health")
         operator_argv = [
@@ -773,7 +812,7 @@ class Cluster:
         built = [images.build_pause_image(), images.build_argoexec_image(), images.build_step_image()]
         if "events" in parts:
             built.append(images.build_argo_events_image())
-        forwarded = services.for_parts(parts)
+        forwarded = services.for_parts(parts, self.profile.name)
         self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
                     for ns in sorted({service.namespace for service in forwarded})]
                    + [service.service() for service in forwarded], "Services for programs on loopback")
@@ -802,6 +841,8 @@ class Cluster:
         operator's pod at its loopback address (gpuaas.cluster.monitoring_pods)."""
         if service is services.PROMETHEUS and self.profile.operator_managed:
             return self.state.endpoints["prometheus"].split("://", 1)[1]
+        if service is services.THANOS_QUERIER:
+            return self.state.endpoints["thanos-querier"].split("://", 1)[1]
         return f"127.0.0.1:{self.state.port(service.state_port)}"
 
     # -- down and status -------------------------------------------------------------------------

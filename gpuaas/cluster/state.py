@@ -45,6 +45,10 @@ class ProcessRecord:
     """SIGTERM, or what the program treats as "stop now" (PostgreSQL: SIGINT, its fast shutdown)."""
     stop_seconds: float = 10.0
     """How long `down` waits after the signal before SIGKILL (the node cleans up its pods, mounts, bridge)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The environment `up` added (what `Cluster.restart` starts the process with again)."""
+    user: str | None = None
+    """The system user it runs as (PostgreSQL), or None for root."""
 
 
 @dataclass

@@ -52,7 +52,8 @@ def _filters(parser: argparse.ArgumentParser, nested: bool) -> None:
     filters.add_argument("--tenant", default=default, help="ClusterQueue (tenant) from the audit record")
     filters.add_argument("--namespace", default=default, help="the Workload's namespace")
     filters.add_argument("--workload", default=default, help="the Kueue Workload's name")
-    filters.add_argument("--reaction", default=default, help="reaction (on-admitted, on-idle, ...); server-side")
+    filters.add_argument("--reaction", default=default, help="reaction (on-admitted, on-idle, ...); server-side. "
+                         "The catch-up sweep's passes that found nothing are listed with --reaction sweep only")
     filters.add_argument("--outcome", default=default, choices=OUTCOME_CHOICES, help="recorded outcome")
 
 

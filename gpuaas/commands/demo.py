@@ -258,6 +258,10 @@ def _run_into(args: argparse.Namespace, folder: Any, real: bool) -> int:
     for name, reaction in summary["reactions"].items():
         runs = f"{reaction['runs']} run" + ("" if reaction["runs"] == 1 else "s")
         print(f"  {name:<26} {runs:>8}   outcomes: {outcome_words(name, reaction)}")
+    sweep = summary.get("sweep") or {}
+    if sweep.get("passes"):
+        print(f"catch-up sweep: {sweep['passes']} passes; recorded {sweep['recorded']} of the runs above without a pod, "
+              f"delivered {sweep['delivered']} to a step")
     print(f"metrics: {summary['metrics']}")
     if summary.get("stack") == "real":
         print(f"stand-ins: {'; '.join(summary['stand_ins'])}")

@@ -61,17 +61,25 @@ class NodePool:
     cluster_queues: str = ".+"
     """Regexp on `cluster_queue`: the ClusterQueues whose pending GPUs this pool serves."""
     authentication: str | None = None
-    """ClusterTriggerAuthentication name (bearer token and service CA for OpenShift's thanos-querier:
-    gpuaas.manifests.platforms)."""
+    """ClusterTriggerAuthentication name (the product's bearer token and CA for an authenticated Prometheus such as
+    OpenShift's thanos-querier: gpuaas.manifests.site, `prometheus.auth`)."""
+    label_series: str | None = None
+    """The label's name in kube-state-metrics' series (default: from pool_label, `label_series()`)."""
 
     def query(self) -> str:
-        label = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", self.pool_label)
+        label = self.label_series or label_series(self.pool_label)
         nodes = f'max by (node) (kube_node_labels{{{label}="{self.name}"}})'
         allocatable = (f'sum(max by (node) (kube_node_status_allocatable{{resource="nvidia_com_gpu"}}) '
                        f"* on (node) group_left () {nodes})")
         pending = (f'sum(max by (cluster_queue) ({PENDING_METRIC}{{resource="nvidia.com/gpu", '
                    f'replica_role!="follower", cluster_queue=~"{self.cluster_queues}"}}))')
         return f"({allocatable} or vector(0)) + ({pending} or vector(0))"
+
+
+def label_series(pool_label: str) -> str:
+    """kube-state-metrics' name for a node label: `label_` + the label with every other character as `_`
+    (the chart: `print "label_" (regexReplaceAll "[^a-zA-Z0-9_]" LABEL "_")`)."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", pool_label)
 
 
 def scaled_object(pool: NodePool) -> JSON:
@@ -99,15 +107,16 @@ def scaled_object(pool: NodePool) -> JSON:
     }
 
 
-def openshift(authentication: str) -> list[JSON]:
-    """The pool on a MachineSet, querying thanos-querier with the ClusterTriggerAuthentication `authentication`
-    (its token and CA: gpuaas.manifests.platforms)."""
-    pool = NodePool("machine.openshift.io/v1beta1", "MachineSet", "gpu-worker", "openshift-machine-api",
-                    "https://thanos-querier.openshift-monitoring.svc:9091", authentication=authentication)
-    return [scaled_object(pool)]
+def example(name: str) -> list[JSON]:
+    """The node pool of examples/values/<name>.yaml (what manifests/overlays/<name>/node-pool.yaml holds)."""
+    from gpuaas.manifests import site
+
+    return site.node_pool_objects(site.example_values(name))
+
+
+def openshift() -> list[JSON]:
+    return example("openshift")
 
 
 def kubernetes() -> list[JSON]:
-    pool = NodePool("cluster.x-k8s.io/v1beta1", "MachineDeployment", "gpu-workers", "default",
-                    "http://prometheus-operated.monitoring.svc:9090")
-    return [scaled_object(pool)]
+    return example("kubernetes")

@@ -260,7 +260,7 @@ def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: s
                                secret_name: str = WEBHOOK_SECRET, secret_key: str = WEBHOOK_SECRET_KEY,
                                admins_secret: str = ADMINS_SECRET, admins_secret_key: str = ADMINS_SECRET_KEY,
                                group_wait: str = "30s", group_interval: str = "5m",
-                               repeat_interval: str = "1h") -> dict[str, Any]:
+                               repeat_interval: str = "1h", webhook_namespace: str | None = None) -> dict[str, Any]:
     """AlertmanagerConfig (monitoring.coreos.com/v1alpha1): GPUWorkloadIdle to the webhook EventSource,
     GPU health alerts to the admins' webhook (URL from Secret `gpuaas-admin-alerts`, key `url`).
 
@@ -289,7 +289,7 @@ def alertmanager_config_object(namespace: str = DEFAULT_NAMESPACE, *, service: s
             "receivers": [
                 {"name": RECEIVER,
                  "webhookConfigs": [{
-                     "url": f"http://{service}.{namespace}.svc:{port}{path}",
+                     "url": f"http://{service}.{webhook_namespace or namespace}.svc:{port}{path}",
                      "sendResolved": False,
                      "httpConfig": {"authorization": {"type": "Bearer",
                                                       "credentials": {"name": secret_name, "key": secret_key}}},
@@ -354,6 +354,30 @@ def dashboard_configmap(namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
     }
 
 
+def window_keys() -> tuple[str, ...]:
+    """The policy keys that set an idle window (steps.policy.IDLE_FIELDS: `window` and its alias)."""
+    from steps.policy import _ALIASES, FIELDS_BY_KEY
+
+    spec = next(f for f in FIELDS_BY_KEY.values() if f.attr == "window_seconds")
+    return (spec.key, *(alias for alias, name in _ALIASES.items() if name == spec.key))
+
+
+def shortest_window_seconds(document: Any) -> float:
+    """The shortest idle window in effect for any tenant and kind of a policy document: the step's own
+    layering (steps.policy Policy.windows: built-in per-kind windows, the policy's idle and kinds, each
+    tenant's idle and kinds). The chart's `gpuaas.ruleWindow` resolves the same layers in the values'
+    policy (tests/artifacts/test_chart.py compares them)."""
+    from steps.policy import policy_from_mapping
+
+    return min(policy_from_mapping(document).windows())
+
+
+def duration_text(seconds: float) -> str:
+    """Whole seconds (half up) as Prometheus writes a range: 2h, 90m, 45s."""
+    whole = int(seconds + 0.5)
+    return f"{whole // 3600}h" if whole % 3600 == 0 else f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
+
+
 def rule_window(policy_text: str | None = None) -> str:
     """The alert's window: the SHORTEST idle window of the policy, over every tenant and kind (default:
     the policy gpuaas renders).
@@ -366,9 +390,7 @@ def rule_window(policy_text: str | None = None) -> str:
     from steps.policy import default_policy_text, parse_policy
 
     policy = parse_policy(policy_text if policy_text is not None else default_policy_text())
-    seconds = min(policy.windows())
-    whole = round(seconds)
-    return f"{whole // 3600}h" if whole % 3600 == 0 else f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
+    return duration_text(min(policy.windows()))
 
 
 def objects(namespace: str = DEFAULT_NAMESPACE, **webhook: Any) -> list[dict[str, Any]]:

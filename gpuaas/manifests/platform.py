@@ -15,6 +15,7 @@ NAMESPACE = "gpuaas"
 STEPS_ACCOUNT = "gpuaas-steps"
 SENSORS_ACCOUNT = "gpuaas-sensors"
 EVENT_SOURCES_ACCOUNT = "gpuaas-eventsources"
+SWEEP_ACCOUNT = "gpuaas-sweep"
 POLICY_CONFIGMAP = "gpuaas-policy"
 POLICY_KEY = "policy.yaml"
 
@@ -42,7 +43,7 @@ def service_account(name: str, component: str, ns: str = NAMESPACE) -> JSON:
 
 def service_accounts(ns: str = NAMESPACE) -> list[JSON]:
     return [service_account(STEPS_ACCOUNT, "reaction", ns), service_account(SENSORS_ACCOUNT, "sensor", ns),
-            service_account(EVENT_SOURCES_ACCOUNT, "event-source", ns)]
+            service_account(EVENT_SOURCES_ACCOUNT, "event-source", ns), service_account(SWEEP_ACCOUNT, "sweep", ns)]
 
 
 def event_bus(ns: str = NAMESPACE) -> JSON:

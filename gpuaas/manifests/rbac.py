@@ -15,6 +15,7 @@ from gpuaas.manifests.platform import (
     POLICY_CONFIGMAP,
     SENSORS_ACCOUNT,
     STEPS_ACCOUNT,
+    SWEEP_ACCOUNT,
     labels,
 )
 
@@ -86,6 +87,38 @@ SENSOR_NAMESPACE_RULES: list[Rule] = [
       "its workflowTemplateRef names before creating it (resourceNames: the templates the Sensors submit)")),
 ]
 
+SWEEP_CLUSTER_RULES: list[Rule] = [
+    (["kueue.x-k8s.io"], ["workloads"], ["get", "list", "patch"],
+     ("steps/reactions/sweep.py: list every Workload (list), observe one as its reaction would (get, through "
+      "steps/model/state.py), write the handled-transition marker of a run it recorded (patch)")),
+    (["kueue.x-k8s.io"], ["clusterqueues"], ["get"],
+     "steps/model/tenancy.py (the reaction's observe, run by the sweep): the tenant and cohort"),
+    (["kueue.x-k8s.io"], ["localqueues"], ["get"],
+     "steps/model/tenancy.py: the Workload's LocalQueue -> tenant, when the Workload is not admitted"),
+    (["batch"], ["jobs"], ["get"], "steps/model/owners.py: the owner chain of a Job's Workload"),
+    (["ray.io"], ["rayclusters", "rayjobs"], ["get"],
+     "steps/model/owners.py: a RayCluster's or RayJob's Workload; on-finished's observe reads a RayJob's kept cluster"),
+    (["kubeflow.org"], ["pytorchjobs"], ["get"], "steps/model/owners.py: a PyTorchJob's Workload"),
+    (["keda.sh"], ["scaledobjects"], ["list"],
+     "steps/model/state.py observe_workload: the ScaledObjects in the Workload's namespace (read only)"),
+]
+"""Read-only but for the marker: the sweep plans the reactions of job kinds (whose owners are these) with
+their own observe and plan, and never applies a plan: a plan with a write goes to a step run."""
+
+SWEEP_NAMESPACE_RULES: list[Rule] = [
+    ([""], ["configmaps"], ["get"],
+     "steps/policy.py: on-admitted's plan reads ConfigMap gpuaas-policy (resourceNames restricts it to that one)"),
+    (["argoproj.io"], ["workflows"], ["create", "list", "get"],
+     ("steps/reactions/sweep.py: the runs in flight and its own earlier delivered runs (list), a run of the "
+      "reaction's template it records or delivers (create), the run an earlier pass created under the same "
+      "name (get)")),
+    (["argoproj.io"], ["cronworkflows"], ["get"],
+     ("steps/reactions/sweep.py installed_at: CronWorkflow gpuaas-sweep's creationTimestamp is the install time; "
+      "older transitions are adopted (resourceNames restricts it to that one)")),
+    (["argoproj.io"], ["workflowtaskresults"], ["create", "patch"],
+     "Argo's executor in the sweep's pod reports outputs (Argo Workflows >= 3.4)"),
+]
+
 EVENT_SOURCE_CLUSTER_RULES: list[Rule] = [
     # A resource EventSource is a dynamic informer (Argo Events v1.9.11 pkg/eventsources/sources/resource/start.go):
     # list and watch, never get (the audit log of tests/realstack/test_least_privilege.py shows none).
@@ -129,9 +162,24 @@ NARROWER_SCOPE_NOT_APPLIED: dict[tuple[str, str, str], str] = {
     (STEPS_ACCOUNT, "workflowtaskresults.argoproj.io", "names"):
         ("argoexec (the wait container of every step pod) names its WorkflowTaskResult after the workflow node's "
          "id (Argo Workflows v4.0.5 workflow/executor/taskresult.go: we.nodeID), new for every run"),
+    # The catch-up sweep reads what the reactions' observe reads, in every tenant's namespace, and marks Workloads.
+    **{(SWEEP_ACCOUNT, resource, "namespace"): TENANT_NAMESPACES for resource in (
+        "workloads.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "jobs.batch", "rayclusters.ray.io",
+        "rayjobs.ray.io", "pytorchjobs.kubeflow.org", "scaledobjects.keda.sh")},
+    **{(SWEEP_ACCOUNT, resource, "names"): TENANT_NAMES for resource in (
+        "workloads.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "jobs.batch", "rayclusters.ray.io",
+        "rayjobs.ray.io", "pytorchjobs.kubeflow.org")},
+    (SWEEP_ACCOUNT, "clusterqueues.kueue.x-k8s.io", "names"):
+        "one ClusterQueue per tenant, named after it; provision-quota creates them as tenants are added",
+    (SWEEP_ACCOUNT, "workflows.argoproj.io", "names"):
+        ("the run a pass creates is named after the Workload's uid and transition (steps/reactions/sweep.py "
+         "run_name), new for every transition"),
+    (SWEEP_ACCOUNT, "workflowtaskresults.argoproj.io", "names"):
+        ("argoexec in the sweep's pod names its WorkflowTaskResult after the workflow node's id, new for every "
+         "pass (as the steps')"),
 }
 """Narrower grants left out, with the reason. What IS narrowed: the policy ConfigMap (`resourceNames`
-gpuaas-policy, a Role in gpuaas), the WorkflowTemplates the Sensors read (`resourceNames`, a Role), the Sensors'
+gpuaas-policy, a Role in gpuaas, for the steps and the sweep), the sweep's runs (a Role in gpuaas), the WorkflowTemplates the Sensors read (`resourceNames`, a Role), the Sensors'
 Workflows and the executor's WorkflowTaskResults (Roles in gpuaas). Cluster scope that every use needs (a
 cluster-scoped kind: nodes, clusterqueues, resourceflavors; a list or watch across namespaces: the EventSources)
 is not a narrowing and is not listed."""
@@ -198,11 +246,13 @@ def submitted_templates() -> list[str]:
 
 def objects(ns: str = NAMESPACE) -> list[JSON]:
     out: list[JSON] = []
-    names = {"configmaps": [POLICY_CONFIGMAP], "workflowtemplates": submitted_templates()}
+    names = {"configmaps": [POLICY_CONFIGMAP], "workflowtemplates": submitted_templates(),
+             "cronworkflows": ["gpuaas-sweep"]}
     for name, account, component, cluster, local in (
         ("gpuaas-steps", STEPS_ACCOUNT, "reaction", STEPS_CLUSTER_RULES, STEPS_NAMESPACE_RULES),
         ("gpuaas-sensors", SENSORS_ACCOUNT, "sensor", [], SENSOR_NAMESPACE_RULES),
         ("gpuaas-eventsources", EVENT_SOURCES_ACCOUNT, "event-source", EVENT_SOURCE_CLUSTER_RULES, []),
+        ("gpuaas-sweep", SWEEP_ACCOUNT, "sweep", SWEEP_CLUSTER_RULES, SWEEP_NAMESPACE_RULES),
     ):
         if cluster:
             out.append(_role("ClusterRole", name, cluster, component, None))

@@ -1,9 +1,11 @@
-"""Example Kueue setup for two tenants: one GPU ResourceFlavor, a Cohort, a ClusterQueue per tenant
-(the tenant IS its ClusterQueue) and a LocalQueue in each tenant namespace.
+"""Tenants' Kueue objects: one GPU ResourceFlavor, a Cohort, a ClusterQueue per tenant (the tenant IS its
+ClusterQueue), a LocalQueue in the tenant's namespace, and the namespace labelled `gpuaas.io/tenant`.
 
-team-a and team-b share the cohort `gpuaas`: each has a nominal GPU quota and may borrow the other's
-unused GPUs; preemption reclaims borrowed quota. Namespaces carry `gpuaas.io/tenant` so dashboards
-join GPU use to the tenant. Adjust names and quotas, or create tenants with `gpuaas-provision-quota`.
+Built from the values' `kueue` and `tenants` (gpuaas/manifests/site.py): the example tenants
+(manifests/examples/tenants) are examples/values/kubernetes.yaml's. Tenants in one cohort may borrow
+each other's unused GPUs; preemption reclaims borrowed quota. Namespaces carry `gpuaas.io/tenant` so
+dashboards join GPU use to the tenant, and `helm.sh/resource-policy: keep`: they hold the tenant's
+work, which `helm uninstall` must never delete (kubectl ignores the annotation).
 """
 
 from __future__ import annotations
@@ -15,56 +17,50 @@ from gpuaas.manifests.platform import labels
 JSON = dict[str, Any]
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
-FLAVOR = "gpu-a100"
-COHORT = "gpuaas"
-TENANTS = {"team-a": 4, "team-b": 4}
-"""tenant (ClusterQueue and namespace) -> nominal GPUs."""
+TENANT_LABEL = "gpuaas.io/tenant"
+KEEP = {"helm.sh/resource-policy": "keep"}
+"""Helm leaves an object with this annotation in place on uninstall (a tenant's namespace holds its work)."""
 
 
-def resource_flavor() -> JSON:
+def resource_flavor(name: str, node_labels: Any, tolerations: Any) -> JSON:
     return {"apiVersion": KUEUE, "kind": "ResourceFlavor",
-            "metadata": {"name": FLAVOR, "labels": labels("example-tenants")},
-            "spec": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+            "metadata": {"name": name, "labels": labels("tenants")},
+            "spec": {"nodeLabels": node_labels, "tolerations": tolerations}}
 
 
-def cohort() -> JSON:
-    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": COHORT, "labels": labels("example-tenants")},
+def cohort(name: str) -> JSON:
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": name, "labels": labels("tenants")},
             "spec": {}}
 
 
-def cluster_queue(tenant: str, gpus: int) -> JSON:
+def cluster_queue(tenant: str, cohort_name: str, flavor: str, covered: Any, resources: Any) -> JSON:
+    """`covered`: the resource names, sorted; `resources`: `[{name, nominalQuota}]` in the same order."""
     return {"apiVersion": KUEUE, "kind": "ClusterQueue",
-            "metadata": {"name": tenant, "labels": labels("example-tenants")},
+            "metadata": {"name": tenant, "labels": labels("tenants")},
             "spec": {
-                "cohortName": COHORT,
-                "namespaceSelector": {"matchLabels": {"gpuaas.io/tenant": tenant}},
+                "cohortName": cohort_name,
+                "namespaceSelector": {"matchLabels": {TENANT_LABEL: tenant}},
                 "queueingStrategy": "BestEffortFIFO",
                 "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-                "resourceGroups": [{
-                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                    "flavors": [{"name": FLAVOR, "resources": [
-                        {"name": "cpu", "nominalQuota": str(gpus * 8)},
-                        {"name": "memory", "nominalQuota": f"{gpus * 64}Gi"},
-                        {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)},
-                    ]}],
-                }],
+                "resourceGroups": [{"coveredResources": covered,
+                                    "flavors": [{"name": flavor, "resources": resources}]}],
             }}
 
 
-def namespace(tenant: str) -> JSON:
+def namespace(name: str, tenant: str) -> JSON:
     return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": tenant, "labels": {**labels("example-tenants"), "gpuaas.io/tenant": tenant}}}
+            "metadata": {"name": name, "labels": {**labels("tenants"), TENANT_LABEL: tenant},
+                         "annotations": dict(KEEP)}}
 
 
-def local_queue(tenant: str) -> JSON:
+def local_queue(name: str, namespace_name: str, tenant: str) -> JSON:
     return {"apiVersion": KUEUE, "kind": "LocalQueue",
-            "metadata": {"name": tenant, "namespace": tenant, "labels": labels("example-tenants")},
+            "metadata": {"name": name, "namespace": namespace_name, "labels": labels("tenants")},
             "spec": {"clusterQueue": tenant}}
 
 
-def objects() -> list[JSON]:
-    out: list[JSON] = [resource_flavor(), cohort()]
-    for tenant, gpus in TENANTS.items():
-        out += [namespace(tenant), cluster_queue(tenant, gpus), local_queue(tenant)]
-    return out
+def quota_resources(quota: dict[str, Any]) -> list[JSON]:
+    """`{cpu: 32, nvidia.com/gpu: 4}` -> `[{name, nominalQuota}]` sorted by name (the chart's gpuaas.quotaResources)."""
+    from gpuaas.manifests.site import _to_string
+
+    return [{"name": name, "nominalQuota": _to_string(quota[name])} for name in sorted(quota)]

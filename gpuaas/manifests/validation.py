@@ -329,12 +329,12 @@ YamlLoader = _CrdLoader
 
 
 def load_tree(root: Path | str) -> list[JSON]:
-    """Every Kubernetes object in the YAML files under `root` (kustomization/config files skipped)."""
+    """Every Kubernetes object in the YAML files under `root` (kustomization/config files and patches skipped)."""
     objects: list[JSON] = []
     for path in sorted(Path(root).rglob("*.y*ml")):
         for document in yaml.load_all(path.read_text(), Loader=YamlLoader):
             if isinstance(document, dict) and "kind" in document and "apiVersion" in document \
-                    and not document["apiVersion"].startswith("kustomize.config.k8s.io/"):
+                    and not document["apiVersion"].startswith("kustomize.config.k8s.io/") and "$patch" not in document:
                 objects.append(document)
     return objects
 

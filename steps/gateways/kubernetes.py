@@ -156,6 +156,24 @@ class KubernetesGateway:
         """Objects of one kind in a namespace (or all namespaces when namespace is None)."""
         return self.list_with_version(resource, namespace, label_selector, field_selector)[0]
 
+    def list_pages(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
+                   limit: int = 500) -> Iterator[list[JSON]]:
+        """The objects in pages of at most `limit` (the API's limit/continue): a caller that handles one page
+        at a time holds one page in memory, not every object of a large cluster. A continue token that
+        expired (410 Gone, after etcd compaction) raises PermanentError: list again from the start."""
+        token = ""
+        while True:
+            query = {"limit": str(limit)}
+            if label_selector:
+                query["labelSelector"] = label_selector
+            if token:
+                query["continue"] = token
+            body = self._call("GET", resource.path(namespace), query=query)
+            yield [_with_type(resource, item) for item in body.get("items") or []]
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return
+
     def list_with_version(self, resource: Resource, namespace: str | None = None,
                           label_selector: str | None = None,
                           field_selector: str | None = None) -> tuple[list[JSON], str]:

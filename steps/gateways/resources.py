@@ -96,6 +96,12 @@ INFERENCE_SERVICE = Resource("serving.kserve.io", "v1beta1", "inferenceservices"
 # --- LeaderWorkerSet
 LEADER_WORKER_SET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
 
+# --- Argo Workflows: the catch-up sweep (steps/reactions/sweep.py) lists runs in flight and submits runs; the
+# chart's install hook (steps/install_hook.py) has the CronWorkflows validated again against their templates
+WORKFLOW = Resource("argoproj.io", "v1alpha1", "workflows", "Workflow")
+CRON_WORKFLOW = Resource("argoproj.io", "v1alpha1", "cronworkflows", "CronWorkflow")
+WORKFLOW_TEMPLATE = Resource("argoproj.io", "v1alpha1", "workflowtemplates", "WorkflowTemplate")
+
 # --- Node capacity owners: OpenShift Machine API and Cluster API
 MACHINE_SET = Resource("machine.openshift.io", "v1beta1", "machinesets", "MachineSet")
 MACHINE_DEPLOYMENT = Resource("cluster.x-k8s.io", "v1beta1", "machinedeployments", "MachineDeployment")
@@ -105,7 +111,7 @@ ALL: tuple[Resource, ...] = (
     RESOURCE_FLAVOR, RESOURCE_FLAVOR_V1BETA1, COHORT, COHORT_V1BETA1, SCALED_OBJECT,
     DEPLOYMENT, HORIZONTAL_POD_AUTOSCALER, STATEFUL_SET, REPLICA_SET, POD, NODE, CONFIG_MAP, EVENT, NAMESPACE, JOB,
     RAY_CLUSTER, RAY_JOB, PYTORCH_JOB, NOTEBOOK, INFERENCE_SERVICE, LEADER_WORKER_SET,
-    MACHINE_SET, MACHINE_DEPLOYMENT,
+    MACHINE_SET, MACHINE_DEPLOYMENT, WORKFLOW, CRON_WORKFLOW, WORKFLOW_TEMPLATE,
 )
 
 # Kinds whose /scale subresource the product (and KEDA) uses.

@@ -57,6 +57,8 @@ class WorkloadState:
     extra: JSON = field(default_factory=dict)
     run_id: str = ""
     """The Argo run observing (StepContext.run_id): a release record naming it was made by this run."""
+    delivery: Any = None
+    """steps.delivery.Delivery: the transition this run handles, and whether it was handled already."""
 
     # -- what run_planned and the record read ----------------------------------------------------
     @property
@@ -156,6 +158,7 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
                           run_id=getattr(context, "run_id", ""))
     kube = context.kube
     obj = _get_workload(kube, request.namespace, request.workload, event)
+    state.delivery = _delivery(context, event, obj, state.now, state.run_id)
     if obj is None:
         return state
     workload = Workload(obj)
@@ -192,6 +195,22 @@ def observe_workload(context: Any, request: ReactionRequest) -> WorkloadState:
     if state.release_on is not None and state.release_on.get("kind") == "ScaledObject":
         state.scale_target = scale_target_of(kube, state.release_on)
     return state
+
+
+def _delivery(context: Any, event: ResourceEvent | None, obj: JSON | None, now: datetime, run: str) -> Any:
+    """How this run's delivery relates to the live Workload (steps.delivery), for the reactions that
+    follow a Workload transition; None for the others."""
+    from steps.delivery import TRACKED, delivery_via, judge_delivery
+
+    reaction = getattr(context, "reaction", "")
+    if reaction not in TRACKED:
+        return None
+    via = delivery_via(event.context if event is not None else None, event is not None)
+    reason = None
+    if event is not None and event.kind == "SWEEP":
+        reason = event.extra.get("reason") if isinstance(event.extra.get("reason"), str) else None
+    return judge_delivery(reaction, via=via, live=obj, delivered_body=event.body if event is not None else None,
+                          now=now, run=run, sweep_reason=reason)
 
 
 def scale_target_of(kube: Any, scaled_object: JSON) -> JSON | None:

@@ -174,15 +174,27 @@ def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResu
     from steps.gateways.errors import Conflict, KubernetesError, TransientError
 
     results = [] if results is None else results
+    moved: dict[tuple[str, str | None, str, str], str] = {}
+    """(resource, namespace, name, version read) -> the version the run's own claim left (see below)."""
     for action in plan.actions:
+        mark = action.bookkeeping
+        if action.resource_version:
+            # A write conditional on the version this run read, after this run's own claim on the same object
+            # (steps.delivery.claimed_and_marked: the claim held that version, so nothing else changed since).
+            key = (str(action.resource), action.namespace, action.name, action.resource_version)
+            if key in moved:
+                from dataclasses import replace as dc_replace
+
+                action = dc_replace(action, resource_version=moved[key])
         if action.operation == "none":
-            results.append(ActionResult(action.action, action.target, "unchanged", action.before, action.before))
+            results.append(ActionResult(action.action, action.target, "unchanged", action.before, action.before,
+                                        bookkeeping=mark))
             continue
         if action.operation == "already-applied":
             results.append(ActionResult(action.action, action.target, "applied", action.before, None,
-                                        note=action.reason))
+                                        note=action.reason, bookkeeping=mark))
             continue
-        if dry_run:
+        if dry_run and not mark:
             results.append(ActionResult(action.action, action.target, "dry-run", action.before, None))
             continue
         try:
@@ -190,13 +202,23 @@ def apply_actions(kube: Any, plan: Plan, dry_run: bool, results: list[ActionResu
         except KubernetesError as error:
             if error.maybe_committed and _confirmed(took_effect, kube, action):
                 results.append(ActionResult(action.action, action.target, "applied", action.before, None,
-                                            note=LOST_ANSWER_NOTE.format(error=error)))
+                                            note=LOST_ANSWER_NOTE.format(error=error), bookkeeping=mark))
                 continue
             if isinstance(error, (Conflict, TransientError)):
                 raise
-            results.append(ActionResult(action.action, action.target, "failed", action.before, None, str(error)))
+            if mark and action.operation == "json-patch" and error.status == 422:
+                # The marker's `test` failed: another run claimed or answered the transition after this
+                # one read it (steps.delivery, rule 3). Read again: the re-plan records a duplicate.
+                raise Conflict(409, f"the marker changed since this run read it: {error.message}",
+                               "Conflict") from error
+            results.append(ActionResult(action.action, action.target, "failed", action.before, None, str(error),
+                                        bookkeeping=mark))
             break
-        results.append(ActionResult(action.action, action.target, "applied", action.before, after))
+        results.append(ActionResult(action.action, action.target, "applied", action.before, after, bookkeeping=mark))
+        if mark and action.action == "claim" and action.resource_version and isinstance(after, dict) \
+                and after.get("resourceVersion"):
+            moved[(str(action.resource), action.namespace, action.name, action.resource_version)] = \
+                str(after["resourceVersion"])
     return results
 
 
@@ -289,7 +311,7 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
             except (Conflict, TransientError) as error:
                 timings["applySeconds"] += time.perf_counter() - t
                 earlier.extend(partial)
-                if any(r.result == "applied" for r in partial):
+                if any(r.result == "applied" and not r.bookkeeping for r in partial):
                     applied_plans.append(the_plan)
                 partial = []
                 if isinstance(error, TransientError):
@@ -306,7 +328,7 @@ def run_planned(context: StepContext, *, observe: Callable[[StepContext, Reactio
             timings["applySeconds"] += time.perf_counter() - t
             report.results = [*earlier, *results]
             report.outcome = outcome_of(the_plan, report.results)
-            if any(r.result == "applied" for r in results):
+            if any(r.result == "applied" and not r.bookkeeping for r in results):
                 applied_plans.append(the_plan)
             last_applied = applied_plans[-1] if applied_plans else None
             _describe_run(report, applied_plans if last_applied is the_plan else [*applied_plans, the_plan])
@@ -348,3 +370,5 @@ def _fill_from_state(report: StepReport, state: Any) -> None:
     report.tenant = getattr(state, "tenant", None)
     report.cohort = getattr(state, "cohort", None)
     report.event_summary = getattr(state, "event_summary", None)
+    delivery = getattr(state, "delivery", None)
+    report.delivery = delivery.to_dict() if delivery is not None else None

@@ -230,6 +230,9 @@ class IdleAlert:
     fingerprint: str
     starts_at: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    episode: str = ""
+    """The workload's idle episode (steps.delivery.idle_episode), set by idle-alerts on the item it hands
+    to on-idle: Alertmanager's re-sends of one episode are recorded as repeats and change nothing."""
 
     @classmethod
     def from_alert(cls, alert: Any, where: str = "alert") -> IdleAlert:
@@ -247,7 +250,7 @@ class IdleAlert:
                 raise RejectedInput(f"{where}.labels.{key}", "text (Alertmanager label values are strings)",
                                     type(value).__name__)
         labels = dict(raw_labels)
-        for field_name in ("status", "fingerprint", "startsAt"):
+        for field_name in ("status", "fingerprint", "startsAt", "episode"):
             if alert.get(field_name) is not None and not isinstance(alert.get(field_name), str):
                 raise RejectedInput(f"{where}.{field_name}", "text", type(alert.get(field_name)).__name__)
         # The product's rules label the alert with the PRODUCT's namespace (`namespace`, which the Prometheus
@@ -263,14 +266,17 @@ class IdleAlert:
                                 pod, "check the alert rule's `by (namespace, pod)`")
         return cls(status=alert.get("status") or "", alertname=labels.get("alertname", ""),
                    namespace=namespace, pod=pod, fingerprint=alert.get("fingerprint") or "",
-                   starts_at=alert.get("startsAt") or "", labels=labels)
+                   starts_at=alert.get("startsAt") or "", labels=labels, episode=alert.get("episode") or "")
 
     def as_item(self) -> JSON:
         """The item's `alert`: an OBJECT, which Argo hands to the child's `{{item.alert}}` as compact JSON.
         As JSON text it would arrive with its quotes escaped (Argo v4.0.5 Item.String: a string value
         of an item is JSON-encoded, see engine.expressions.item_scope) and on-idle could not read it."""
-        return {"fingerprint": self.fingerprint, "labels": dict(sorted(self.labels.items())),
+        item = {"fingerprint": self.fingerprint, "labels": dict(sorted(self.labels.items())),
                 "startsAt": self.starts_at, "status": self.status}
+        if self.episode:
+            item["episode"] = self.episode
+        return item
 
     def as_param(self) -> str:
         """The `alert` parameter of the on-idle child (what `{{item.alert}}` becomes): compact JSON."""
@@ -334,10 +340,21 @@ def candidate_alerts(body: Mapping[str, Any]) -> tuple[list[IdleAlert], list[Ski
 
 
 def split_alerts(alerts: list[IdleAlert], resolved: Mapping[tuple[str, str], PodWorkload]) -> AlertSplit:
-    """One item per Workload, given each alert's resolution (pure)."""
+    """One item per Workload, given each alert's resolution (pure). Each item's alert carries the
+    workload's idle episode (the earliest startsAt of its firing alerts in the group); a Workload whose
+    marker says that episode was acted on already gets no item: a repeat, recorded as such."""
+    from dataclasses import replace
+
+    from steps.delivery import idle_episode, read_marker
+
     items: list[JSON] = []
     skipped: list[Skipped] = []
     first_for: dict[tuple[str, str], IdleAlert] = {}
+    starts: dict[tuple[str, str], list[str]] = {}
+    for alert in alerts:
+        where = resolved.get((alert.namespace, alert.pod))
+        if where is not None and where.workload_name is not None:
+            starts.setdefault((alert.namespace, where.workload_name), []).append(alert.starts_at)
     for alert in alerts:
         where = resolved.get((alert.namespace, alert.pod))
         if where is None or where.workload_name is None:
@@ -349,8 +366,14 @@ def split_alerts(alerts: list[IdleAlert], resolved: Mapping[tuple[str, str], Pod
                                           "on-idle checks all of its pods"))
             continue
         first_for[key] = alert
+        episode = idle_episode(starts.get(key, [])) or ""
+        marker = read_marker(where.workload, "on-idle")
+        if episode and marker is not None and marker.transition == episode:
+            skipped.append(Skipped(alert, f"repeat of idle episode {episode} of workload {key[0]}/{key[1]}: acted on "
+                                          f"by {marker.describe()}; Alertmanager re-sent it, nothing changes"))
+            continue
         items.append({"namespace": alert.namespace, "workload": where.workload_name, "pod": alert.pod,
-                      "alert": alert.as_item()})
+                      "alert": replace(alert, episode=episode).as_item()})
     return AlertSplit(tuple(items), tuple(skipped))
 
 

@@ -173,6 +173,13 @@ def desired_scaled_object(state: WorkloadState, target: JSON, owner: JSON, idle:
 
 
 def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
+    """plan_transition under steps.delivery's exactly-once rule (`planned_once`)."""
+    from steps.delivery import planned_once
+
+    return planned_once(plan_transition, request, state, policy)
+
+
+def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
     wl = state.workload
     notes = state.event_notes()
     if wl is None:

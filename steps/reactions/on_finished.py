@@ -33,6 +33,7 @@ def observe(context: Any, request: ReactionRequest) -> WorkloadState:
     from steps.gateways.resources import RAY_CLUSTER
 
     state = observe_workload(context, request)
+    _wait_for_kueue_to_release(state)
     direct = state.owners.direct
     if direct is not None and direct.get("kind") == "RayJob" \
             and (direct.get("spec") or {}).get("shutdownAfterJobFinishes") is not True:
@@ -43,11 +44,45 @@ def observe(context: Any, request: ReactionRequest) -> WorkloadState:
     return state
 
 
+KUEUE_STATUS_GRACE_S = 30.0
+"""How long after a Workload's finish its loan's return may wait for Kueue's ClusterQueue status. Kueue drops the
+Workload from its own books at once and writes the status within about a second (v0.19 `UpdatesBatchPeriod`);
+past this, usage above the return is other work (a queued Workload admitted into the lent quota meanwhile), which
+the in-use floor keeps, as before."""
+
+
+def _wait_for_kueue_to_release(state: WorkloadState) -> None:
+    """A transient error (exit 75: Argo retries) while Kueue may still count this finished Workload's GPUs on the
+    ClusterQueue it borrowed quota for (steps.cluster_queue.return_waits_for_kueue), for KUEUE_STATUS_GRACE_S after
+    the finish at most: Argo's retries (5, 10, 20, 40 s) outlast it, so the return always happens."""
+    from steps.cluster_queue import read_loans, return_waits_for_kueue
+    from steps.gateways.errors import TransientError
+
+    wl, cq = state.workload, state.tenant_info.cluster_queue_object
+    if wl is None or cq is None or wl.finished_at is None:
+        return
+    if (state.now - wl.finished_at).total_seconds() >= KUEUE_STATUS_GRACE_S:
+        return  # long enough for Kueue's status (batched every second): usage above the return is other work
+    loan = read_loans(cq).get(f"{wl.namespace}/{wl.name}")
+    if loan is None or (loan.uid and wl.uid and loan.uid != wl.uid):
+        return
+    waiting = return_waits_for_kueue(cq, f"{wl.namespace}/{wl.name}", int(wl.gpus_admitted))
+    if waiting:
+        raise TransientError(409, waiting, "Conflict")
+
+
 def _hours(seconds: float) -> float:
     return round(seconds / 3600.0, 6)
 
 
 def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
+    """plan_transition under steps.delivery's exactly-once rule (`planned_once`)."""
+    from steps.delivery import planned_once
+
+    return planned_once(plan_transition, request, state, policy)
+
+
+def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan:
     from steps.gateways.resources import CLUSTER_QUEUE, SCALED_OBJECT
 
     wl = state.workload
@@ -105,7 +140,7 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
                        if a.resource.kind != "Workload")
     cq = state.tenant_info.cluster_queue_object
     if cq is not None:
-        from steps.cluster_queue import read_loans, return_loan_patch
+        from steps.cluster_queue import declared_gpus, read_loans, return_loan_patch
 
         key = f"{wl.namespace}/{wl.name}"
         loan = read_loans(cq).get(key)
@@ -113,6 +148,9 @@ def plan(request: ReactionRequest, state: WorkloadState, policy: Policy) -> Plan
             reasons.append(f"the loan for {key} belongs to an earlier Workload (uid {loan.uid}); kept")
         elif loan is not None:
             patch = return_loan_patch(cq, key)
+            redeclared = declared_gpus(cq, loan.flavor)[1]
+            if redeclared:
+                reasons.append(f"{redeclared}: the loan's return leaves that quota plus the other loans")
             if patch is not None:
                 rv = patch.get("metadata", {}).pop("resourceVersion", None)
                 actions.append(Action("return-lent-quota", CLUSTER_QUEUE, state.tenant or "", None,

@@ -616,6 +616,9 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     from steps.plan import Outcome, Plan
     from steps.reactions import release_workers
 
+    repeat = _repeat(state)
+    if repeat is not None:
+        return Plan.nothing(repeat)
     if state.workload_state.release is not None and state.workload_state.workload is not None:
         # Released already: complete what an earlier attempt left (the Workload's copy of the
         # record) and record this run's own release whose answer was lost (release-workers' rules).
@@ -624,8 +627,10 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
         completion = release_workers.plan(named, state.workload_state, policy, by=REACTION)
         if completion.actions:
             gpus = float(completion.metrics.get("gpusReleased", 0.0))
-            return Plan(completion.actions, completion.reasons, completion.empty_outcome,
-                        {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {}, completion.event)
+            # The release is this episode's reaction: it is marked too (an Alertmanager re-send is a repeat).
+            return _with_episode(Plan(completion.actions, completion.reasons, completion.empty_outcome,
+                                      {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {},
+                                      completion.event), state, request.dry_run)
     settings = policy.idle_for(state.tenant, state.idle.kind)
     decision = decide(state.request, state.idle, settings)
     if decision.verdict == "retry":
@@ -643,7 +648,45 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     if dry_run:
         metrics["gpusReleasedIfEnforced"] = gpus
     reasons = (*release.reasons, *decision.reasons[1:])
-    return Plan(release.actions, reasons, release.empty_outcome, metrics, release.event, dry_run)
+    return _with_episode(Plan(release.actions, reasons, release.empty_outcome, metrics, release.event, dry_run),
+                         state, request.dry_run)
+
+
+def _repeat(state: OnIdleState) -> str | None:
+    """Why this alert is a repeat of an episode already acted on, or being acted on by another run (the
+    Workload's marker), else None. A claim older than the lease is a dead run's: this run takes it over."""
+    from steps.delivery import CLAIMED, read_marker
+
+    alert = state.request.alert
+    marker = read_marker(state.idle.workload, REACTION)
+    if alert is None or not alert.episode or marker is None or marker.transition != alert.episode:
+        return None
+    if marker.run and marker.run == state.workload_state.run_id:
+        return None  # Argo's retry of this same run: its own claim or marker
+    if marker.claim_is_stale(state.idle.now):
+        return None
+    if marker.state == CLAIMED:
+        return (f"idle episode {alert.episode} is being acted on by {marker.describe()} (claimed; in progress): "
+                "nothing done here")
+    return (f"repeat of idle episode {alert.episode}: acted on by {marker.describe()}; Alertmanager re-sent the "
+            "alert, nothing changes (a new episode starts when the alert resolves and fires again)")
+
+
+def _with_episode(plan: Any, state: OnIdleState, dry_run_requested: bool) -> Any:
+    """A release (or a policy dry-run's would-be release) is the episode's reaction: claimed on the Workload
+    before it acts and marked after (steps.delivery.claimed_and_marked: a second run for the episode fails
+    its claim and records a repeat)."""
+    from dataclasses import replace as dc_replace
+
+    from steps.delivery import VIA_EVENT, claimed_and_marked
+
+    alert, workload = state.request.alert, state.idle.workload
+    if alert is None or not alert.episode or workload is None or dry_run_requested or not plan.actions:
+        return plan
+    run = state.workload_state.run_id or "hand"
+    actions = claimed_and_marked(plan, workload, REACTION, alert.episode, run=run, now=state.idle.now, via=VIA_EVENT,
+                                 what=f"idle episode {alert.episode}")
+    return dc_replace(plan, actions=actions)
 
 
 def step(context: Any) -> Any:

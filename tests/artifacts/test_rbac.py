@@ -15,9 +15,11 @@ from steps.gateways import resources
 
 JSON = dict[str, Any]
 STEPS = Path(__file__).resolve().parents[2] / "steps"
-CALL = re.compile(r"\.(get|list|create|merge_patch|json_patch|replace|delete|watch|update_with_retry)\(\s*"
+SWEEP = STEPS / "reactions" / "sweep.py"
+HOOK = STEPS / "install_hook.py"
+CALL = re.compile(r"\.(get|list|list_pages|create|merge_patch|json_patch|replace|delete|watch|update_with_retry)\(\s*"
                   r"(?:R\.|resources\.)?([A-Z][A-Z_0-9]+)\b")
-VERB = {"get": "get", "list": "list", "create": "create", "merge_patch": "patch", "json_patch": "patch",
+VERB = {"get": "get", "list": "list", "list_pages": "list", "create": "create", "merge_patch": "patch", "json_patch": "patch",
         "update_with_retry": "patch", "replace": "update", "delete": "delete", "watch": "watch"}
 
 
@@ -36,8 +38,8 @@ def _steps_calls() -> set[tuple[str, str, str]]:
 
     calls = set()
     for path in STEPS.rglob("*.py"):
-        if "gateways" in path.parts:
-            continue
+        if "gateways" in path.parts or path in (SWEEP, HOOK):
+            continue  # the sweep and the chart's install hook run as ServiceAccounts of their own (tests below)
         text = path.read_text()
         for method, constant in CALL.findall(text):
             resource = getattr(resources, constant, None)
@@ -123,6 +125,45 @@ def test_every_gateway_call_in_steps_is_granted(rbac_objects: list[JSON]) -> Non
     assert ("apps", "statefulsets", "patch") in calls                  # ... and the strategies' writes
     missing = sorted(calls - _granted(rbac_objects, "gpuaas-steps"))
     assert missing == [], f"steps call these without RBAC: {missing}"
+
+
+def test_the_sweep_is_granted_its_calls_and_writes_only_markers_and_runs(rbac_objects: list[JSON]) -> None:
+    """gpuaas-sweep (steps/reactions/sweep.py) lists Workloads and runs, creates runs and writes the
+    handled-transition marker; everything else it reads is the job kinds' observe path, read-only
+    (tests/realstack/test_least_privilege.py drives it as that account and finds every grant used)."""
+    calls = {(r.group, r.plural, VERB[m]) for m, c in CALL.findall(SWEEP.read_text())
+             if isinstance(r := getattr(resources, c, None), resources.Resource)}
+    granted = _granted(rbac_objects, "gpuaas-sweep")
+    assert calls == {("kueue.x-k8s.io", "workloads", "list"), ("kueue.x-k8s.io", "workloads", "patch"),
+                     ("kueue.x-k8s.io", "workloads", "get"),    # re-read after a marker conflict
+                     ("argoproj.io", "workflows", "list"), ("argoproj.io", "workflows", "create"),
+                     ("argoproj.io", "workflows", "get"),
+                     ("argoproj.io", "cronworkflows", "get")}  # the install time (adoption)
+    assert calls <= granted
+    writes = sorted((g, p, v) for g, p, v in granted if v not in ("get", "list", "watch"))
+    assert writes == [("argoproj.io", "workflows", "create"), ("argoproj.io", "workflowtaskresults", "create"),
+                      ("argoproj.io", "workflowtaskresults", "patch"), ("kueue.x-k8s.io", "workloads", "patch")]
+
+
+def test_the_install_hook_is_granted_exactly_its_calls_on_the_charts_cronworkflows_and_their_templates() -> None:
+    """gpuaas-install-hook (steps/install_hook.py, the chart's post-install/post-upgrade Job) gets and patches the
+    chart's CronWorkflows and gets their WorkflowTemplates, by name, and nothing else; every rule names its code."""
+    from gpuaas.manifests import site, values
+
+    objects = site.objects(values.defaults())
+    calls = {(r.group, r.plural, VERB[m]) for m, c in CALL.findall(HOOK.read_text())
+             if isinstance(r := getattr(resources, c, None), resources.Resource)}
+    assert calls == {("argoproj.io", "cronworkflows", "get"), ("argoproj.io", "cronworkflows", "patch"),
+                     ("argoproj.io", "workflowtemplates", "get")}
+    assert _granted(objects, site.INSTALL_HOOK) == calls
+    crons = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CronWorkflow"}
+    role = next(o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == site.INSTALL_HOOK)
+    names = {rule["resources"][0]: sorted(rule["resourceNames"]) for rule in role["rules"]}
+    assert names == {"cronworkflows": sorted(crons), "workflowtemplates": sorted(
+        {c["spec"]["workflowSpec"]["workflowTemplateRef"]["name"] for c in crons.values()})}
+    test_no_wildcards_and_every_rule_names_its_code([role])
+    (job,) = [o for o in objects if o["kind"] == "Job"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"][3:] == sorted(crons)
 
 
 def test_nothing_is_granted_to_steps_that_no_code_calls(rbac_objects: list[JSON]) -> None:

@@ -85,13 +85,14 @@ def test_overlay_builds_with_kustomize_and_pins_every_step_image(overlay: str) -
     scaled = [d for d in documents if d["kind"] == "ScaledObject"]
     assert len(scaled) == 1 and scaled[0]["spec"]["scaleTargetRef"]["kind"] == target
     assert {"Sensor", "EventSource", "EventBus", "PrometheusRule", "ClusterQueue"} <= kinds
-    # what the platform's data says (gpuaas.manifests.platforms), as kustomize built it
-    from gpuaas.manifests.platforms import platforms
+    # what the platform's values say (examples/values/<overlay>.yaml), as kustomize built it
+    from gpuaas.manifests import site
 
-    platform = platforms()[overlay]
+    chosen = site.example_values(overlay)
     (rule,) = [d for d in documents if d["kind"] == "PrometheusRule"]
-    assert platform.rule_labels.items() <= rule["metadata"]["labels"].items()
+    assert chosen["monitoring"]["ruleLabels"].items() <= rule["metadata"]["labels"].items()
     (settings,) = [d for d in documents if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpuaas-prometheus"]
-    assert settings["data"] == platform.prometheus_settings
+    assert settings["data"] == site.prometheus_settings(chosen["prometheus"])
     tenants = [d for d in documents if d["kind"] == "Namespace" and "gpuaas.io/tenant" in d["metadata"]["labels"]]
-    assert tenants and all(platform.tenant_namespace_labels.items() <= d["metadata"]["labels"].items() for d in tenants)
+    assert tenants and all(chosen["kueue"]["namespaceLabels"].items() <= d["metadata"]["labels"].items()
+                           for d in tenants)

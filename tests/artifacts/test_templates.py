@@ -8,8 +8,8 @@ import pytest
 
 JSON = dict[str, Any]
 NAMES = ["gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-release-workers",
-         "gpuaas-resume-workers", "gpuaas-provision-quota"]
-WORKLOAD_TEMPLATES = [n for n in NAMES if n != "gpuaas-provision-quota"]
+         "gpuaas-resume-workers", "gpuaas-provision-quota", "gpuaas-sweep"]
+WORKLOAD_TEMPLATES = [n for n in NAMES if n not in ("gpuaas-provision-quota", "gpuaas-sweep")]
 
 
 def _scripts(template: JSON) -> list[JSON]:
@@ -24,7 +24,7 @@ def _arguments(template: JSON) -> dict[str, JSON]:
     return {p["name"]: p for p in template["spec"]["arguments"]["parameters"]}
 
 
-def test_the_six_templates_exist(templates: dict[str, JSON]) -> None:
+def test_the_seven_templates_exist(templates: dict[str, JSON]) -> None:
     assert sorted(templates) == sorted(NAMES)
 
 
@@ -136,12 +136,16 @@ def test_parameters_have_descriptions_and_submittable_defaults(templates: dict[s
         if "enum" in parameter:
             assert parameter["value"] in parameter["enum"]
     assert arguments["dry-run"]["enum"] == ["false", "true"] and arguments["dry-run"]["value"] == "false"
-    assert {"event", "tenant", "namespace", "workload"} <= set(arguments)
+    if name == "gpuaas-sweep":  # not about one Workload: its pass's settings
+        assert set(arguments) == {"grace", "max-per-pass", "page-size", "installed-at", "dry-run"}
+    else:
+        assert {"event", "tenant", "namespace", "workload"} <= set(arguments)
 
 
 @pytest.mark.parametrize("name", WORKLOAD_TEMPLATES)
 def test_workload_templates_take_the_workload_contract(templates: dict[str, JSON], name: str) -> None:
-    extra = ["target"] if name == "gpuaas-resume-workers" else []
+    extra = {"gpuaas-resume-workers": ["target"], "gpuaas-on-admitted": ["recorded-by", "record"],
+             "gpuaas-on-finished": ["recorded-by", "record"]}.get(name, [])
     assert list(_arguments(templates[name])) == ["namespace", "workload", "event", "dry-run", "tenant", *extra]
 
 
@@ -200,9 +204,10 @@ def test_labels_metrics_gc_deadline_and_service_account(templates: dict[str, JSO
     spec = templates[name]["spec"]
     reaction = templates[name]["metadata"]["labels"]["gpuaas.io/reaction"]
     assert spec["workflowMetadata"]["labels"] == {"gpuaas.io/reaction": reaction}
-    assert spec["workflowMetadata"]["labelsFrom"] == {
-        "gpuaas.io/workload": {"expression": 'sprig.trimAll("-.", sprig.trunc(63, workflow.parameters.workload))'},
-        "gpuaas.io/tenant": {"expression": 'sprig.trimAll("-.", sprig.trunc(63, workflow.parameters.tenant))'}}
+    if name != "gpuaas-sweep":  # a pass is about every Workload, not one
+        assert spec["workflowMetadata"]["labelsFrom"] == {
+            "gpuaas.io/workload": {"expression": 'sprig.trimAll("-.", sprig.trunc(63, workflow.parameters.workload))'},
+            "gpuaas.io/tenant": {"expression": 'sprig.trimAll("-.", sprig.trunc(63, workflow.parameters.tenant))'}}
     metrics = {m["name"]: m for m in spec["metrics"]["prometheus"]}
     assert {"gpuaas_reaction_runs", "gpuaas_reaction_duration_seconds"} <= set(metrics)
     assert {"key": "status", "value": "{{workflow.status}}"} in metrics["gpuaas_reaction_runs"]["labels"]
@@ -210,7 +215,8 @@ def test_labels_metrics_gc_deadline_and_service_account(templates: dict[str, JSO
                     for m in s["metrics"]["prometheus"]}
     assert "gpuaas_reaction_outcomes" in step_metrics
     assert spec["podGC"]["strategy"] == "OnPodSuccess" and spec["ttlStrategy"]["secondsAfterSuccess"] > 0
-    assert 0 < spec["activeDeadlineSeconds"] <= 3600 and spec["serviceAccountName"] == "gpuaas-steps"
+    account = "gpuaas-sweep" if name == "gpuaas-sweep" else "gpuaas-steps"
+    assert 0 < spec["activeDeadlineSeconds"] <= 3600 and spec["serviceAccountName"] == account
 
 
 @pytest.mark.parametrize(("name", "metric", "output"), [

@@ -3,6 +3,7 @@ of the rendered RBAC a set of audited requests needed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def test_grants_expand_every_rule_of_every_bound_role_per_verb() -> None:
                                   ("gpuaas-policy",))]
     users = {g.user for g in granted}
     assert users == {STEPS, "system:serviceaccount:gpuaas:gpuaas-sensors",
-                     "system:serviceaccount:gpuaas:gpuaas-eventsources"}
+                     "system:serviceaccount:gpuaas:gpuaas-eventsources", "system:serviceaccount:gpuaas:gpuaas-sweep"}
 
 
 def test_a_grant_is_used_only_by_an_allowed_request_it_covers(tmp_path: Path) -> None:
@@ -103,6 +104,34 @@ def test_narrowings_name_the_roles_or_resource_names_every_use_would_allow(tmp_p
     assert found("configmaps", "get") == {}
     # unused: nothing to judge
     assert found("pods", "get") == {}
+
+
+def test_each_resource_name_of_a_grant_must_be_named_by_a_use(tmp_path: Path) -> None:
+    """A grant of resourceNames [a, b, c] is used as a whole once any one name is (`unused` says nothing), yet a
+    name no request named is a grant the product does not need: `unused_names` lists it. Only allowed requests
+    of the grant's own account, verb, resource and namespace name a name."""
+    sensors = "system:serviceaccount:gpuaas:gpuaas-sensors"
+    grant = audit.Grant(sensors, "Role/gpuaas/gpuaas-sensors", "gpuaas", "argoproj.io", "workflowtemplates", "get",
+                        ("gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle"))
+    log = tmp_path / "audit.log"
+    log.write_text("\n".join([
+        _line(sensors, "get", "workflowtemplates", group="argoproj.io", namespace="gpuaas", name="gpuaas-on-admitted"),
+        _line(sensors, "get", "workflowtemplates", group="argoproj.io", namespace="gpuaas",
+              name="gpuaas-on-idle", code=403, decision="forbid"),                              # denied: names nothing
+        _line(STEPS, "get", "workflowtemplates", group="argoproj.io", namespace="gpuaas",
+              name="gpuaas-on-finished"),                                                       # another account
+        _line(sensors, "list", "workflowtemplates", group="argoproj.io", namespace="gpuaas",
+              name="gpuaas-on-finished"),                                                       # another verb
+        _line(sensors, "get", "workflowtemplates", group="argoproj.io", namespace="team-a",
+              name="gpuaas-on-finished"),                                                       # another namespace
+    ]) + "\n")
+    seen = list(audit.requests(log))
+    assert audit.unused([grant], seen) == []
+    assert audit.unused_names(grant, seen) == ("gpuaas-on-finished", "gpuaas-on-idle")
+    assert audit.unused_names(grant, seen[:1] + [dataclasses.replace(seen[0], name=n) for n in grant.resource_names]) == ()
+    assert audit.unused_names(grant, []) == grant.resource_names
+    # no resourceNames: no name to leave unused
+    assert audit.unused_names(dataclasses.replace(grant, resource_names=()), []) == ()
 
 
 def test_every_recorded_reason_for_a_wider_grant_names_a_rendered_grant() -> None:

@@ -1,11 +1,12 @@
-"""The product as it runs on this stack (gpuaas.cluster.product): what the machine's overlay changes."""
+"""The product as it runs on this stack (gpuaas.cluster.product): what this machine's values change."""
 
 from __future__ import annotations
 
 import yaml
 
 from gpuaas.cluster import services
-from gpuaas.cluster.product import BASE, for_this_stack
+from gpuaas.cluster.images import STEP_IMAGE
+from gpuaas.cluster.product import BASE, SWEEP_GRACE, SWEEP_SCHEDULE, for_this_stack, stack_objects
 
 
 def _base() -> list[dict]:
@@ -20,6 +21,10 @@ def _urls(objects: list[dict]) -> list[str]:
             if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpuaas-prometheus"]
 
 
+def _by_key(objects: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
 def test_the_steps_reach_prometheus_at_the_fixed_cluster_ip_the_node_forwards() -> None:
     """Pods on the real node have no cluster DNS: `prometheus-operated.monitoring.svc` resolves to nothing
     there, so the on-idle step could never read the evidence. The stack's Prometheus has a Service with a
@@ -29,15 +34,33 @@ def test_the_steps_reach_prometheus_at_the_fixed_cluster_ip_the_node_forwards() 
     templates = [o for o in base if o["kind"] == "WorkflowTemplate"]
     assert templates and all({"configMapRef": {"name": "gpuaas-prometheus", "optional": True}} in s["script"]["envFrom"]
                              for o in templates for s in o["spec"]["templates"] if "script" in s), "a step lacks envFrom"
-    objects = for_this_stack(base)
-    assert _urls(objects) == [f"http://{services.PROMETHEUS.url_host}"], _urls(objects)
-    assert _urls(base)[0].startswith("http://prometheus-operated"), "base changed in place"
+    assert _urls(stack_objects()) == [f"http://{services.PROMETHEUS.url_host}"], _urls(stack_objects())
 
 
-def test_the_overlay_changes_only_the_event_bus_placement_image_and_prometheus_address() -> None:
+def test_the_values_change_only_the_event_bus_placement_image_prometheus_address_and_sweep() -> None:
+    base, stack = _by_key(_base()), _by_key(stack_objects())
+    assert sorted(stack) == sorted(base)
+    changed = sorted(key for key in base if base[key] != stack[key])
+    assert {kind for kind, _ in changed} == {"EventBus", "EventSource", "Sensor", "WorkflowTemplate", "ConfigMap",
+                                             "CronWorkflow"}, changed
+    assert [key for key in changed if key[0] == "ConfigMap"] == [("ConfigMap", "gpuaas-prometheus")], changed
+    assert stack[("ConfigMap", "gpuaas-policy")] == base[("ConfigMap", "gpuaas-policy")]
+    assert list(stack[("EventBus", "default")]["spec"]) == ["jetstreamExotic"]
+    for key in changed:
+        if key[0] in ("EventSource", "Sensor"):
+            template = stack[key]["spec"]["template"]
+            assert template["nodeSelector"] and template["tolerations"], key
+    images = {c["image"] for t in stack.values() if t["kind"] == "WorkflowTemplate" for c in
+              (s["script"] for s in t["spec"]["templates"] if "script" in s)}
+    assert images == {STEP_IMAGE}
+    sweep = stack[("CronWorkflow", "gpuaas-sweep")]["spec"]
+    assert sweep["schedules"] == [SWEEP_SCHEDULE], sweep
+    assert sweep["workflowSpec"]["arguments"]["parameters"] == [{"name": "grace", "value": SWEEP_GRACE}], sweep
+
+
+def test_an_earlier_releases_base_gets_the_same_changes_as_this_checkouts_values() -> None:
+    """benchmarks/scale.py --before-base installs an earlier release's rendered base: for_this_stack must make the
+    changes stack_values() makes, or the "before" figures would measure another configuration."""
     base = _base()
-    objects = for_this_stack(base)
-    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [(o["kind"], o["metadata"]["name"]) for o in base]
-    policy = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpuaas-policy")
-    assert policy == next(o for o in base if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpuaas-policy")
-
+    assert _by_key(for_this_stack(base)) == _by_key(stack_objects())
+    assert _urls(base)[0].startswith("http://prometheus-operated"), "base changed in place"

@@ -18,10 +18,13 @@ from steps.policy import PolicyError, parse_policy
 from tests.fuzz.inputs import SEEDS, TEXT, Picks, deep_json, process_recursion_limit
 
 IDLE_KEYS = ("window", "threshold", "minCoverage", "minRuntime", "mode", "maxReleasesPerHour", "windowSeconds",
-             "minRuntimeSeconds", "windw")
+             "minRuntimeSeconds", "releaseOn", "nodePoolAutoscaled", "signal", "withoutSignal", "progressMetric",
+             "requestMetric", "signalUrl", "windw")
+KIND_NAMES = ("notebook", "ray", "training", "serving", "batch", "gpu")
 YAML_VALUES = [".nan", ".inf", "-.inf", "1e400", "9" * 30, "9" * 5000, "-1", "0", "0.5", "1", "2", "30m", "1h30m",
                "9" * 400 + "s", "'5%'", "true", "null", "[]", "{}", "dry-run", "enforce", "off", "'٣'", "²",
-               deep_json(40), "'\\ud800'", "\"\\ud800\""]
+               deep_json(40), "'\\ud800'", "\"\\ud800\"", "idle", "demand", "never", "auto", "none", "gpu", "keep",
+               "train_steps_total", "'vllm:requests'", "'steps\\n'", "'http://{name}.{namespace}:8888'", "'ftp://x'"]
 # PyYAML's scanner is pure Python where nesting is deep (3,000 levels: 1.5 s); 600 levels is already
 # past what it reads at a process's recursion limit, and those cases are kept rare.
 DEEP = ("idle: " + "[" * 600 + "]" * 600, deep_json(600, "object"), "idle: {threshold: " + "[" * 600 + "]" * 600 + "}")
@@ -34,9 +37,13 @@ def _policy_text(shape: int, seed: int, text: str) -> str:
     if shape % 97 == 0:
         return pick.random.choice(DEEP)
 
-    def idle() -> str:
+    def idle(kinds: bool = True) -> str:
         keys = pick.random.sample(IDLE_KEYS, pick.random.randint(0, 4))
-        return "{" + ", ".join(f"{k}: {pick.random.choice(YAML_VALUES)}" for k in keys) + "}"
+        items = [f"{k}: {pick.random.choice(YAML_VALUES)}" for k in keys]
+        if kinds and pick.random.random() < 0.3:  # per kind: the same keys one level down (not every key is allowed)
+            names = pick.random.sample(KIND_NAMES, pick.random.randint(0, 2))
+            items.append("kinds: {" + ", ".join(f"{name}: {idle(kinds=False)}" for name in names) + "}")
+        return "{" + ", ".join(items) + "}"
 
     lines = [f"idle: {idle()}"] if pick.random.random() < 0.8 else []
     if pick.random.random() < 0.4:
@@ -63,7 +70,7 @@ def test_policy_yaml() -> None:
             assert "\n" not in message and "policy.yaml" in message.split(": expected")[0], message
             message.encode("utf-8")
             return
-        for idle in (parsed.idle, *parsed.tenants.values()):
+        for idle in (parsed.idle, *parsed.tenants.values(), *parsed.every_settings()):
             assert math.isfinite(idle.window_seconds) and idle.window_seconds > 0, idle
             assert 0 <= idle.threshold <= 1 and 0 <= idle.min_coverage <= 1, idle
             assert math.isfinite(idle.min_runtime_seconds) and idle.min_runtime_seconds >= 0, idle

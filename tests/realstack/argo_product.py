@@ -11,10 +11,10 @@ from kubernetes import client
 
 from gpuaas.cluster import install as product_install
 from gpuaas.cluster.install import IDLE_LISTENING, LISTENING, PRODUCT_NAMESPACE, logs, running_pod
-from tests.support.real_cluster import RealCluster
+from tests.support.real_cluster import RealCluster, eventually
 
-__all__ = ["IDLE_LISTENING", "LISTENING", "PRODUCT_NAMESPACE", "apply", "gpu_job", "install", "logs", "running_pod",
-           "workload_of"]
+__all__ = ["IDLE_LISTENING", "LISTENING", "PRODUCT_NAMESPACE", "apply", "gpu_job", "install", "logs", "reaction_run",
+           "running_pod", "workload_of"]
 
 
 def apply(cluster: RealCluster, objects: list[dict]) -> None:
@@ -52,3 +52,48 @@ def workload_of(custom: client.CustomObjectsApi, namespace: str, uid: str) -> di
     items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads",
                                                  label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
     return items[0] if items else None
+
+
+def admitted_workload_of_owner(custom: client.CustomObjectsApi, namespace: str, owner: str) -> dict | None:
+    """Kueue's admitted Workload whose ownerReferences name `owner` (a StatefulSet's pod group), or None."""
+    for workload in custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads")["items"]:
+        owned = any(r.get("name") == owner for r in workload["metadata"].get("ownerReferences") or [])
+        admitted = any(c["type"] == "Admitted" and c["status"] == "True"
+                       for c in (workload.get("status") or {}).get("conditions") or [])
+        if owned and admitted:
+            return workload
+    return None
+
+
+def sensor_run(custom: client.CustomObjectsApi, core: client.CoreV1Api, namespace: str, workload: str,
+               timeout_s: float = 120) -> dict:
+    """The gpuaas-on-admitted Workflow the Sensor submits for this admitted Workload; else an AssertionError with
+    the EventSource's and the Sensor's logs (where the event stopped)."""
+    try:
+        return eventually(lambda: reaction_run(custom, "on-admitted", namespace, workload), timeout_s=timeout_s,
+                          what=f"a gpuaas-on-admitted Workflow for Workload {workload}")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nEventSource:\n{logs(core, 'eventsource-name=gpuaas-workloads')}\n"
+                             f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-admitted')}") from None
+
+
+def reaction_runs(custom: client.CustomObjectsApi, reaction: str, namespace: str, workload: str) -> list[dict]:
+    """The Workflows of `reaction` (label gpuaas.io/reaction) whose parameters name this Workload."""
+    items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows",
+                                                 label_selector=f"gpuaas.io/reaction={reaction}")["items"]
+    def names_it(item: dict) -> bool:
+        parameters = {p["name"]: p.get("value") for p in item["spec"]["arguments"]["parameters"]}
+        return parameters.get("workload") == workload and parameters.get("namespace") == namespace
+    return [item for item in items if names_it(item)]
+
+
+def finished_workflow(custom: client.CustomObjectsApi, name: str, timeout_s: float = 300) -> dict:
+    """The product's Workflow `name` once it has finished (Succeeded, Failed or Error)."""
+    return eventually(lambda: (w := custom.get_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows", name)).get("status", {}).get("phase")
+        in ("Succeeded", "Failed", "Error") and w, timeout_s=timeout_s, what=f"Workflow {name} finished")
+
+
+def reaction_run(custom: client.CustomObjectsApi, reaction: str, namespace: str, workload: str) -> dict | None:
+    """The first Workflow of `reaction` whose parameters name this Workload, once made."""
+    return next(iter(reaction_runs(custom, reaction, namespace, workload)), None)

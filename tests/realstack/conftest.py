@@ -51,12 +51,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tier; in a shard's process keep only that shard's tests; run the demo first.
+    """Mark the tier; in a shard's process keep only that shard's tests; run the README's Helm install first.
 
-    Why the demo first: its story needs 11 of the 12 KWOK GPUs at once, so it runs before any other test on
-    its cluster has taken some (tests/realstack/test_demo_real.py). Why test_least_privilege's Argo test last:
-    it judges the audit log of the requests the other Argo tests made the product's pods send, so the Argo
-    tests share one shard (one cluster) and it ends it."""
+    Why the README's Helm install first: it installs the chart on the fresh Argo cluster (helm refuses objects
+    another tool applied) and uninstalls it before the other Argo tests install the product with kubectl
+    (tests/realstack/test_readme_install.py). Why the demo next: its story needs 11 of the 12 KWOK GPUs at
+    once, so it runs before any other test on its cluster has taken some (tests/realstack/test_demo_real.py).
+    Why test_least_privilege's Argo test last: it judges the audit log of the requests the other Argo tests
+    made the product's pods send, so the Argo tests share one shard (one cluster) and it ends it."""
     slots = [index for index, item in enumerate(items) if HERE in Path(str(item.fspath)).resolve().parents]
     tier = [items[index] for index in slots]
     shards = _SHARDS
@@ -66,14 +68,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = getattr(item, "fixturenames", ())
         try:
             shards[item.nodeid] = real_shards.shard_of(marker.args if marker else None, fixtures)
-        except ValueError as error:
+            if real_shards.runs_after_others(marker.kwargs if marker else None):
+                _AFTER_OTHERS.add(item.nodeid)
+        except (TypeError, ValueError) as error:
             raise pytest.UsageError(f"{item.nodeid}: {error}") from None
 
     def argo(item: pytest.Item) -> bool:
         return "argo_cluster" in getattr(item, "fixturenames", ())
 
-    ordered = sorted(tier, key=lambda item: (not argo(item), Path(str(item.fspath)).name != "test_demo_real.py",
-                                             argo(item) and Path(str(item.fspath)).name == "test_least_privilege.py"))
+    def name(item: pytest.Item) -> str:
+        return Path(str(item.fspath)).name
+
+    ordered = sorted(tier, key=lambda item: (not argo(item), "test_the_readme_helm_install" not in item.name,
+                                             name(item) != "test_demo_real.py",
+                                             argo(item) and name(item) == "test_least_privilege.py"))
     for index, item in zip(slots, ordered, strict=True):
         items[index] = item
     if selected := os.environ.get(real_shards.SHARD_ENV):
@@ -87,6 +95,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _SHARDS: dict[str, str] = {}
 """nodeid -> shard, for the tier's tests of this session."""
+_AFTER_OTHERS: set[str] = set()
+"""The tests whose shard starts when the other shards have ended (real_shard(..., after_others=True))."""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -94,7 +104,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if plan := os.environ.get(real_shards.PLAN_ENV):
         Path(plan).write_text(json.dumps({
             item.nodeid: {"shard": _SHARDS[item.nodeid],
-                          "stacks": real_shards.stacks_used(getattr(item, "fixturenames", ()))}
+                          "stacks": real_shards.stacks_used(getattr(item, "fixturenames", ())),
+                          "after_others": item.nodeid in _AFTER_OTHERS}
             for item in session.items if item.nodeid in _SHARDS}))
 
 
@@ -121,21 +132,22 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         cluster.down(quiet=True)
 
 
-@pytest.fixture(scope="session")
-def argo_cluster() -> Iterator[RealCluster]:
-    """Session scope, started by the first test that asks; stopped at the end of the session."""
-    reused = os.environ.get(ARGO_REUSE_ENV)
+def events_cluster(reuse_env: str, prefix: str) -> Iterator[RealCluster]:
+    """A `gpuaas cluster up --with events` cluster for a fixture: the one $reuse_env names (left running), else
+    one started in a new state dir under /var/tmp (PostgreSQL's `postgres` user must traverse it) and
+    stopped and removed when the fixture ends."""
+    reused = os.environ.get(reuse_env)
     if reused:
         cluster = Cluster(Path(reused))
         status = cluster.status()
         if status["phase"] != "ready" or "events" not in status["parts"]:
-            pytest.fail(f"expected the cluster in ${ARGO_REUSE_ENV}={reused} ready with the events part, found "
+            pytest.fail(f"expected the cluster in ${reuse_env}={reused} ready with the events part, found "
                         f"{status['phase']} with parts {status['parts']}; start it with "
-                        f"`gpuaas cluster up --with events --state-dir {reused}` or unset {ARGO_REUSE_ENV}")
+                        f"`gpuaas cluster up --with events --state-dir {reused}` or unset {reuse_env}")
         yield RealCluster(cluster, Path(status["kubeconfig"]))
         return
     build_all(progress=print)
-    state_dir = Path(tempfile.mkdtemp(prefix="gpuaas-argo-cluster-", dir="/var/tmp"))
+    state_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
     cluster = Cluster(state_dir, progress=print)
     try:
         state = cluster.up(timeout_s=1500, parts={"events"})
@@ -147,6 +159,12 @@ def argo_cluster() -> Iterator[RealCluster]:
     finally:
         cluster.down(quiet=True)
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def argo_cluster() -> Iterator[RealCluster]:
+    """Session scope, started by the first test that asks; stopped at the end of the session."""
+    yield from events_cluster(ARGO_REUSE_ENV, "gpuaas-argo-cluster-")
 
 
 NODE_NAME = "gpuaas-node"

@@ -1,7 +1,7 @@
 """Every rendered manifest, judged by the real apiserver, CRD schemas and admission webhooks, and the
 Argo Events objects by Argo Events' own validation, which the apiserver does not run.
 
-`manifests/base` and both overlays are rendered with the kustomize built into the pinned kubectl
+`manifests/base` and every overlay is rendered with the kustomize built into the pinned kubectl
 (what `kubectl apply -k` runs), then applied server-side: first with dryRun=All (nothing stored,
 every admission step run), then for real. A rejection here is a defect of the rendered YAML (or of
 the Python that renders it), not of the test.
@@ -30,7 +30,7 @@ from tests.support.real_cluster import RealCluster
 from tests.test_upstream_lint import EVENT_KINDS, _events_verdicts, argo_events_lint
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
-TREES = ["base", "overlays/kubernetes", "overlays/openshift"]
+TREES = ["base", "overlays/kubernetes", "overlays/kube-prometheus-stack", "overlays/openshift"]
 
 
 def _render(real_cluster: RealCluster, tree: str) -> list[dict]:
@@ -74,6 +74,20 @@ def test_rendered_manifests_pass_a_server_side_dry_run_then_apply(real_cluster: 
         where = ["-n", obj["metadata"]["namespace"]] if obj["metadata"].get("namespace") else []
         got = real_cluster.kubectl("get", resource, obj["metadata"]["name"], *where, "-o", "name", check=False)
         assert got.returncode == 0, f"expected {resource} {obj['metadata']['name']} stored, found: {got.stderr}"
+
+
+def test_the_example_kustomize_site_passes_a_server_side_dry_run(real_cluster: RealCluster) -> None:
+    """manifests/examples/site (examples/values/site.yaml with kustomize's fields and patch files): every
+    patched object is still one the real apiserver, the CRD schemas and the admission webhooks accept.
+    A dry run only: its ClusterRoleBindings name the site's namespace and would take the product's grants
+    from the other tests."""
+    objects = _render(real_cluster, "examples/site")
+    assert objects, "kubectl kustomize examples/site rendered nothing"
+    _namespaces(real_cluster, objects)
+    done = real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests",
+                                "--dry-run=server", "-f", "-", input_text=yaml.safe_dump_all(objects, sort_keys=False),
+                                check=False)
+    assert done.returncode == 0, f"the real apiserver rejected manifests/examples/site (dry run):\n{done.stderr}"
 
 
 def test_the_apiserver_stores_a_sensor_argo_events_rejects(real_cluster: RealCluster, tmp_path: Path) -> None:

@@ -1,27 +1,37 @@
 """The product on the monitoring platforms users run, judged by the real Prometheus Operator (issue 17).
 
-A cluster of its own per profile (`gpuaas cluster up --monitoring PROFILE`, no real node: nothing here needs
-Argo): the Prometheus Operator v0.93.1 reconciles the
-platform's `Prometheus` and `Alertmanager` resources (gpuaas.cluster.profiles, transcribed from the
-platform's source), and Debian's Prometheus and Alertmanager run on the configuration it generates
-(gpuaas.cluster.monitoring_pods). Then the platform's install block of docs/install.md runs as written
-(only `YOUR-ALERT-WEBHOOK` becomes this test's receiver), and:
+A cluster of its own per profile (`gpuaas cluster up --with events --monitoring PROFILE`): the Prometheus
+Operator v0.93.1 reconciles the platform's `Prometheus` and `Alertmanager` resources (gpuaas.cluster.profiles,
+transcribed from the platform's source), Debian's Prometheus and Alertmanager run on the configuration it
+generates (gpuaas.cluster.monitoring_pods), and the real node, Argo Workflows and Argo Events run the product.
+Then the platform's install block of docs/install.md runs as written, with three substitutions: the test's
+receiver for `YOUR-ALERT-WEBHOOK`, the step image built here for `quay.io/YOUR-ORG/gpuaas-step`, and
+`-f <this stack's values>` after the platform's values file (the step image's tag and pull policy, the EventBus
+on the stack's NATS, the event pods on the real node, and a policy with a 30 s window so a release happens
+within the test; gpuaas.cluster.product says why each). Then:
 
 1. the operator selects the product's PrometheusRule (and not the same rule without the platform's label),
-   and Prometheus evaluates its groups;
-2. GPUWorkloadIdle fires for an idle GPU pod, with `namespace: gpuaas` and the workload's namespace in
-   `workload_namespace`, and the Alertmanager, configured by the operator from the product's
-   AlertmanagerConfig (route with the `OnNamespace` matcher, bearer token from the Secret), POSTs it to the
-   webhook EventSource's URL with the token (the stack's webhook proxy logs each POST; no EventSource runs
-   here, so it answers 503: the release itself is test_argo_idle's);
+   and Prometheus (kube-prometheus-stack) or Thanos Ruler (OpenShift, a stand-in) evaluates its groups;
+2. a tenant's workload idle for the window is RELEASED THROUGH THE PLATFORM'S PATH AND REAL ARGO:
+   GPUWorkloadIdle fires with `namespace: gpuaas` and the workload's namespace in `workload_namespace`; the
+   Alertmanager the operator configured from the product's AlertmanagerConfig POSTs it with the bearer token to
+   the webhook EventSource (through the stack's webhook proxy); the Sensor submits gpuaas-on-idle; its step
+   pod on the real node reads the evidence at the URL the values name (`prometheus-operated.monitoring.svc`,
+   or thanos-querier with the pod's ServiceAccount token and the service CA: names resolved by the stack's
+   stand-in for cluster DNS, gpuaas.cluster.services.host_aliases) and deactivates the Workload;
 3. a GPU health alert (GPUXidError) reaches the admins' receiver named by Secret gpuaas-admin-alerts;
-4. the ScaledObject on-admitted makes for an inference server, with the Prometheus address and
-   authentication of the overlay's ConfigMap gpuaas-prometheus, is served by KEDA: its external metric
-   answers (KEDA's scaler reached Prometheus at the URL the overlay names).
+4. an inference server admitted: the Sensor's gpuaas-on-admitted makes its ScaledObject with the URL and
+   authentication of ConfigMap gpuaas-prometheus, and KEDA (on this machine) answers its external metric
+   through them (the URL resolves, the token is accepted, the CA trusted);
+5. `gpuaas doctor` names what the platform silently drops (kube-prometheus-stack: the rule without its release
+   label; OpenShift: thanos-querier without a token, the enforced namespace label, alertmanager-main reading no
+   AlertmanagerConfig), with a fix that, run as printed, restores it.
 
-The PrometheusRule is applied again after the install with the stack's idle window (30 s, `for` 5 s;
-the rendered one uses the policy's 30 min): its labels, namespace and every other field stay as the
-overlay rendered them.
+Each profile's cluster runs a real node, Argo and Argo Events for minutes: the module is a shard of its own
+(`real_shard("profiles")`, tests/support/real_shards.py), beside the other shards, one profile's cluster at a time.
+
+The PrometheusRule is applied again after the install with `for` 5 s (the chart's is 5 min; its window is the
+policy's 30 s already): its labels, namespace and every other field stay as the chart rendered them.
 """
 
 from __future__ import annotations
@@ -47,19 +57,27 @@ import pytest
 import yaml
 from kubernetes import client
 
-from gpuaas.cluster import profiles, prometheus_operator
+from gpuaas.cluster import processes, profiles, prometheus_operator
 from gpuaas.cluster.binaries import build_all, program
 from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION, XID_ANNOTATION
+from gpuaas.cluster.install import IDLE_LISTENING, logs, wait_listening
+from gpuaas.cluster.product import stack_values
 from gpuaas.cluster.stack import Cluster, ClusterError
 from gpuaas.manifests import observability as obs
+from tests.realstack.argo_product import reaction_run, workload_of
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.doctor import Doctor, changed, finding, not_ok
+from tests.support.helm import pinned_helm
 from tests.support.real_cluster import LogSince, RealCluster, eventually
-from tests.support.real_steps import RealSteps
+
+pytestmark = pytest.mark.real_shard("profiles")  # a cluster of its own per profile (see the module docstring)
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "docs" / "install.md"
-REUSE_ENV = "GPUAAS_REAL_KPS_CLUSTER"
+REUSE_ENV = {"kube-prometheus-stack": "GPUAAS_REAL_KPS_CLUSTER", "openshift": "GPUAAS_REAL_OPENSHIFT_CLUSTER"}
+"""A state dir of `gpuaas cluster up --with events --monitoring PROFILE --state-dir DIR` to reuse (left running)."""
+IMAGE_PLACEHOLDER = "quay.io/YOUR-ORG/gpuaas-step"
+WEBHOOK_PLACEHOLDER = "https://YOUR-ALERT-WEBHOOK"
 TENANT = "team-a"
 SERVING = "team-b"
 """The example tenant whose policy enforces (team-a's is dry-run: on-admitted would only record its ScaledObject)."""
@@ -72,6 +90,9 @@ does not page again), so a run on a reused cluster picks its own."""
 """The node whose GPUs report an XID: Alertmanager groups health alerts by node, and a group an earlier run
 (REUSE_ENV) notified waits its group_interval (5 min) before the next notification."""
 WINDOW, FOR = "30s", "5s"
+POLICY = {"idle": {"mode": "dry-run", "window": WINDOW, "minRuntime": "10s", "maxReleasesPerHour": 20},
+          "tenants": {SERVING: {"idle": {"mode": "enforce"}}}}
+"""The stack's policy: the window of the stack's rule, every tenant dry-run but SERVING, which enforces."""
 KEEP_RUNNING = {"pod-complete.stage.kwok.x-k8s.io/delay": "900s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "900s"}
 
 
@@ -122,26 +143,28 @@ def _query(prometheus: str, promql: str) -> list[dict[str, Any]]:
 
 
 def _start(monitoring: str) -> Iterator[RealCluster]:
-    reused = os.environ.get(REUSE_ENV)
+    reused = os.environ.get(REUSE_ENV[monitoring])
     if reused:
         cluster = Cluster(Path(reused))
         status = cluster.status()
-        if status["phase"] != "ready" or cluster.load().monitoring != monitoring:  # type: ignore[union-attr]
-            pytest.fail(f"expected the cluster in ${REUSE_ENV}={reused} ready with --monitoring {monitoring}, found "
-                        f"{status['phase']}; start it with `gpuaas cluster up --monitoring {monitoring} "
-                        f"--state-dir {reused}` or unset {REUSE_ENV}")
+        state = cluster.load()
+        if status["phase"] != "ready" or state.monitoring != monitoring or "events" not in state.parts:  # type: ignore[union-attr]
+            pytest.fail(f"expected the cluster in ${REUSE_ENV[monitoring]}={reused} ready with --with events "
+                        f"--monitoring {monitoring}, found {status['phase']}; start it with `gpuaas cluster up --with "
+                        f"events --monitoring {monitoring} --state-dir {reused}` or unset {REUSE_ENV[monitoring]}")
         yield RealCluster(cluster, Path(status["kubeconfig"]))
         return
     build_all(progress=print)
     state_dir = Path(tempfile.mkdtemp(prefix=f"gpuaas-{monitoring}-", dir="/var/tmp"))
+    state_dir.chmod(0o755)  # PostgreSQL's `postgres` user traverses it (Argo's archive)
     cluster = Cluster(state_dir, progress=print)
     started = time.monotonic()
     try:
-        state = cluster.up(timeout_s=900, monitoring=monitoring)
+        state = cluster.up(timeout_s=1500, parts={"events"}, monitoring=monitoring)
     except ClusterError as error:
         shutil.rmtree(state_dir, ignore_errors=True)
-        pytest.fail(f"the real stack with --monitoring {monitoring} did not start: {error}")
-    print(f"cluster --monitoring {monitoring} ready in {time.monotonic() - started:.0f}s")
+        pytest.fail(f"the real stack with --with events --monitoring {monitoring} did not start: {error}")
+    print(f"cluster --with events --monitoring {monitoring} ready in {time.monotonic() - started:.0f}s")
     try:
         yield RealCluster(cluster, Path(state.kubeconfig))
     finally:
@@ -154,26 +177,60 @@ def receiver() -> Receiver:
     return Receiver()
 
 
-def _install(cluster: RealCluster, platform: str, receiver: Receiver) -> None:
-    """docs/install.md's block for `platform`, as written (the receiver's URL for YOUR-ALERT-WEBHOOK)."""
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
-           "PATH": f"{program('kubernetes', 'kubectl').parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    # a reused cluster (REUSE_ENV) holds the Secret with an earlier run's receiver: this run's is created
+def stack_values_file(path: Path) -> Path:
+    """This stack's values over the platform's (gpuaas.cluster.product.stack_values: the step image's tag and pull
+    policy, the EventBus, the event pods' placement), with POLICY. Not the Prometheus URL: the platform's values
+    name it, and the stack resolves it (gpuaas.cluster.services.host_aliases)."""
+    values = {key: value for key, value in stack_values(create_namespace=False).items() if key != "prometheus"}
+    path.write_text(yaml.safe_dump({**values, "policy": POLICY}, sort_keys=False))
+    return path
+
+
+UWM_CONFIG_CREATE = "create configmap user-workload-monitoring-config"
+
+
+def _install(cluster: RealCluster, platform: str, receiver: Receiver, workdir: Path,
+             existing_uwm_config: bool = False) -> None:
+    """docs/install.md's block for `platform`, as written, with the module docstring's three substitutions.
+    `existing_uwm_config`: OpenShift's user-workload-monitoring-config exists already; the docs' check finds
+    neither key in it, and their append line replaces the block's `create` line."""
+    pinned_helm()
+    repository = stack_values()["image"]["repository"]
+    tools = os.pathsep.join(str(program(c, n).parent) for c, n in (("kubernetes", "kubectl"), ("helm", "helm")))
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}",
+           "HELM_CACHE_HOME": str(workdir / "helm" / "cache"), "HELM_CONFIG_HOME": str(workdir / "helm" / "config"),
+           "HELM_DATA_HOME": str(workdir / "helm" / "data")}
+    values = stack_values_file(workdir / "stack-values.yaml")
+    # a reused cluster holds an earlier run's release and the Secret with its receiver: this run's are made
+    subprocess.run(["helm", "uninstall", "gpuaas", "-n", "gpuaas", "--wait"], env=env, capture_output=True, check=False)
     cluster.kubectl("-n", "gpuaas", "delete", "secret", obs.ADMINS_SECRET, "--ignore-not-found", check=False)
-    for line in install_block(platform):
-        line = line.replace("https://YOUR-ALERT-WEBHOOK", receiver.url)
+    lines = install_block(platform)
+    assert [line for line in lines if line.startswith("helm install ")], f"expected a `helm install` line: {lines}"
+    if existing_uwm_config:
+        (check,) = install_block("openshift-uwm-config-check")
+        done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 1 and not done.stdout.strip(), f"the docs' check found a key already: {done.stdout}"
+        (append,) = install_block("openshift-existing-uwm-config")
+        lines = [append if UWM_CONFIG_CREATE in line else line for line in lines]
+        assert append in lines, f"expected a `{UWM_CONFIG_CREATE}` line in the openshift block: {lines}"
+    for line in lines:
+        line = line.replace(WEBHOOK_PLACEHOLDER, receiver.url).replace(IMAGE_PLACEHOLDER, repository)
+        if line.startswith("helm install "):
+            assert "#" not in line, f"a comment after `helm install` would swallow the values this test adds: {line}"
+            line += f" -f {values}"
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=300, check=False)
+                              text=True, timeout=600, check=False)
         exists = "AlreadyExists" in done.stderr or "already exists" in done.stderr
         assert done.returncode == 0 or (" create " in line and exists), \
             f"install step failed ({done.returncode}): {line}\n{done.stderr[-2000:]}"
+    wait_listening(cluster.admin, IDLE_LISTENING)
 
 
 @pytest.fixture
-def kps(receiver: Receiver) -> Iterator[RealCluster]:
+def kps(receiver: Receiver, tmp_path: Path) -> Iterator[RealCluster]:
     """Function scope: one profile's cluster up at a time (each test is its profile's whole scenario)."""
     for cluster in _start("kube-prometheus-stack"):
-        _install(cluster, "kube-prometheus-stack", receiver)
+        _install(cluster, "kube-prometheus-stack", receiver, tmp_path)
         yield cluster
 
 
@@ -192,12 +249,10 @@ def _rule_groups(prometheus: str) -> set[str]:
 
 def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda(
         kps: RealCluster, receiver: Receiver, tmp_path: Path) -> None:
-    core, batch, apps = client.CoreV1Api(kps.admin), client.BatchV1Api(kps.admin), client.AppsV1Api(kps.admin)
-    custom = client.CustomObjectsApi(kps.admin)
+    core, batch = client.CoreV1Api(kps.admin), client.BatchV1Api(kps.admin)
     profile = profiles.KUBE_PROMETHEUS_STACK
     (router,) = profile.routers
     prometheus = kps.endpoint("prometheus")
-    proxy_log = LogSince.now(next(c["log"] for c in kps.cluster.status()["components"] if c["name"] == "webhook-proxy"))
 
     # 1. The operator's rule selection: the product's rule (labelled release: kube-prometheus-stack by the
     # overlay) loads; the same rule without the label never does.
@@ -210,7 +265,8 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
                 input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [unlabelled, rule]}))
     def reloaded() -> set[str] | None:
         groups = _get(f"{prometheus}/api/v1/rules")["data"]["groups"]
-        idle = [r for g in groups for r in g["rules"] if r["name"] == obs.ALERT_NAME and f"[{WINDOW}]" in r["query"]]
+        idle = [r for g in groups for r in g["rules"] if r["name"] == obs.ALERT_NAME and f"[{WINDOW}]" in r["query"]
+                and r.get("duration") == 5]
         return {g["name"] for g in groups} if idle else None
     groups = eventually(reloaded, timeout_s=120, what="the operator's rule ConfigMap with the stack's window loaded "
                                                       "into Prometheus (the operator's config-reloader)")
@@ -230,26 +286,11 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
         base64.b64decode(token).decode(), "the operator did not inline the webhook token from the Secret"
     assert webhook["webhook_configs"][0]["url"] == prometheus_operator.webhook_url(), webhook
 
-    # 2. An idle GPU pod of the tenant: the alert fires with the product's namespace, and reaches the webhook.
-    job = batch.create_namespaced_job(TENANT, _gpu_job(f"kps-idle-{SUFFIX}", {UTILIZATION_ANNOTATION: "0", **KEEP_RUNNING}))
-    eventually(lambda: [p for p in core.list_namespaced_pod(TENANT, label_selector=f"batch.kubernetes.io/job-name="
-                                                             f"{job.metadata.name}").items if p.status.phase == "Running"],
-               timeout_s=120, what="the idle Job's pod Running (Kueue admitted it)")
-    firing = eventually(lambda: [a for a in _get(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
-                                 if a["labels"].get("alertname") == obs.ALERT_NAME and a["state"] == "firing"
-                                 and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT],
-                        timeout_s=180, what="GPUWorkloadIdle firing for the tenant's pod")
-    assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
-    try:
-        eventually(lambda: [line for line in proxy_log.lines()
-                            if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
-                   timeout_s=300, what="Alertmanager POSTing GPUWorkloadIdle to the webhook with the token")
-    except AssertionError as error:
-        alertmanager = kps.endpoint("alertmanager")
-        pod_logs = sorted(Path(kps.cluster.state_dir / "pods").glob("alertmanager-*/alertmanager.log"))
-        raise AssertionError(f"{error}\nAlertmanager alerts: {_get(f'{alertmanager}/api/v2/alerts')}\n"
-                             f"Alertmanager log: {pod_logs[0].read_text()[-3000:] if pod_logs else 'none'}\n"
-                             f"proxy log: {proxy_log.path.read_text()[-1500:]}") from None
+    # 2. An idle GPU Job of the enforcing tenant: the alert fires with the product's namespace, and the idle
+    # Workload is released through the operator's Alertmanager, the webhook EventSource and real Argo.
+    job = batch.create_namespaced_job(SERVING, _gpu_job(f"kps-idle-{SUFFIX}", {UTILIZATION_ANNOTATION: "0", **KEEP_RUNNING},
+                                                        namespace=SERVING))
+    _released_through_argo(kps, SERVING, job.metadata.uid, alerts=prometheus, alertmanager=kps.endpoint("alertmanager"))
 
     # 3. A GPU health alert reaches the admins' receiver (the URL of Secret gpuaas-admin-alerts).
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
@@ -260,21 +301,9 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
     finally:
         core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: None}}})
 
-    # 4. An inference server admitted: on-admitted (as gpuaas-steps, with the overlay's gpuaas-prometheus
-    # environment, what the pod's envFrom gives it) makes its ScaledObject; KEDA's scaler answers through
-    # the URL it names.
-    settings = core.read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data
-    apps.create_namespaced_deployment(SERVING, _server(f"kps-server-{SUFFIX}"))
-    workload = eventually(lambda: _admitted_workload(custom, f"kps-server-{SUFFIX}"), timeout_s=120,
-                          what="the server's pod Workload admitted")
-    steps = RealSteps(kps, tmp_path / "steps", environ=settings)
-    run = steps.run("on-admitted", namespace=SERVING, workload=workload)
-    assert run.outcome == "applied", run.describe()
-    scaled = eventually(lambda: [s for s in custom.list_namespaced_custom_object(
-        "keda.sh", "v1alpha1", SERVING, "scaledobjects")["items"] if s["spec"]["scaleTargetRef"]["name"] == f"kps-server-{SUFFIX}"],
-        timeout_s=60, what="the server's ScaledObject")[0]
-    assert scaled["spec"]["triggers"][0]["metadata"]["serverAddress"] == settings["GPUAAS_PROMETHEUS_URL"]
-    _keda_metric_answers(kps, custom, scaled)
+    # 4. An inference server admitted: the Sensor's gpuaas-on-admitted (real Argo, the pod's envFrom of ConfigMap
+    # gpuaas-prometheus) makes its ScaledObject; KEDA's scaler answers through the URL it names.
+    _server_scaled_by_keda(kps, f"kps-server-{SUFFIX}")
 
     # 5. gpuaas doctor: the PrometheusRule without the chart's release label is reported (the operator silently
     # drops it), with the label as the fix; running the printed fix loads it again.
@@ -303,9 +332,91 @@ def _doctor_names_the_unlabelled_rule(cluster: RealCluster, prometheus: str) -> 
     assert not_ok(after) == baseline, not_ok(after)
 
 
-def _gpu_job(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+def _released_through_argo(cluster: RealCluster, namespace: str, uid: str, *, alerts: str, alertmanager: str) -> None:
+    """The idle workload (its job's `uid`) released by gpuaas-on-idle, submitted by the Sensor for the alert that
+    `alerts` (a Prometheus or Thanos Ruler) fires and `alertmanager` routes: the Workload deactivated with the
+    on-idle record, the run Succeeded, its step pods on the real node."""
+    custom, core = client.CustomObjectsApi(cluster.admin), client.CoreV1Api(cluster.admin)
+    components = {c["name"]: c for c in cluster.cluster.status()["components"]}
+    proxy_log = LogSince.now(components["webhook-proxy"]["log"])
+    admitted = eventually(lambda: (w := workload_of(custom, namespace, uid)) and _condition(w, "Admitted") == "True"
+                          and w, timeout_s=120, what="the idle workload admitted")
+    workload = admitted["metadata"]["name"]
+    started = time.monotonic()
+    firing = eventually(lambda: [a for a in _get(f"{alerts}/api/v1/alerts")["data"]["alerts"]
+                                 if a["labels"].get("alertname") == obs.ALERT_NAME and a["state"] == "firing"
+                                 and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == namespace],
+                        timeout_s=240, what=f"GPUWorkloadIdle firing for {namespace}")
+    assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
+    fired = time.monotonic()
+
+    def released() -> dict | None:
+        found = workload_of(custom, namespace, uid)
+        return found if found and found["spec"].get("active") is False else None
+    try:
+        # Up to 300 s: the route exists only once the config-reloader reloads the operator's regenerated Secret,
+        # which may take its --watch-interval poll (3 min by default; seen on openshift: the first POST 70 s after
+        # the AlertmanagerConfig, 3 min after the reloader started watching).
+        done = eventually(released, timeout_s=300, what=f"Workload {workload} released by gpuaas-on-idle")
+    except AssertionError as error:
+        runs = [{"name": r["metadata"]["name"], "phase": (r.get("status") or {}).get("phase"),
+                 "message": (r.get("status") or {}).get("message")}
+                for r in custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", "gpuaas", "workflows",
+                                                              label_selector="gpuaas.io/reaction=on-idle")["items"]]
+        raise AssertionError(f"{error}\non-idle runs: {runs}\nAlertmanager alerts: {_get(f'{alertmanager}/api/v2/alerts')}\n"
+                             f"webhook proxy log:\n{processes.log_tail(components['webhook-proxy']['log'], 20)}\n"
+                             f"EventSource:\n{logs(core, 'eventsource-name=gpuaas-alertmanager', 15)}\n"
+                             f"Sensor:\n{logs(core, 'sensor-name=gpuaas-on-idle', 15)}") from None
+    record = json.loads(done["metadata"]["annotations"]["gpuaas.io/release"])
+    assert record["strategy"] == "deactivate-workload" and record["by"] == "on-idle", record
+    def on_idle_runs() -> list[dict]:
+        items = custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", "gpuaas", "workflows",
+                                                     label_selector="gpuaas.io/reaction=on-idle")["items"]
+        return [r for r in items if {p["name"]: p.get("value") for p in r["spec"]["arguments"]["parameters"]}
+                .get("namespace") == namespace]
+    runs = eventually(lambda: (r := on_idle_runs()) and all((x.get("status") or {}).get("phase") in
+                                                            ("Succeeded", "Failed", "Error") for x in r) and r,
+                      timeout_s=180, what=f"every gpuaas-on-idle run for {namespace} finished")
+    assert all(r["status"]["phase"] == "Succeeded" for r in runs), [(r["metadata"]["name"], r["status"].get("message"))
+                                                                    for r in runs]
+    (run,) = [r for r in runs if any(n.get("templateName") == "on-idle" and workload in json.dumps(n.get("outputs"))
+                                     for n in r["status"]["nodes"].values())][:1] or runs[:1]
+    steps = [n for n in run["status"]["nodes"].values() if n.get("templateName") == "on-idle" and n["type"] == "Pod"]
+    assert steps and all(n["hostNodeName"] == "gpuaas-node" for n in steps), steps
+    proxied = proxy_log.lines()
+    assert [line for line in proxied if line.startswith(f"POST {obs.WEBHOOK_PATH} -> ") and ": 200 (" in line], \
+        proxied[-20:]
+    print(json.dumps({"profile": cluster.cluster.load().monitoring,  # type: ignore[union-attr]
+                      "admitted_to_firing_s": round(fired - started, 1),
+                      "firing_to_released_s": round(time.monotonic() - fired, 1)}))
+
+
+def _server_scaled_by_keda(cluster: RealCluster, name: str) -> None:
+    """A server Deployment in SERVING admitted; the Sensor's gpuaas-on-admitted (real Argo) writes its ScaledObject
+    with ConfigMap gpuaas-prometheus's URL and authentication; KEDA answers through them."""
+    custom, apps = client.CustomObjectsApi(cluster.admin), client.AppsV1Api(cluster.admin)
+    settings = client.CoreV1Api(cluster.admin).read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data
+    apps.create_namespaced_deployment(SERVING, _server(name))
+    workload = eventually(lambda: _admitted_workload(custom, name), timeout_s=120,
+                          what="the server's pod Workload admitted")
+    run = eventually(lambda: (r := reaction_run(custom, "on-admitted", SERVING, workload))
+                     and (r.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Error") and r,
+                     timeout_s=300, what=f"gpuaas-on-admitted for {workload} finished (Sensor, Argo)")
+    assert run["status"]["phase"] == "Succeeded", run["status"].get("message")
+    scaled = eventually(lambda: [s for s in custom.list_namespaced_custom_object(
+        "keda.sh", "v1alpha1", SERVING, "scaledobjects")["items"] if s["spec"]["scaleTargetRef"]["name"] == name],
+        timeout_s=60, what="the server's ScaledObject")[0]
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["metadata"]["serverAddress"] == settings["GPUAAS_PROMETHEUS_URL"], trigger
+    if "GPUAAS_KEDA_AUTHENTICATION" in settings:
+        kind, _, auth = settings["GPUAAS_KEDA_AUTHENTICATION"].partition("/")
+        assert trigger["authenticationRef"] == {"name": auth, "kind": kind}, trigger
+    _keda_metric_answers(cluster, custom, scaled)
+
+
+def _gpu_job(name: str, annotations: dict[str, str], namespace: str = TENANT) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": TENANT, "labels": {"kueue.x-k8s.io/queue-name": TENANT}},
+            "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": namespace}},
             "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {
                 "metadata": {"annotations": annotations},
                 "spec": {"restartPolicy": "Never", "containers": [{
@@ -365,10 +476,21 @@ def _keda_metric_answers(cluster: RealCluster, custom: client.CustomObjectsApi, 
 
 # -- OpenShift ----------------------------------------------------------------------------------------------
 
+ADMINS_UWM_CONFIG = "prometheus:\n  retention: 24h\n"
+"""An admin's user-workload-monitoring-config from before gpuaas: the install must keep it."""
+
+
 @pytest.fixture
-def openshift(receiver: Receiver) -> Iterator[RealCluster]:
+def openshift(receiver: Receiver, tmp_path: Path) -> Iterator[RealCluster]:
+    """The cluster with an admin's user-workload-monitoring-config in place before the install (the docs' path
+    for it: check, then append; the plain `create` was proven before, by the same block on an empty cluster)."""
+    from gpuaas.cluster import openshift_platform as osp
+
     for cluster in _start("openshift"):
-        _install(cluster, "openshift", receiver)
+        cluster.kubectl("-n", osp.UWM, "delete", "configmap", osp.UWM_CONFIGMAP, "--ignore-not-found")
+        cluster.kubectl("-n", osp.UWM, "create", "configmap", osp.UWM_CONFIGMAP,
+                        f"--from-literal=config.yaml={ADMINS_UWM_CONFIG}")
+        _install(cluster, "openshift", receiver, tmp_path, existing_uwm_config=True)
         yield cluster
 
 
@@ -411,8 +533,12 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     custom, batch = client.CustomObjectsApi(openshift.admin), client.BatchV1Api(openshift.admin)
     status = openshift.cluster.status()
     ruler = status["endpoints"][f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
-    proxy_log = LogSince.now(next(c["log"] for c in status["components"] if c["name"] == "webhook-proxy"))
 
+    # The admin's setting kept, the two keys appended, and the whole file still valid for CMO's strict parser.
+    config = core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"]
+    parsed = osp.parse_uwm_config(config)
+    assert parsed["prometheus"] == {"retention": "24h"} and parsed["namespacesWithoutLabelEnforcement"] == ["gpuaas"]
+    assert parsed["alertmanager"] == {"enabled": True, "enableAlertmanagerConfig": True}, config
     # cluster-monitoring-operator's translation of the install's ConfigMap (its stand-in): gpuaas exempt from the
     # enforcement of Thanos Ruler, the user-workload Alertmanager reading AlertmanagerConfigs.
     eventually(lambda: [e["namespace"] for e in (custom.get_namespaced_custom_object(
@@ -428,8 +554,9 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     openshift.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
                       input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [rule, probe]}))
     configmap = "thanos-ruler-user-workload-rulefiles-0"
-    ours = eventually(lambda: (f := _rule_file(openshift, osp.UWM, configmap, "gpuaas")) and f"[{WINDOW}]" in f and f,
-                      timeout_s=120, what="the operator's Thanos Ruler rule file for gpuaas with the stack's window")
+    ours = eventually(lambda: (f := _rule_file(openshift, osp.UWM, configmap, "gpuaas")) and f"[{WINDOW}]" in f
+                      and f"for: {FOR}" in f and f,
+                      timeout_s=120, what="the operator's Thanos Ruler rule file for gpuaas with the stack's timing")
     enforced = eventually(lambda: _rule_file(openshift, osp.UWM, configmap, "team-b"), timeout_s=60,
                           what="the operator's Thanos Ruler rule file for team-b")
     assert 'namespace="team-b"' in enforced and 'namespace="gpuaas"' not in ours.split("labels:")[0], ours[:800]
@@ -457,19 +584,29 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
                 if any(o["kind"] == "Job" for o in w["metadata"].get("ownerReferences") or [])], \
         "Kueue made a Workload for a batch Job: OpenShift AI's default frameworks do not include batch/job"
 
-    # The idle alert from Thanos Ruler (the platform's series through the querier) reaches the webhook.
+    # The idle alert from Thanos Ruler (the platform's series through the querier), for the dry-run tenant's server.
     firing = eventually(lambda: [a for a in _get(f"{ruler}/api/v1/alerts")["data"]["alerts"]
                                  if a["labels"].get("alertname") == obs.ALERT_NAME and a["state"] == "firing"
                                  and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT],
                         timeout_s=240, what="GPUWorkloadIdle firing in Thanos Ruler for the idle server")
     assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
-    # Up to 300 s, as for kube-prometheus-stack: the route exists only once the config-reloader reloads the
-    # operator's regenerated Secret, and it may take its --watch-interval poll (3 min by default) to do so (seen:
-    # the AlertmanagerConfig applied about 16:07:20, the reload and the first POST at 16:08:31, 3 min after the
-    # reloader started watching; the alert had been firing in the Alertmanager since 16:06:19).
-    eventually(lambda: [line for line in proxy_log.lines()
-                        if line.startswith(f"POST {obs.WEBHOOK_PATH}") and "(bearer)" in line],
-               timeout_s=300, what="the user-workload Alertmanager POSTing GPUWorkloadIdle with the token")
+    # An idle PyTorchJob (a kind OpenShift AI's Kueue manages) of the enforcing tenant: released through Thanos
+    # Ruler, the user-workload Alertmanager, the webhook EventSource and real Argo; the on-idle step reads its
+    # evidence from thanos-querier with its ServiceAccount token and the service CA.
+    training = custom.create_namespaced_custom_object("kubeflow.org", "v1", SERVING, "pytorchjobs",
+                                                      _pytorch_job(f"os-idle-{SUFFIX}"))
+    # The user-workload Alertmanager runs once the operator reconciled the install's config (after `status` above
+    # was read, at a CI run's load): its endpoint is read when it is there.
+    # Its name is `alertmanager-user-workload:...` beside a platform Alertmanager, `alertmanager:...` when it is the
+    # first (gpuaas.cluster.prometheus_operator._run_pod).
+    def user_alertmanager_endpoint() -> str | None:
+        endpoints = openshift.cluster.status()["endpoints"]
+        return next((url for key, url in endpoints.items()
+                     if key.startswith("alertmanager") and key.endswith(f":{osp.UWM}/user-workload")), None)
+    user_alertmanager = eventually(user_alertmanager_endpoint, timeout_s=180,
+                                   what=f"the stack's endpoint of the user-workload Alertmanager ({osp.UWM}/user-workload)")
+    _released_through_argo(openshift, SERVING, training["metadata"]["uid"], alerts=ruler,
+                           alertmanager=user_alertmanager)
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
     try:
         eventually(lambda: [a for a in receiver.alerts() if a["labels"].get("alertname") == "GPUXidError"],
@@ -480,27 +617,16 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     # thanos-querier behind the real kube-rbac-proxy: no token 401, a token without cluster-monitoring-view 403,
     # the steps' own token (the overlay binds the role) answers, over the service CA the overlay's ConfigMap holds.
     ca = tmp_path / "service-ca.crt"
-    ca.write_text(eventually(lambda: (core.read_namespaced_config_map("gpuaas-prometheus-ca", "gpuaas").data or {})
-                             .get("service-ca.crt"), timeout_s=60, what="the service CA injected into gpuaas-prometheus-ca"))
+    ca.write_text(eventually(lambda: (core.read_namespaced_config_map(osp.SERVICE_CA_CONFIGMAP, "gpuaas").data or {})
+                             .get("service-ca.crt"), timeout_s=60, what="the service CA in openshift-service-ca.crt"))
     url = core.read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data["GPUAAS_PROMETHEUS_URL"]
     for token, expected in (("", "401"), (_token(openshift, "gpuaas", "gpuaas-eventsources"), "403"),
                             (_token(openshift, "gpuaas", "gpuaas-steps"), "GPU series: [1-9]")):
         answer = _query_as_a_pod(openshift, tmp_path, url, token, ca, 'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}')
         assert re.search(expected, answer), (expected, answer)
 
-    # KEDA's ScaledObject for a server, made by on-admitted with the overlay's settings, authenticates.
-    settings = core.read_namespaced_config_map("gpuaas-prometheus", "gpuaas").data
-    apps.create_namespaced_deployment(SERVING, _server(f"os-server-{SUFFIX}"))
-    workload = eventually(lambda: _admitted_workload(custom, f"os-server-{SUFFIX}"), timeout_s=120,
-                          what="the server's pod Workload admitted")
-    run = RealSteps(openshift, tmp_path / "steps", environ=settings).run("on-admitted", namespace=SERVING,
-                                                                          workload=workload)
-    assert run.outcome == "applied", run.describe()
-    scaled = eventually(lambda: [s for s in custom.list_namespaced_custom_object(
-        "keda.sh", "v1alpha1", SERVING, "scaledobjects")["items"] if s["spec"]["scaleTargetRef"]["name"] == f"os-server-{SUFFIX}"],
-        timeout_s=60, what="the server's ScaledObject")[0]
-    assert scaled["spec"]["triggers"][0]["authenticationRef"]["kind"] == "ClusterTriggerAuthentication"
-    _keda_metric_answers(openshift, custom, scaled)
+    # KEDA's ScaledObject for a server, made by the Sensor's on-admitted with the values' settings, authenticates.
+    _server_scaled_by_keda(openshift, f"os-server-{SUFFIX}")
 
     # gpuaas doctor on OpenShift: thanos-querier's authentication, the enforced namespace label (and the
     # cluster-monitoring-operator setting that lifts it), alertmanager-main reading no AlertmanagerConfig.
@@ -571,3 +697,15 @@ def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Pat
     routing = checks.run(facts).by_id()["alertmanager.routing"]
     assert routing.status == "blocks" and "no route to the idle webhook" in routing.summary, routing
     assert f"{osp.UWM}/user-workload reads AlertmanagerConfig gpuaas/gpuaas-idle" in routing.fix, routing.fix
+
+
+def _pytorch_job(name: str) -> dict[str, Any]:
+    """A suspended PyTorchJob of SERVING, one master pod of 1 GPU at 0 %, kept running."""
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": SERVING, "labels": {"kueue.x-k8s.io/queue-name": SERVING}},
+            "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": {"Master": {
+                "replicas": 1, "restartPolicy": "OnFailure", "template": {
+                    "metadata": {"annotations": {UTILIZATION_ANNOTATION: "0", **KEEP_RUNNING}},
+                    "spec": {"containers": [{"name": "pytorch", "image": "registry.invalid/train:1", "resources": {
+                        "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                        "limits": {"nvidia.com/gpu": "1"}}}]}}}}}}

@@ -1,6 +1,6 @@
 """The GPU node pool's ScaledObject on real KEDA, real Kueue metrics and the stack's Prometheus.
 
-The product's node-pool ScaledObject (gpuaas/manifests/node_pool.py, rendered into both overlays)
+The product's node-pool ScaledObject (gpuaas/manifests/node_pool.py, rendered into every overlay)
 targets a Cluster API MachineDeployment through its `/scale` subresource. Here the pool starts
 with no nodes; a ClusterQueue whose GPU flavor is the pool's has no quota yet, so a Job's GPUs
 queue and real Kueue reports them in `kueue_cluster_queue_resource_pending`, which the stack's

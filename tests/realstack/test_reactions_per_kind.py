@@ -89,13 +89,17 @@ KIND_NAMES = [name for name in KINDS if KINDS[name].strategy != "none"]
 
 Expected = tuple[str, tuple[str, ...]]
 """(outcome, the plan's action names in order)."""
-NOTHING: Expected = ("no-op", ())
+NOTHING: Expected = ("no-op", ("mark-handled",))
+"""on-admitted and on-finished write nothing for these kinds but the marker that the transition was handled
+(gpuaas.io/handled-<reaction> on the Workload, steps.delivery: a hand submission on an unmarked transition is
+its reaction; bookkeeping, not an effect, so the outcome stays no-op)."""
 DEACTIVATED = {"release-workers": ("applied", ("deactivate-workload",)),
                "resume-workers": ("applied", ("reactivate-workload",))}
 EXPECTED: dict[str, dict[str, Expected]] = {
     # on-admitted: a kind KEDA does not scale gets no ScaledObject (the plan records its release strategy
     # only); a Deployment's or StatefulSet's gets one, planned in dry-run here (outcome applied: it would
-    # write). on-finished: nothing of gpuaas' is left on a finished Job or PyTorchJob (no ScaledObject, no loan).
+    # write; dry-run writes no marker either). on-finished: nothing of gpuaas' is left on a finished Job or
+    # PyTorchJob (no ScaledObject, no loan). Both mark the transition handled (NOTHING).
     "Job": {"on-admitted": NOTHING, **DEACTIVATED, "on-finished": NOTHING},
     "elastic Job": {"on-admitted": NOTHING,
                     "release-workers": ("applied", ("scale-workers", "record-release-on-workload")),
@@ -141,7 +145,8 @@ def test_release_and_resume_as_the_templates_service_account(kind_name: str, rea
     admitted = steps.run("on-admitted", namespace=TENANT, workload=workload_name, event="",
                          dry_run="true" if kind.keda_scaled else "false")
     _check(kind_name, "on-admitted", admitted)
-    assert all(a.get("result") == "dry-run" for a in admitted.actions) if kind.keda_scaled else not admitted.actions
+    assert all(a.get("result") == "dry-run" for a in admitted.actions) if kind.keda_scaled else \
+        admitted.applied == ["mark-handled"], admitted.describe()
     assert admitted.account == "gpuaas-steps"
 
     released = steps.run("release-workers", namespace=TENANT, workload=workload_name)

@@ -105,6 +105,15 @@ def _argo_event(cloudevent: dict[str, Any], source_type: str) -> dict[str, Any]:
             "data": None if event.data is None else base64.b64encode(event.data.encode()).decode()}
 
 
+def _owned(body: dict[str, Any], owner: tuple[str, str] | None, annotations: dict[str, str]) -> dict[str, Any]:
+    """A Workload with another owner kind (None keeps the batch Job) and extra annotations."""
+    if owner is not None:
+        body["metadata"]["ownerReferences"][0].update(apiVersion=owner[0], kind=owner[1])
+    if annotations:
+        body["metadata"]["annotations"] = dict(annotations)
+    return body
+
+
 def _lifecycle(sources: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
     """Realistic events for every event the rendered EventSources publish."""
     out: list[dict[str, Any]] = []
@@ -116,15 +125,18 @@ def _lifecycle(sources: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
                 ce["data"]["resource"], ce["data"]["group"], ce["data"]["version"] = "nodes", "", "v1"
                 out.append(_argo_event(ce, kind))
         elif kind == "resource":
-            previous = None
-            for minute, stage in enumerate(events.STAGES):
-                for api_version in ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"):
-                    body = events.workload(stage=stage, api_version=api_version)
-                    for change in ("ADD", "UPDATE", "DELETE"):
-                        old = previous if change == "UPDATE" else None
-                        out.append(_argo_event(events.resource_event(source, name, change, body, old, minute=minute),
-                                               kind))
-                previous = events.workload(stage=stage)
+            # Owners and annotations the Sensors' may-need-a-step filter tells apart (steps.delivery.event_path_runs).
+            for owner, annotations in ((None, {}), (("v1", "Pod"), {}), (("ray.io/v1", "RayJob"), {}),
+                                       (None, {"gpuaas.io/release": "{}"}), (("batch/v1", "Job"), {"x.io/y": "z"})):
+                previous = None
+                for minute, stage in enumerate(events.STAGES):
+                    for api_version in ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"):
+                        body = _owned(events.workload(stage=stage, api_version=api_version), owner, annotations)
+                        for change in ("ADD", "UPDATE", "DELETE"):
+                            old = previous if change == "UPDATE" else None
+                            out.append(_argo_event(events.resource_event(source, name, change, body, old,
+                                                                         minute=minute), kind))
+                    previous = _owned(events.workload(stage=stage), owner, annotations)
         elif kind == "webhook":
             groups = [[events.idle_alert()], [events.idle_alert(status="resolved")],
                       [events.idle_alert(pod="a-0"), events.idle_alert(pod="b-0", status="resolved")],

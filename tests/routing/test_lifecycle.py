@@ -24,13 +24,19 @@ from tests.support.argo_events import (
     idle_alert,
     resource_event,
     webhook_event,
-    workload,
 )
+from tests.support.argo_events import workload as any_workload
 
 ON_ADMITTED = "gpuaas-on-admitted"
 ON_FINISHED = "gpuaas-on-finished"
 ON_IDLE = "gpuaas-on-idle"
 API_VERSIONS = ["kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"]
+
+
+def workload(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """A StatefulSet's Workload: the Sensors start runs for owners a step may write for (a job kind's
+    transitions are the catch-up sweep's, tests/routing/test_catchup_partition.py)."""
+    return any_workload(*args, **{"owner_kind": "StatefulSet", **kwargs})
 
 
 def templates(result: Any) -> list[str]:

@@ -60,7 +60,7 @@ def test_durations(text: object, seconds: float) -> None:
     ("idle: {maxReleasesPerHour: " + "9" * 5000 + "}", "policy.yaml (document)", "digits"),  # YAML's own int()
     ("idle: {maxReleasesPerHour: " + "9" * 30 + "}", "policy.yaml idle.maxReleasesPerHour", "digits"),
     ("idle: {window: " + "9" * 400 + "}", "policy.yaml idle.window", "digits"),
-    ("idle: {window: " + "9" * 400 + "s}", "policy.yaml idle.window", "a finite duration"),
+    ("idle: {window: " + "9" * 400 + "s}", "policy.yaml idle.window", "at most 15 digits"),
     ("idle: " + "[" * 5000 + "]" * 5000, "policy.yaml (document)", "nested"),
     # signalUrl is formatted with the owner's {name}, {namespace} and {domain} in the step: any other
     # placeholder (or a lone brace) failed there with a KeyError, after the policy had been accepted
@@ -75,7 +75,7 @@ def test_errors_name_the_key(text: str, field: str, found: str) -> None:
         parse_policy(text)
     assert caught.value.field == field
     assert found in str(caught.value)
-    assert "kubectl -n gpuaas edit configmap gpuaas-policy" in str(caught.value)
+    assert "fix the policy: the chart's `policy` value (helm upgrade)" in str(caught.value)
 
 
 def test_exemption_on_workload_or_owner_label_or_annotation() -> None:

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,12 @@ def wl_name(scene: Scene) -> str:
 
 def writes(api: ApiServer) -> int:
     return api.write_count
+
+
+def marker(api: ApiServer, scene: Scene, reaction: str, name: str | None = None) -> dict:
+    """The handled-transition marker a reaction left on the Workload (steps.delivery)."""
+    workload = api.store.get(R.WORKLOAD, name or wl_name(scene), NS)
+    return json.loads(workload["metadata"]["annotations"][f"gpuaas.io/handled-{reaction}"])
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -138,10 +145,14 @@ def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: 
     """Out of order: the admission event arrives after the Workload finished."""
     scene = Scene.of("Deployment", status="finished")
     scene.seed(api.store)
-    event = json.dumps({"context": {"id": "late"}, "data": {"type": "UPDATE", "body": Scene.of("Deployment").workload}})
+    admitted = Scene.of("Deployment").workload  # the same Workload as the admission showed it
+    admitted["metadata"]["uid"] = api.store.get(R.WORKLOAD, wl_name(scene), NS)["metadata"]["uid"]
+    event = json.dumps({"context": {"id": "late"}, "data": {"type": "UPDATE", "body": admitted}})
     api.reset_counters()
     code, out = run_step("on-admitted", namespace=NS, workload=wl_name(scene), event=event)
-    assert code == 0 and out["outcome"] == "no-op" and writes(api) == 0
+    # The one write is the marker: the admission is answered (no-op), so the sweep does not deliver it again.
+    assert code == 0 and out["outcome"] == "no-op" and dict(api.writes_by_resource) == {("patch", "workloads"): 1}
+    assert marker(api, scene, "on-admitted")["via"] == "event"
     assert "finished" in out["plan"]["reasons"][-1]
     assert out["record"]["data"]["event"]["id"] == "late"
 
@@ -149,7 +160,7 @@ def test_on_finished_before_admitted_event_is_a_no_op(api: ApiServer, run_step: 
 def test_names_come_from_the_event_when_parameters_are_empty(api: ApiServer, run_step: StepRunner) -> None:
     scene = Scene.of("StatefulSet")
     scene.seed(api.store)
-    event = json.dumps({"type": "UPDATE", "body": scene.workload})
+    event = json.dumps({"type": "UPDATE", "body": api.store.get(R.WORKLOAD, wl_name(scene), NS)})
     code, out = run_step("on-admitted", event=event)
     assert code == 0 and out["outcome"] == "applied"
     assert out["record"]["subject"] == f"{NS}/{wl_name(scene)}"
@@ -344,7 +355,8 @@ def test_pods_of_one_deployment_share_one_scaled_object_without_churn(api: ApiSe
     api.store.create(R.WORKLOAD, second, NS)
     api.reset_counters()
     code, out = run_step("on-admitted", namespace=NS, workload="pod-train-second")
-    assert code == 0 and out["outcome"] == "no-op" and api.write_count == 0
+    # No churn on the ScaledObject: the one write is the second Workload's marker.
+    assert code == 0 and out["outcome"] == "no-op" and dict(api.writes_by_resource) == {("patch", "workloads"): 1}
     assert len(api.store.list(R.SCALED_OBJECT, NS)) == 1
 
 
@@ -603,3 +615,57 @@ def test_a_server_at_zero_comes_back_only_once_its_old_pods_are_gone(api: ApiSer
     code, resumed = run_step("resume-workers", namespace=NS, target="Deployment/train")
     assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]
     assert api.store.get(R.DEPLOYMENT, "train", NS)["spec"]["replicas"] == 3
+
+
+def test_on_finished_waits_for_kueue_to_release_the_finished_workloads_quota(api: ApiServer,
+                                                                              run_step: StepRunner) -> None:
+    """Real Kueue writes the ClusterQueue's usage after the Workload's Finished condition: an on-finished read right
+    after the finish saw the finished Job's GPUs still in use (tests/realstack/test_capacity_lending.py), and the
+    in-use floor kept the lent quota for good while the loan left the books. It now retries (exit 75) until Kueue's
+    usage no longer counts them, then returns the loan."""
+    key = _finished_with_a_loan(api, finished_seconds_ago=1)
+
+    def usage(gpus: int) -> None:
+        api.store.patch(R.CLUSTER_QUEUE, "team-a", {"status": {"flavorsUsage": [
+            {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": gpus}]}]}}, subresource="status")
+
+    usage(8)  # 4 of another Job, and the finished Job's 4 still counted
+    code, out = run_step("on-finished", namespace=NS, workload=key.split("/")[1])
+    assert code == 75, out["record"]["data"]
+    assert "still counts 8 GPU(s) of a100 in use" in " ".join(out["record"]["data"]["errors"])
+    cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
+    assert key in cq["metadata"]["annotations"]["gpuaas.io/lent-gpus"], "the loan stays on the books until returned"
+    usage(4)  # Kueue has released the finished Job's GPUs
+    code, out = run_step("on-finished", namespace=NS, workload=key.split("/")[1])
+    assert code == 0 and out["outcome"] == "applied", out["record"]["data"]
+    cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 6
+
+
+def _finished_with_a_loan(api: ApiServer, finished_seconds_ago: float) -> str:
+    """team-a's Job (2 pods x 2 GPUs) Finished that long ago, with 2 GPUs of a100 lent to it; the loan's key."""
+    scene = Scene.of("Job", status="finished", workers=2, gpus_per_pod=2)
+    scene.seed(api.store)
+    workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
+    at = (datetime.now(UTC) - timedelta(seconds=finished_seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [dict(c, lastTransitionTime=at) if c["type"] == "Finished" else c
+                  for c in workload["status"]["conditions"]]
+    api.store.patch(R.WORKLOAD, wl_name(scene), {"status": {"conditions": conditions}}, NS, subresource="status")
+    key = f"{NS}/{wl_name(scene)}"
+    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"metadata": {"annotations": {"gpuaas.io/lent-gpus": json.dumps(
+        {key: {"flavor": "a100", "gpus": 2, "uid": workload["metadata"]["uid"], "lentAt": "2026-01-01T12:00:00Z"}})}}})
+    return key
+
+
+def test_on_finished_waits_for_kueue_only_shortly_after_the_finish(api: ApiServer, run_step: StepRunner) -> None:
+    """Review of the wait (F1): usage above the return a minute after the finish is other work, say a queued
+    Workload Kueue admitted into the lent quota the moment the finished one left it. Waiting for it would keep the
+    loan on the books for good; the return happens, and the in-use floor keeps what that work holds."""
+    key = _finished_with_a_loan(api, finished_seconds_ago=60)
+    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"status": {"flavorsUsage": [
+        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": 8}]}]}}, subresource="status")
+    code, out = run_step("on-finished", namespace=NS, workload=key.split("/")[1])
+    assert code == 0 and out["outcome"] == "applied", out["record"]["data"]
+    cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
+    assert "gpuaas.io/lent-gpus" not in (cq["metadata"].get("annotations") or {})
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 8, "the floor holds"

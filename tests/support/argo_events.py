@@ -38,6 +38,10 @@ def _condition(type_: str, status: str, reason: str, message: str, minute: int, 
             "lastTransitionTime": _ts(minute), "observedGeneration": generation}
 
 
+OWNER_API_VERSIONS = {"Job": "batch/v1", "StatefulSet": "apps/v1", "Pod": "v1", "RayCluster": "ray.io/v1",
+                      "RayJob": "ray.io/v1", "PyTorchJob": "kubeflow.org/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}
+
+
 def workload(
     name: str = "job-llm-finetune-7c9f2",
     namespace: str = "team-a",
@@ -49,8 +53,11 @@ def workload(
     gpus: int = 4,
     api_version: str = "kueue.x-k8s.io/v1beta2",
     uid: str | None = None,
+    owner_kind: str = "Job",
 ) -> dict[str, Any]:
-    """A Kueue Workload owned by a batch Job, with status for `stage` (see STAGES)."""
+    """A Kueue Workload owned by a batch Job (or `owner_kind`: StatefulSet, Pod, RayCluster...), with status
+    for `stage` (see STAGES). The Sensors start runs only for owners a step may write for (not the job
+    kinds, whose transitions the catch-up sweep records: steps.delivery.event_path_runs)."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     v1beta1 = api_version.endswith("v1beta1")
@@ -68,7 +75,8 @@ def workload(
             "labels": {"kueue.x-k8s.io/job-uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job_name}"))},
             "finalizers": ["kueue.x-k8s.io/resource-in-use"],
             "ownerReferences": [{
-                "apiVersion": "batch/v1", "kind": "Job", "name": job_name, "controller": True,
+                "apiVersion": OWNER_API_VERSIONS.get(owner_kind, "batch/v1"), "kind": owner_kind, "name": job_name,
+                "controller": True,
                 "blockOwnerDeletion": True,
                 "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"job/{namespace}/{job_name}")),
             }],

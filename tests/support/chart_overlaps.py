@@ -35,6 +35,20 @@ def _shrunk(box: Bbox) -> Bbox:
     return Bbox.from_extents(box.x0 + SHRINK, box.y0 + SHRINK, box.x1 - SHRINK, box.y1 - SHRINK)
 
 
+def drawn_tick_labels(axis: Any) -> list[Any]:
+    """The tick labels matplotlib draws: a locator may return a tick beyond the view (an integer locator's
+    6 above a y limit of 5.25); its label has text and is `visible`, but Axis.draw leaves out every tick
+    outside the view interval, so it covers nothing."""
+    out = []
+    for side in (axis.xaxis, axis.yaxis):
+        low, high = sorted(side.get_view_interval())
+        slack = (high - low) * 1e-9
+        for location, label in zip(side.get_ticklocs(), side.get_ticklabels(), strict=False):
+            if low - slack <= location <= high + slack and label.get_visible() and label.get_text().strip():
+                out.append(label)
+    return out
+
+
 def words(figure: Figure, renderer: Any) -> list[tuple[str, Bbox, Any]]:
     """(what, box in pixels, axes or None) of every word drawn on the figure."""
     found: list[tuple[str, Bbox, Any]] = []
@@ -44,9 +58,8 @@ def words(figure: Figure, renderer: Any) -> list[tuple[str, Bbox, Any]]:
                 patch = text.get_bbox_patch()
                 box = patch.get_window_extent(renderer) if patch is not None else text.get_window_extent(renderer)
                 found.append((f"label {text.get_text()!r}", box, axis))
-        for tick in [*axis.get_xticklabels(), *axis.get_yticklabels()]:
-            if tick.get_visible() and tick.get_text().strip():
-                found.append((f"tick label {tick.get_text()!r}", tick.get_window_extent(renderer), None))
+        for tick in drawn_tick_labels(axis):
+            found.append((f"tick label {tick.get_text()!r}", tick.get_window_extent(renderer), None))
         legend = axis.get_legend()
         if legend is not None:
             found.append(("the legend", legend.get_window_extent(renderer), None))

@@ -13,9 +13,14 @@ import pytest
 from gpuaas.cluster.binaries import BuildFailed, program
 
 
-def pinned_kubectl() -> Path:
+def pinned_program(component: str, name: str, what: str) -> Path:
+    """A program built from stack/<component>, or the calling test FAILS saying how to build it."""
     try:
-        return program("kubernetes", "kubectl")
+        return program(component, name)
     except BuildFailed as missing:
         reason = str(missing)
-    pytest.fail(f"kubectl (kustomize) needed: {reason}", pytrace=False)
+    pytest.fail(f"{what} needed: {reason}", pytrace=False)
+
+
+def pinned_kubectl() -> Path:
+    return pinned_program("kubernetes", "kubectl", "kubectl (kustomize)")

@@ -24,6 +24,14 @@ needs, and its lines are prefixed with the shard.
     python -m tests.support.real_shards [PYTEST_ARGS...]      # what `make test-real` runs
     python -m tests.support.real_shards --list                # the plan: shard -> tests
 
+A shard marked `real_shard("NAME", after_others=True)` starts only when every other shard has ended:
+the fault module (tests/realstack/test_catchup_faults.py) drives bursts of 150 Workloads through a
+stack of its own, and beside five other shards on two cores the load reached 100 and other shards'
+tests failed from it (CI run of `next`); after them it has the machine to itself, at the cost of its
+own wall time added to the tier's. The module is also marked `fault_tier`, which `make test-real` deselects
+(`-m "not fault_tier"`) and `make test-faults` selects: about an hour alone, it does not fit CI's budget yet
+(docs/real-stack.md).
+
 Each line a shard prints is printed whole, prefixed `[real:SHARD]`; the runner ends with one line
 per shard (exit status, its pytest summary, wall seconds) and exits non-zero when any shard failed.
 `GPUAAS_REAL_CLUSTER` / `GPUAAS_REAL_ARGO_CLUSTER` (a running cluster to reuse) put every shard that
@@ -40,7 +48,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +102,15 @@ def shard_of(marker_args: Iterable[str] | None, fixtures: Iterable[str]) -> str:
     return NO_STACK
 
 
+def runs_after_others(marker_kwargs: dict | None) -> bool:
+    """Whether a test's `real_shard` marker says its shard starts when the other shards have ended."""
+    value = (marker_kwargs or {}).get("after_others", False)
+    if not isinstance(value, bool):
+        raise TypeError(f"expected pytest.mark.{MARKER}(NAME, after_others=True|False), "
+                         f"found after_others={value!r}")
+    return value
+
+
 def stacks_used(fixtures: Iterable[str]) -> list[str]:
     """The session-scoped stack fixtures among a test's fixtures."""
     used = set(fixtures)
@@ -106,6 +123,8 @@ class Shard:
     tests: list[str] = field(default_factory=list)
     stacks: set[str] = field(default_factory=set)
     process: subprocess.Popen | None = None
+    after_others: bool = False
+    """Starts when every other shard has ended (module docstring)."""
     started: float = 0.0
     seconds: float = 0.0
     summary: str = ""
@@ -127,6 +146,7 @@ def plan(pytest_args: list[str]) -> dict[str, Shard]:
         shard = shards.setdefault(entry["shard"], Shard(entry["shard"]))
         shard.tests.append(nodeid)
         shard.stacks.update(entry["stacks"])
+        shard.after_others = shard.after_others or bool(entry.get("after_others"))
     return _merge_reused(shards)
 
 
@@ -138,7 +158,7 @@ def _merge_reused(shards: dict[str, Shard]) -> dict[str, Shard]:
         users = [s for s in shards.values() if fixture in s.stacks]
         if len(users) < 2:
             continue
-        merged = Shard("+".join(s.name for s in users))
+        merged = Shard("+".join(s.name for s in users), after_others=any(s.after_others for s in users))
         for shard in users:
             merged.tests += shard.tests
             merged.stacks |= shard.stacks
@@ -184,40 +204,71 @@ def run(pytest_args: list[str]) -> int:
     if not shards:
         _say("[real] no real-stack tests selected")
         return 5
+    return run_shards(shards, lambda shard: [sys.executable, "-m", "pytest", "-v", *selection(pytest_args)])
+
+
+def run_shards(shards: dict[str, Shard], command: Callable[[Shard], list[str]]) -> int:
+    """Start the shards side by side (those marked after_others when the rest have ended), relay their output,
+    wait for them; one line per shard at the end. `command(shard)`: the process a shard runs."""
     width = max(len(name) for name in shards)
+    first = [s for s in shards.values() if not s.after_others]
+    last = [s for s in shards.values() if s.after_others]
+    waves = [f"{len(wave)} shards side by side" if len(wave) > 1 else f"{wave[0].name} alone"
+             for wave in (first, last) if wave]
     _say("[real] " + ", ".join(f"{s.name}: {len(s.tests)} tests" for s in shards.values())
-         + f" ({len(shards)} shards side by side)")
-    relays = []
-    for shard in shards.values():
-        # the pytest summary of a shard names its shard (a log read later shows whose 30 slowest these are)
-        command = [sys.executable, "-m", "pytest", "-v", *selection(pytest_args)]
-        shard.started = time.monotonic()
-        shard.process = subprocess.Popen(command, cwd=CHECKOUT, env={**os.environ, SHARD_ENV: shard.name},
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        relay = threading.Thread(target=_relay, args=(shard, f"[real:{shard.name}]".ljust(width + 8)), daemon=True)
-        relay.start()
-        relays.append(relay)
+         + f" ({'; then, when they have ended, '.join(waves)})")
+    relays: list[threading.Thread] = []
+    stopping = threading.Event()
 
-    for number in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, lambda _number, _frame: interrupt(shards.values()))
+    def stop(_number: int, _frame: object) -> None:
+        stopping.set()
+        interrupt(shards.values())
 
-    for shard in shards.values():
-        assert shard.process is not None
-        while True:
-            try:
-                shard.process.wait()
-                break
-            except KeyboardInterrupt:  # Ctrl-C reaches the shards too (one process group): wait for their teardown
-                continue
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _run_waves(shards, command, width, first, last, stopping, relays)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _run_waves(shards: dict[str, Shard], command: Callable[[Shard], list[str]], width: int, first: list[Shard],
+               last: list[Shard], stopping: threading.Event, relays: list[threading.Thread]) -> int:
+    def start(wave: list[Shard]) -> None:
+        for shard in wave:
+            # the pytest summary of a shard names its shard (a log read later shows whose 30 slowest these are)
+            shard.started = time.monotonic()
+            shard.process = subprocess.Popen(command(shard), cwd=CHECKOUT, env={**os.environ, SHARD_ENV: shard.name},
+                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL)
+            relay = threading.Thread(target=_relay, args=(shard, f"[real:{shard.name}]".ljust(width + 8)), daemon=True)
+            relay.start()
+            relays.append(relay)
+
+    def wait(wave: list[Shard]) -> None:
+        for shard in wave:
+            assert shard.process is not None
+            while True:
+                try:
+                    shard.process.wait()
+                    break
+                except KeyboardInterrupt:  # Ctrl-C reaches the shards too (one process group): wait for their teardown
+                    stopping.set()
+                    continue
+
+    for wave in (first, last):
+        if wave and not stopping.is_set():
+            start(wave)
+            wait(wave)
     for relay in relays:
         relay.join(timeout=10)
     for shard in shards.values():
-        shard.seconds = shard.seconds or time.monotonic() - shard.started  # a relay that had not ended
-    failed = [s for s in shards.values() if s.process is not None and s.process.returncode != 0]
+        if shard.process is not None:
+            shard.seconds = shard.seconds or time.monotonic() - shard.started  # a relay that had not ended
+    failed = [s for s in shards.values() if s.process is None or s.process.returncode != 0]
     for shard in sorted(shards.values(), key=lambda s: -s.seconds):
-        assert shard.process is not None
-        _say(f"[real] shard {shard.name}: exit {shard.process.returncode}, {shard.summary or 'no summary'}; "
-             f"{shard.seconds:.0f}s wall")
+        status = f"exit {shard.process.returncode}" if shard.process is not None else "not started (interrupted)"
+        _say(f"[real] shard {shard.name}: {status}, {shard.summary or 'no summary'}; {shard.seconds:.0f}s wall")
     if failed:
         _say(f"[real] {len(failed)} of {len(shards)} shards failed: {', '.join(s.name for s in failed)}")
         return 1
@@ -228,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--list"]:
         for shard in plan(args[1:]).values():
-            print(f"{shard.name} ({', '.join(sorted(shard.stacks)) or 'no stack'}): {len(shard.tests)} tests")
+            print(f"{shard.name} ({', '.join(sorted(shard.stacks)) or 'no stack'}): {len(shard.tests)} tests"
+                  + (" (after the others)" if shard.after_others else ""))
             for test in shard.tests:
                 print(f"  {test}")
         return 0

@@ -153,6 +153,36 @@ def expect_sensor(run: JSON, sensor: str, event_check: EventCheck) -> list[str]:
     return problems
 
 
+SWEEP_SOURCE = "gpuaas-sweep"
+"""The CloudEvent source of the event the catch-up sweep hands a run (steps.delivery.SWEEP_SOURCE): no Sensor
+label, the event's data is `{"type": "SWEEP", "body": <the Workload>, "transition": KEY}` (docs/catch-up.md)."""
+
+
+def expect_sweep(run: JSON, transition: str) -> list[str]:
+    """What is wrong with the claim "the catch-up sweep made this run, for its Workload's `transition` (`admitted`,
+    `finished`)": the event's transition key (steps.delivery) names it."""
+    who = attribution(run)
+    problems = []
+    if who.sensor or who.trigger:
+        problems.append(f"{who.name}: expected the sweep's run, found {who.describe()}")
+    if who.event is None:
+        return [*problems, f"{who.name}: expected the sweep's event, found {who.event_error or 'none'}"]
+    context, data = who.event["context"], who.event["data"] or {}
+    if context.get("source") != SWEEP_SOURCE or data.get("type") != "SWEEP":
+        problems.append(f"{who.name}: expected an event of source {SWEEP_SOURCE} type SWEEP, found {context} "
+                        f"{data.get('type')}")
+    body = data.get("body") or {}
+    wanted = parameters(run)
+    where = ((body.get("metadata") or {}).get("namespace"), (body.get("metadata") or {}).get("name"))
+    if where != (wanted.get("namespace"), wanted.get("workload")):
+        problems.append(f"{who.name}: expected Workload {wanted.get('namespace')}/{wanted.get('workload')} in the "
+                        f"sweep's event, found {where[0]}/{where[1]}")
+    if not str(data.get("transition", "")).startswith(f"{transition}@"):
+        problems.append(f"{who.name}: expected the sweep's event for transition {transition}@..., found "
+                        f"{data.get('transition')!r}")
+    return problems
+
+
 def expect_by_hand(run: JSON) -> list[str]:
     who = attribution(run)
     return [] if who.by_hand else [f"{who.name}: expected a hand submission, found {who.describe()}"]

@@ -217,7 +217,8 @@ def run(backend: Backend) -> Recorded:
 
     def step(reaction: str, outcome: str, actions: tuple[str, ...], **params: str) -> StepRun:
         """One reaction; its outcome and planned actions must be exactly these (a batch Job: on-admitted and
-        on-finished plan nothing, the release deactivates the Workload and the resume reactivates it)."""
+        on-finished plan nothing but the handled-transition marker (steps.delivery), the release deactivates the
+        Workload and the resume reactivates it)."""
         done = backend.run_step(reaction, namespace=NAMESPACE, workload=recorded.workload, event="", **params)
         recorded.steps.append(done)
         planned = tuple(a["action"] for a in done.plan.get("actions") or [])
@@ -233,7 +234,7 @@ def run(backend: Backend) -> Recorded:
                             f"{backend.name}: the Job's Workload admitted")
         recorded.workload = admitted["metadata"]["name"]
         take("admitted")
-        step("on-admitted", "no-op", ())
+        step("on-admitted", "no-op", ("mark-handled",))
         take("on-admitted")
         step("release-workers", "applied", ("deactivate-workload",))
         wait_for(lambda: condition(api.get(R.WORKLOAD, recorded.workload, NAMESPACE), "QuotaReserved") == "False",
@@ -253,7 +254,7 @@ def run(backend: Backend) -> Recorded:
         wait_for(lambda: queue_gpus(api.get(R.CLUSTER_QUEUE, NAMESPACE) or {}) == 0,
                  f"{backend.name}: the ClusterQueue holding nothing")
         take("finished")
-        step("on-finished", "no-op", ())
+        step("on-finished", "no-op", ("mark-handled",))
         take("on-finished")
     return recorded
 
