@@ -203,9 +203,12 @@ def uwm_resources(config_text: str | None, alertmanager_version: str) -> tuple[l
                 "metadata": {"name": UWM_ALERTMANAGER.name, "namespace": UWM},
                 "spec": {"version": alertmanager_version, "replicas": 1, "serviceAccountName": "alertmanager-user-workload",
                          "priorityClassName": "openshift-user-critical"}}
-    if alertmanager.get("enableAlertmanagerConfig"):
-        resource["spec"]["alertmanagerConfigSelector"] = UWM_ALERTMANAGER.config_selector
-        resource["spec"]["alertmanagerConfigNamespaceSelector"] = UWM_ALERTMANAGER.config_namespace_selector
+    # CMO writes the whole resource, so a setting turned off takes its selectors away; as a merge patch (below)
+    # that is an explicit null (an absent key would leave the earlier selector in place).
+    enabled_configs = bool(alertmanager.get("enableAlertmanagerConfig"))
+    resource["spec"]["alertmanagerConfigSelector"] = UWM_ALERTMANAGER.config_selector if enabled_configs else None
+    resource["spec"]["alertmanagerConfigNamespaceSelector"] = (UWM_ALERTMANAGER.config_namespace_selector
+                                                               if enabled_configs else None)
     if alertmanager.get("enabled"):
         return patches, [resource], []
     return patches, [], [resource]
