@@ -158,6 +158,64 @@ class PodFact:
     waiting: tuple[tuple[str, str, str, str], ...] = ()
     """(container, reason, message, image) of containers that are waiting (ImagePullBackOff, CrashLoopBackOff)."""
     labels: dict[str, str] = field(default_factory=dict)
+    node: str = ""
+    """`spec.nodeName`: '' until the scheduler placed it."""
+    unscheduled: str = ""
+    """`reason: message` of its PodScheduled condition when that is False (the scheduler's why), else ''."""
+    claims: tuple[str, ...] = ()
+    """The PersistentVolumeClaims its volumes name."""
+
+
+@dataclass(frozen=True)
+class ClaimFact:
+    """A PersistentVolumeClaim of the EventBus's StatefulSet (one per bus pod)."""
+
+    name: str
+    phase: str = "Bound"
+    """Pending (no volume bound yet), Bound or Lost."""
+    storage_class: str | None = None
+    """`spec.storageClassName`. None: not set, the cluster's default StorageClass applies (Kubernetes 1.28+ also
+    gives it to a claim made before a default existed); '': explicitly none (only a pre-made volume binds)."""
+
+
+@dataclass(frozen=True)
+class StatefulSetFact:
+    name: str
+    ready: int = 0
+    desired: int = 1
+    claim_storage_class: str | None = None
+    """`spec.volumeClaimTemplates[0].spec.storageClassName` (None: not set). A StatefulSet's claim templates never
+    change (the API server refuses it), so this can lag behind the EventBus's spec."""
+
+
+@dataclass(frozen=True)
+class EventBusFact:
+    """The EventBus the product's EventSources and Sensors use (`default`), and what Argo Events made of it.
+
+    For a native bus (`jetstream`, or the deprecated `nats`) the controller runs a StatefulSet
+    `eventbus-<name>-js` (`-stan`) whose pods and claims carry `controller: eventbus-controller` and
+    `eventbus-name: <name>` (argo-events v1.9.11 pkg/reconciler/eventbus/installer). Its `Deployed` condition
+    is True once the StatefulSet exists, whether or not a pod ever runs: the pods themselves are the evidence.
+    """
+
+    name: str
+    form: str
+    """The spec's key: jetstream, nats (NATS Streaming), kafka, jetstreamExotic, nats.exotic; '' when none."""
+    spec: JSON = field(default_factory=dict)
+    conditions: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    """Deployed, Configured: type -> (status, reason, message)."""
+    helm_release: str = ""
+    """Annotation `meta.helm.sh/release-name` (installed by Helm), else ''."""
+    stateful_set: StatefulSetFact | None = None
+    pods: tuple[PodFact, ...] = ()
+    claims: tuple[ClaimFact, ...] = ()
+    storage_classes: dict[str, bool] | None = None
+    """StorageClass name -> is the cluster's default; read only when a claim is not Bound (None: not read)."""
+
+    @property
+    def native(self) -> bool:
+        """Argo Events runs the bus's servers (pods to judge); an exotic or Kafka bus is someone else's."""
+        return self.form in ("jetstream", "nats")
 
 
 @dataclass(frozen=True)
@@ -309,8 +367,8 @@ class ProbeResult:
 
 
 UNREADABLE_KEYS = ("crds", "controllers", "api-services", "webhooks", "kueue-config", "prometheus", "metrics",
-                   "monitoring-resources", "product-objects", "alertmanager", "secrets", "event-objects",
-                   "product-pods", "workflows", "workflow-templates", "argo-config", "sweep", "tenants", "kserve",
+                   "monitoring-resources", "product-objects", "alertmanager", "secrets", "event-objects", "event-bus",
+                   "nodes", "product-pods", "workflows", "workflow-templates", "argo-config", "sweep", "tenants", "kserve",
                    "data-science-pipelines")
 """The names `Facts.unreadable` uses, one per gatherer."""
 
@@ -336,6 +394,11 @@ class Facts:
     secrets: dict[str, SecretFact] = field(default_factory=dict)
     """`namespace/name` -> the Secret (exists or not)."""
     event_objects: list[EventObject] = field(default_factory=list)
+    event_bus: EventBusFact | None = None
+    """The EventBus `default` (None: there is none)."""
+    kwok_nodes: tuple[str, ...] = ()
+    """Nodes the product's event pods are on that KWOK simulates (annotation `kwok.x-k8s.io/node: fake` or label
+    `type: kwok`): it reports their pods Running, but nothing runs them."""
     product_pods: list[PodFact] = field(default_factory=list)
     workflow_templates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """WorkflowTemplate name -> the images its templates run."""

@@ -11,11 +11,13 @@ from typing import Any
 from gpuaas.doctor import versions as V
 from gpuaas.doctor.facts import (
     Alertmanager,
+    ClaimFact,
     ClusterQueueFact,
     Controller,
     Crd,
     CronWorkflowFact,
     Dcgm,
+    EventBusFact,
     EventObject,
     Facts,
     KueueConfig,
@@ -27,12 +29,14 @@ from gpuaas.doctor.facts import (
     Prometheus,
     RuleGroup,
     SecretFact,
+    StatefulSetFact,
     Sweep,
     SweepPass,
     WorkflowFact,
 )
 from gpuaas.doctor.gather import PRESENT_METRICS
 from gpuaas.manifests import observability as obs
+from gpuaas.manifests import platform
 
 NS = "gpuaas"
 TOKEN_DIGEST = "5e884898da280471"
@@ -99,7 +103,31 @@ def _rule_groups() -> list[RuleGroup]:
 
 
 def _pod(name: str, label: str, owner: str) -> PodFact:
-    return PodFact(NS, name, "Running", True, (), {label: owner})
+    return PodFact(NS, name, "Running", True, (), {label: owner}, "worker-1")
+
+
+BUS_LABELS = {"controller": "eventbus-controller", "eventbus-name": "default", "owner-name": "default"}
+"""What Argo Events v1.9.11 puts on the bus's StatefulSet, pods and (through the StatefulSet's selector) claims."""
+
+
+def bus_claim(ordinal: int) -> str:
+    """StatefulSet claim naming: <volumeClaimTemplate>-<StatefulSet>-<ordinal>."""
+    return f"eventbus-default-js-vol-eventbus-default-js-{ordinal}"
+
+
+def bus_pod(ordinal: int, **changes: Any) -> PodFact:
+    return dataclasses.replace(PodFact(NS, f"eventbus-default-js-{ordinal}", "Running", True, (), dict(BUS_LABELS),
+                                       "worker-1", "", (bus_claim(ordinal),)), **changes)
+
+
+def event_bus(**changes: Any) -> EventBusFact:
+    """The rendered EventBus (JetStream, 3 replicas, 5Gi claims, no storageClassName) running: 3 of 3 pods ready,
+    their claims bound by the cluster's default StorageClass."""
+    return dataclasses.replace(EventBusFact(
+        "default", "jetstream", platform.event_bus(NS)["spec"],
+        {"Configured": ("True", "", ""), "Deployed": ("True", "Succeeded", "JetStream is deployed")}, "",
+        StatefulSetFact("eventbus-default-js", 3, 3), tuple(bus_pod(i) for i in range(3)),
+        tuple(ClaimFact(bus_claim(i)) for i in range(3))), **changes)
 
 
 def healthy() -> Facts:
@@ -141,7 +169,8 @@ def healthy() -> Facts:
         facts.event_objects.append(EventObject("Sensor", name, {"Deployed": ("True", "", "")}, None, (1, 1),
                                                (_pod(f"{name}-sensor-abc-x1", "sensor-name", name),)))
     facts.event_objects.append(EventObject("EventBus", "default", {"Deployed": ("True", "", "")}))
-    facts.product_pods = [p for o in facts.event_objects for p in o.pods]
+    facts.event_bus = event_bus()
+    facts.product_pods = [p for o in facts.event_objects for p in o.pods] + list(facts.event_bus.pods)
     facts.workflow_templates = {name: ("quay.io/acme/gpuaas-step:0.1.0",) for name in (
         "gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-release-workers",
         "gpuaas-resume-workers", "gpuaas-provision-quota")}
