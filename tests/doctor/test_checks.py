@@ -105,7 +105,7 @@ def test_a_missing_component_silences_the_checks_that_need_it() -> None:
     facts.event_objects = []
     report = checks.run(facts)
     assert report.not_ok() == {"argo-events": Status.BLOCKS}
-    assert set(report.not_checked) == {"argo-events.pods", "webhook.token"}
+    assert set(report.not_checked) == {"argo-events.pods", "argo-events.bus", "webhook.token"}
 
 
 def test_versions_come_from_build_info_or_the_crds_when_no_deployment_is_visible() -> None:

@@ -66,8 +66,8 @@ def test_pending_pods_on_unbound_claims_block_with_the_fix() -> None:
                 "default (StorageClasses here: standard)") in finding.details
     fix = finding.fix.splitlines()
     assert fix[1:4] == [
-        f"kubectl -n {NS} patch eventbus default --type=merge "
-        "-p '{\"spec\":{\"jetstream\":{\"persistence\":{\"storageClassName\":\"standard\"}}}}'",
+        (f"kubectl -n {NS} patch eventbus default --type=merge "
+        "-p '{\"spec\":{\"jetstream\":{\"persistence\":{\"storageClassName\":\"standard\"}}}}'"),
         f"kubectl -n {NS} delete statefulset eventbus-default-js",
         f"kubectl -n {NS} delete pvc {CLAIMS} --wait=false"]
     assert ("kubectl patch storageclass standard "
@@ -140,23 +140,24 @@ def test_an_external_nats_is_not_judged_and_does_not_block() -> None:
                      stateful_set=None, pods=(), claims=())
     finding = judged(facts)
     assert finding.status == Status.OK
-    assert finding.summary == ("EventBus default uses an external NATS JetStream (nats://nats.infra:4222): "
-                               "external NATS: not judged from here; --probe checks delivery end to end")
+    assert finding.summary == ("EventBus default uses jetstreamExotic (nats://nats.infra:4222), external NATS: not "
+                               "judged from here; --probe checks delivery end to end")
 
 
 def test_two_of_three_ready_blocks_naming_the_one() -> None:
     """JetStream's stream has 3 replicas (Argo Events' default streamConfig): it is created only with all three
     servers up, and kept only with a majority, so 2 of 3 blocks too. Only pod 2 is named."""
-    crashing = bus_pod(2, ready=False, waiting=(("main", "CrashLoopBackOff", "back-off 5m0s restarting failed "
-                                                 "container=main", "nats:2.10.29"),))
+    crashing = bus_pod(2, ready=False, waiting=(("main", "CrashLoopBackOff", ("back-off 5m0s restarting failed "
+                                                 "container=main"), "nats:2.10.29"),))
     facts = with_bus(stateful_set=StatefulSetFact("eventbus-default-js", 2, 3), pods=(bus_pod(0), bus_pod(1), crashing))
     finding = judged(facts)
     assert finding.status == Status.BLOCKS
     assert finding.summary.startswith("EventBus default has 2 of 3 JetStream pods ready (StatefulSet "
-                                      "eventbus-default-js): JetStream creates its stream only with all 3 servers")
+                                      "eventbus-default-js): JetStream creates its stream (3 replicas by Argo "
+                                      "Events' default) only with 3 servers up")
     bad = [d for d in finding.details if d.startswith("pod ")]
-    assert bad == ["pod eventbus-default-js-2 is Running, not ready: container main is CrashLoopBackOff: "
-                   "back-off 5m0s restarting failed container=main"]
+    assert bad == [("pod eventbus-default-js-2 is Running, not ready: container main is CrashLoopBackOff: "
+                   "back-off 5m0s restarting failed container=main")]
     assert f"kubectl -n {NS} logs eventbus-default-js-2 -c main --previous" in finding.fix
 
 

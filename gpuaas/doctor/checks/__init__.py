@@ -4,7 +4,8 @@
 |---|---|---|
 | argo-workflows, argo-events, kueue, keda, prometheus-operator | controllers: CRDs, running, version | crds, controllers, webhooks, api-services |
 | argo-workflows.namespace | Argo Workflows runs Workflows in the product's namespace | argo-config, workflows |
-| argo-events.pods | the product's EventSource and Sensor pods run | event-objects |
+| argo-events.pods | the product's EventSource and Sensor pods run (not merely on KWOK nodes) | event-objects, nodes |
+| argo-events.bus | the EventBus's own pods are ready (storage, scheduling, crashes); an external bus is not judged | event-objects, event-bus |
 | sweep, sweep.pass | the catch-up sweep's CronWorkflow is scheduled on time; its last pass succeeded | sweep |
 | step-image | the step image is pinned and pulls | workflow-templates, product-pods |
 | kueue.metrics, kueue.namespaces | Kueue's metrics; which namespaces it manages | metrics, kueue-config, tenants |
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterable
 
 from gpuaas.doctor.checks import (
     components,
+    event_bus,
     kueue,
     platform,
     probe,
@@ -40,6 +42,7 @@ CHECKS: tuple[Check, ...] = (
     components.component_findings,
     product.argo_namespace_finding,
     product.event_pods_finding,
+    event_bus.event_bus_finding,
     product.images_finding,
     sweep.cron_finding,
     sweep.pass_finding,

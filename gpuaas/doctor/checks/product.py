@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuaas.doctor.checks.components import not_installed
 from gpuaas.doctor.facts import EventObject, Facts
-from gpuaas.doctor.findings import Finding, Skipped, blocks, ok
+from gpuaas.doctor.findings import Finding, Skipped, blocks, ok, warn
 from sensors import all_event_sources, all_sensors
 
 
@@ -55,11 +55,10 @@ def event_pods_finding(facts: Facts) -> Finding | Skipped:
                 p.phase == "Running" and p.ready for p in obj.pods)
             if not running:
                 down.append(f"{kind} {name}: {_why_not_running(obj)}")
-    bus = next((o for o in facts.event_objects if o.kind == "EventBus"), None)
     details = [f"{len(EXPECTED['EventSource'])} EventSources and {len(EXPECTED['Sensor'])} Sensors"]
-    if bus is not None:
-        status, reason, message = bus.conditions.get("Deployed", ("", "", ""))
-        details.append(f"EventBus {bus.name}: Deployed={status or 'unknown'} {reason} {message}".rstrip())
+    simulated = [(f"{kind} {name}", p) for kind, names in EXPECTED.items() for name in names
+                 for p in present[(kind, name)].pods if p.node in facts.kwok_nodes and p.phase == "Running"]
+    details += [f"{what}: pod {p.name} on KWOK node {p.node}" for what, p in simulated]
     if down:
         pull = any(reason in PULL_FAILURES for o in facts.event_objects for p in o.pods for _, reason, _, _ in p.waiting)
         fix = ("the Argo Events image cannot be pulled: check the controller's ARGO_EVENTS_IMAGE and the nodes' access "
@@ -69,6 +68,14 @@ def event_pods_finding(facts: Facts) -> Finding | Skipped:
                "EventBus, or no Argo Events controller watching)")
         return blocks(check, f"{len(down)} of the product's EventSource/Sensor pods are not running: events and alerts "
                              "are not turned into workflows", fix, *down, *details)
+    if simulated:
+        nodes = ", ".join(sorted({p.node for _, p in simulated}))
+        return warn(check, f"{len(simulated)} of the product's EventSource/Sensor pods are Running on KWOK nodes "
+                           f"({nodes}): KWOK only simulates them, nothing runs them, so no event is turned into a "
+                           "workflow",
+                    "place them on nodes that run containers: the values' events.podTemplate (nodeSelector, "
+                    "tolerations; with kustomize your overlay's patch of spec.template), then helm upgrade or "
+                    "kubectl apply -k", *details)
     return ok(check, "every EventSource and Sensor pod is running", *details)
 
 
