@@ -7,6 +7,7 @@ gpuaas.doctor.permissions (`gpuaas doctor --print-role`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -20,11 +21,13 @@ from gpuaas.doctor import versions as V
 from gpuaas.doctor.clients import JSON, PARTIAL_METADATA, Http, Kube, Unreadable
 from gpuaas.doctor.facts import Alertmanager as AlertmanagerFact
 from gpuaas.doctor.facts import (
+    ClaimFact,
     ClusterQueueFact,
     Controller,
     Crd,
     CronWorkflowFact,
     Dcgm,
+    EventBusFact,
     EventObject,
     Facts,
     InferenceServiceFact,
@@ -37,6 +40,7 @@ from gpuaas.doctor.facts import (
     Prometheus,
     RuleGroup,
     SecretFact,
+    StatefulSetFact,
     SweepPass,
     WorkflowFact,
 )
@@ -63,6 +67,18 @@ EXPORTER_NAMESPACES = "gpu-operator|nvidia-gpu-operator"
 ACTIVITY = f'__name__=~"{ENGINE_ACTIVE}|{GPU_UTIL}"'
 KEDA_PROBE_NAME = "gpuaas-doctor-webhook-probe-" + "x" * 50
 """Longer than the 63 characters KEDA copies into a label: only KEDA's webhook refuses it (gpuaas.cluster.stack)."""
+BUS_NAME = "default"
+"""The EventBus the product's EventSources and Sensors use (they name none)."""
+BUS_CONTROLLER = "controller=eventbus-controller"
+"""Argo Events v1.9.11 puts `controller: eventbus-controller` and `eventbus-name: <bus>` on a native bus's
+StatefulSet and pods (pkg/reconciler/eventbus/installer/installer.go getLabels); the StatefulSet's selector
+copies them onto its claims."""
+DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
+                             "storageclass.beta.kubernetes.io/is-default-class")
+KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+"""What KWOK's controller selects its nodes by, by default (and gpuaas.cluster.kwok's nodes carry)."""
+KWOK_LABEL = ("type", "kwok")
+"""The label gpuaas.cluster.kwok's nodes carry and the stack's KWOK selects (--manage-nodes-with-label-selector)."""
 PRESENT_METRICS = ("kueue_cluster_queue_resource_usage", "kueue_cluster_queue_resource_pending", "kueue_build_info",
                    "kueue_admitted_active_workloads", "kueue_cluster_queue_status", "kube_namespace_labels",
                    "kube_pod_container_resource_requests")
@@ -95,13 +111,54 @@ def _images(node: Any) -> Iterator[str]:
 
 
 def pod_fact(pod: JSON) -> PodFact:
-    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
     waiting = tuple((str(s.get("name")), str(w.get("reason") or ""), str(w.get("message") or ""), str(s.get("image") or ""))
                     for s in statuses for w in [((s.get("state") or {}).get("waiting") or {})] if w)
     ready = bool(status.get("containerStatuses")) and all(s.get("ready") for s in status.get("containerStatuses") or [])
+    scheduled = _conditions(pod).get("PodScheduled")
+    unscheduled = f"{scheduled[1]}: {scheduled[2]}".strip(": ") if scheduled and scheduled[0] == "False" else ""
+    claims = tuple(str(v["persistentVolumeClaim"].get("claimName")) for v in spec.get("volumes") or []
+                   if isinstance(v.get("persistentVolumeClaim"), dict))
     return PodFact(str(meta.get("namespace")), str(meta.get("name")), str(status.get("phase") or ""), ready, waiting,
-                   dict(meta.get("labels") or {}))
+                   dict(meta.get("labels") or {}), str(spec.get("nodeName") or ""), unscheduled, claims)
+
+
+def bus_form(spec: JSON) -> str:
+    """Which of Argo Events v1.9.11's four bus kinds an EventBus spec names (nats with `exotic`: nats.exotic)."""
+    for form in ("jetstream", "jetstreamExotic", "kafka"):
+        if spec.get(form) is not None:
+            return form
+    nats = spec.get("nats")
+    if nats is None:
+        return ""
+    return "nats.exotic" if (nats or {}).get("exotic") is not None else "nats"
+
+
+def stateful_set_fact(statefulset: JSON) -> StatefulSetFact:
+    meta, spec, status = statefulset.get("metadata") or {}, statefulset.get("spec") or {}, statefulset.get("status") or {}
+    templates = spec.get("volumeClaimTemplates") or [{}]
+    name = (templates[0].get("spec") or {}).get("storageClassName")
+    return StatefulSetFact(str(meta.get("name")), int(status.get("readyReplicas") or 0),
+                           int(spec["replicas"]) if spec.get("replicas") is not None else 1,
+                           None if name is None else str(name))
+
+
+def claim_fact(claim: JSON) -> ClaimFact:
+    name = (claim.get("spec") or {}).get("storageClassName")
+    return ClaimFact(str((claim.get("metadata") or {}).get("name")), str((claim.get("status") or {}).get("phase") or ""),
+                     None if name is None else str(name))
+
+
+def is_default_class(storage_class: JSON) -> bool:
+    annotations = (storage_class.get("metadata") or {}).get("annotations") or {}
+    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
+
+
+def is_kwok(node: JSON) -> bool:
+    meta = node.get("metadata") or {}
+    return (meta.get("annotations") or {}).get(KWOK_ANNOTATION[0]) == KWOK_ANNOTATION[1] or \
+        (meta.get("labels") or {}).get(KWOK_LABEL[0]) == KWOK_LABEL[1]
 
 
 class Gatherer:
@@ -117,6 +174,9 @@ class Gatherer:
         self.progress = progress or (lambda line: None)
         self.discover_alertmanager = discover_alertmanager
         self.facts = Facts(namespace=namespace)
+        self.bus_object: JSON | None = None
+        """The EventBus `default` as read with the other event objects (read_event_bus judges it)."""
+        self.event_objects_read = False
         self.served: dict[str, dict[str, set[str]]] = {}
         """group -> version -> resource plurals served (API discovery)."""
 
@@ -145,6 +205,8 @@ class Gatherer:
             ("openshift", "OpenShift user-workload monitoring settings", self.read_openshift),
             ("product-objects", "the product's PrometheusRule and AlertmanagerConfig", self.read_product_objects),
             ("event-objects", "EventSources, Sensors, EventBus and their pods", self.read_event_objects),
+            ("event-bus", "the EventBus's StatefulSet and claims", self.read_event_bus),
+            ("nodes", "the nodes the event pods are on", self.read_nodes),
             ("workflow-templates", "WorkflowTemplates", self.read_workflow_templates),
             ("workflows", "Workflows", self.read_workflows),
             ("sweep", "the catch-up sweep: its CronWorkflow and passes", self.read_sweep),
@@ -355,6 +417,46 @@ class Gatherer:
                 own_pods = tuple(pod_fact(p) for p in pods
                                  if label and ((p.get("metadata") or {}).get("labels") or {}).get(label) == name)
                 self.facts.event_objects.append(EventObject(kind, name, _conditions(obj), auth, deployment, own_pods))
+                if kind == "EventBus" and name == BUS_NAME:
+                    self.bus_object = obj
+        self.event_objects_read = True
+
+    def read_event_bus(self) -> None:
+        """The EventBus `default` and, for a bus Argo Events runs itself, its StatefulSet, pods and claims (and the
+        StorageClasses when a claim is not bound: why not)."""
+        if not self.event_objects_read:
+            return  # the EventBus itself was not read: event-objects says why
+        obj = self.bus_object
+        if obj is None:
+            return
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        bus = EventBusFact(BUS_NAME, bus_form(spec), dict(spec), _conditions(obj),
+                           str((meta.get("annotations") or {}).get("meta.helm.sh/release-name") or ""))
+        if bus.native:
+            ns, selector = self.namespace, f"{BUS_CONTROLLER},eventbus-name={BUS_NAME}"
+            statefulsets = self.kube.items(f"/apis/apps/v1/namespaces/{ns}/statefulsets", label_selector=selector)
+            claims = tuple(sorted((claim_fact(c) for c in self.kube.items(
+                f"/api/v1/namespaces/{ns}/persistentvolumeclaims", label_selector=selector)), key=lambda c: c.name))
+            classes = None
+            if any(c.phase != "Bound" for c in claims):
+                classes = {str((c.get("metadata") or {}).get("name")): is_default_class(c)
+                           for c in self.kube.items("/apis/storage.k8s.io/v1/storageclasses")}
+            pods = tuple(p for p in self.facts.product_pods
+                         if p.labels.get("controller") == "eventbus-controller" and p.labels.get("eventbus-name") == BUS_NAME)
+            bus = dataclasses.replace(bus, stateful_set=stateful_set_fact(statefulsets[0]) if statefulsets else None,
+                                      pods=pods, claims=claims, storage_classes=classes)
+        self.facts.event_bus = bus
+
+    def read_nodes(self) -> None:
+        """The nodes the event pods and the bus's pods are on: which of them KWOK only simulates."""
+        pods = [p for o in self.facts.event_objects for p in o.pods]
+        pods += list(self.facts.event_bus.pods if self.facts.event_bus is not None else ())
+        kwok = []
+        for name in sorted({p.node for p in pods if p.node}):
+            node = self.kube.get(f"/api/v1/nodes/{name}", accept=PARTIAL_METADATA)
+            if node is not None and is_kwok(node):
+                kwok.append(name)
+        self.facts.kwok_nodes = tuple(kwok)
 
     def read_workflow_templates(self) -> None:
         for template in self.kube.items(f"/apis/argoproj.io/v1alpha1/namespaces/{self.namespace}/workflowtemplates"):

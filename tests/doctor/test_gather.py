@@ -7,6 +7,7 @@ import json
 import time
 
 from gpuaas.doctor import probe, versions
+from gpuaas.doctor.facts import ClaimFact, StatefulSetFact
 from gpuaas.doctor.gather import _quantity, pod_fact, workflow_fact
 from gpuaas.manifests import observability as obs
 
@@ -60,3 +61,45 @@ def test_the_probe_reads_what_its_run_recorded() -> None:
     assert summary.startswith("idle-alerts: no-op (") and "not found" in summary and not released
     applied = {"data": {"outcome": "applied", "actions": [{"result": "applied"}], "plan": {"reasons": ["1a2b"]}}}
     assert probe._record_summary({"on-idle": {"record": json.dumps(applied), "gpus-released": "2"}}, "1a2b")[1]
+
+
+def test_a_bus_pod_pending_on_its_claim_carries_the_schedulers_words_and_its_claims() -> None:
+    """As kube-scheduler v1.36 and the StatefulSet controller leave a JetStream bus pod whose claim cannot bind."""
+    pod = {"metadata": {"namespace": "gpuaas", "name": "eventbus-default-js-0",
+                        "labels": {"controller": "eventbus-controller", "eventbus-name": "default"}},
+           "spec": {"volumes": [{"name": "eventbus-default-js-vol", "persistentVolumeClaim": {
+               "claimName": "eventbus-default-js-vol-eventbus-default-js-0"}}, {"name": "pid", "emptyDir": {}}]},
+           "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                          "reason": "Unschedulable", "message": "0/4 nodes are available: "
+                                                          "pod has unbound immediate PersistentVolumeClaims."}]}}
+    fact = pod_fact(pod)
+    assert (fact.phase, fact.ready, fact.node) == ("Pending", False, "")
+    assert fact.unscheduled == "Unschedulable: 0/4 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    assert fact.claims == ("eventbus-default-js-vol-eventbus-default-js-0",)
+    pod["spec"]["nodeName"] = "worker-1"
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                     "containerStatuses": [{"name": "main", "ready": True}]}
+    assert (pod_fact(pod).node, pod_fact(pod).unscheduled, pod_fact(pod).ready) == ("worker-1", "", True)
+
+
+def test_the_bus_its_statefulset_claims_storage_classes_and_kwok_nodes() -> None:
+    from gpuaas.doctor.gather import bus_form, claim_fact, is_default_class, is_kwok, stateful_set_fact
+
+    assert [bus_form(s) for s in ({"jetstream": {"version": "latest"}}, {"jetstreamExotic": {"url": "nats://x"}},
+                                  {"kafka": {"url": "k:9092"}}, {"nats": {"native": {}}}, {"nats": {"exotic": {}}},
+                                  {})] == ["jetstream", "jetstreamExotic", "kafka", "nats", "nats.exotic", ""]
+    statefulset = {"metadata": {"name": "eventbus-default-js"}, "status": {"readyReplicas": 2}, "spec": {
+        "replicas": 3, "volumeClaimTemplates": [{"metadata": {"name": "eventbus-default-js-vol"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "5Gi"}}}}]}}
+    assert stateful_set_fact(statefulset) == StatefulSetFact("eventbus-default-js", 2, 3, None)
+    statefulset["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"] = "standard"
+    statefulset["status"] = {}
+    assert stateful_set_fact(statefulset) == StatefulSetFact("eventbus-default-js", 0, 3, "standard")
+    assert claim_fact({"metadata": {"name": "c"}, "spec": {}, "status": {"phase": "Pending"}}) == ClaimFact("c", "Pending")
+    assert claim_fact({"metadata": {"name": "c"}, "spec": {"storageClassName": ""}, "status": {"phase": "Bound"}}) \
+        == ClaimFact("c", "Bound", "")
+    assert is_default_class({"metadata": {"annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}})
+    assert not is_default_class({"metadata": {"annotations": {"storageclass.kubernetes.io/is-default-class": "false"}}})
+    assert is_kwok({"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}}})
+    assert is_kwok({"metadata": {"labels": {"type": "kwok"}}})
+    assert not is_kwok({"metadata": {"labels": {"gpuaas.io/pod-runtime": "kubelet"}}})
