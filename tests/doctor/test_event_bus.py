@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 from typing import Any
 
 from gpuaas.doctor import checks
@@ -39,6 +40,14 @@ def pending_bus(storage_classes: dict[str, bool], **changes: Any) -> EventBusFac
                                       for i in range(3)),
                         "claims": tuple(ClaimFact(bus_claim(i), "Pending", None) for i in range(3)),
                         "storage_classes": storage_classes, **changes})
+
+
+def runs_as_printed(fix: str) -> bool:
+    """Every line a command (kubectl, helm) or a comment, and bash parses the whole: an admin (or the real-stack
+    test's `run_fix`) can run it as printed."""
+    lines = fix.splitlines()
+    return all(line.startswith(("kubectl ", "helm ", "# ")) for line in lines) and subprocess.run(
+        ["bash", "-n", "-c", fix], check=False, capture_output=True).returncode == 0
 
 
 def judged(facts: Facts) -> Finding:
@@ -70,8 +79,10 @@ def test_pending_pods_on_unbound_claims_block_with_the_fix() -> None:
         "-p '{\"spec\":{\"jetstream\":{\"persistence\":{\"storageClassName\":\"standard\"}}}}'"),
         f"kubectl -n {NS} delete statefulset eventbus-default-js",
         f"kubectl -n {NS} delete pvc {CLAIMS} --wait=false"]
-    assert ("kubectl patch storageclass standard "
-            "-p '{\"metadata\":{\"annotations\":{\"storageclass.kubernetes.io/is-default-class\":\"true\"}}}'") in fix
+    assert fix[-1].startswith("# or, instead of the above, make it the cluster's default StorageClass")
+    assert fix[-1].endswith("kubectl patch storageclass standard "
+                            "-p '{\"metadata\":{\"annotations\":{\"storageclass.kubernetes.io/is-default-class\":\"true\"}}}'")
+    assert runs_as_printed(finding.fix), finding.fix
     assert "BLOCKS  argo-events.bus" in render_table(checks.run(facts))
 
 
@@ -87,7 +98,7 @@ def test_a_helm_install_gets_the_values_setting_whole() -> None:
                           "containerTemplate": {"resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}}}
     helm = (f"helm upgrade gpuaas charts/gpuaas -n {NS} --reuse-values --set-json "
             f"'eventBus.spec={json.dumps(spec, separators=(',', ':'))}'")
-    assert helm in fix.splitlines() and "patch eventbus" not in fix
+    assert helm in fix.splitlines() and "patch eventbus" not in fix and runs_as_printed(fix)
     assert f"kubectl -n {NS} delete statefulset eventbus-default-js" in fix.splitlines()
 
 
@@ -101,6 +112,7 @@ def test_several_or_no_storage_classes() -> None:
     facts.event_bus = pending_bus({})
     finding = judged(facts)
     assert finding.status == Status.BLOCKS and "this cluster has no StorageClass" in finding.fix
+    assert runs_as_printed(finding.fix)
     assert ("kubectl -n gpuaas patch eventbus default --type=json "
             "-p '[{\"op\":\"remove\",\"path\":\"/spec/jetstream/persistence\"}]'") in finding.fix.splitlines()
 
@@ -117,7 +129,7 @@ def test_the_half_applied_fix_says_what_is_left() -> None:
     facts.event_bus = pending_bus({"standard": False}, spec=spec, conditions={
         "Configured": ("True", "", ""), "Deployed": ("False", "JetStreamStatefulSetFailed", refused)})
     finding = judged(facts)
-    assert finding.status == Status.BLOCKS and "patch eventbus" not in finding.fix
+    assert finding.status == Status.BLOCKS and "patch eventbus" not in finding.fix and runs_as_printed(finding.fix)
     assert finding.fix.splitlines()[1:3] == [f"kubectl -n {NS} delete statefulset eventbus-default-js",
                                              f"kubectl -n {NS} delete pvc {CLAIMS} --wait=false"]
     assert ("StatefulSet eventbus-default-js still makes claims with no storageClassName; the EventBus asks for "
@@ -159,6 +171,7 @@ def test_two_of_three_ready_blocks_naming_the_one() -> None:
     assert bad == [("pod eventbus-default-js-2 is Running, not ready: container main is CrashLoopBackOff: "
                    "back-off 5m0s restarting failed container=main")]
     assert f"kubectl -n {NS} logs eventbus-default-js-2 -c main --previous" in finding.fix
+    assert runs_as_printed(finding.fix)
 
 
 def test_a_pod_pending_for_room_gets_the_schedulers_words() -> None:

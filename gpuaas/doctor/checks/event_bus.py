@@ -147,30 +147,30 @@ def _storage_fix(bus: EventBusFact, ns: str, pending: list[ClaimFact], details: 
                        f"EventBus asks for {want or 'none'}")
     if storage.binds(want):
         stale = [c for c in pending if c.storage_class != want and not storage.binds(c.storage_class)]
-        return [("the EventBus asks for a class this cluster has; its StatefulSet and unbound claims predate it: "
+        return [("# the EventBus asks for a class this cluster has; its StatefulSet and unbound claims predate it: "
                 "delete them, Argo Events makes them again"),
                 *_recreate(bus, ns, stale or pending, statefulset=template != want)]
     names = sorted(storage.classes)
     if not names:
         where = "/".join(("spec", *PERSISTENCE[bus.form], "persistence"))
-        return [(f"this cluster has no StorageClass: install a volume provisioner (a CSI driver with its StorageClass), "
-                f"set that class in the EventBus ({where.replace('/', '.')}.storageClassName) and delete the "
-                "StatefulSet and claims as below; or run the bus without persistence (events kept in memory, lost "
-                "when a bus pod restarts):"),
+        return [(f"# this cluster has no StorageClass: install a volume provisioner (a CSI driver with its "
+                f"StorageClass), set that class in the EventBus ({where.replace('/', '.')}.storageClassName) and "
+                "delete the StatefulSet and claims as below; or run the bus without persistence (events kept in "
+                "memory, lost when a bus pod restarts):"),
                 (f"kubectl -n {ns} patch eventbus {bus.name} --type=json "
                 f"-p '[{{\"op\":\"remove\",\"path\":\"/{where}\"}}]'"),
                 *_recreate(bus, ns, pending, statefulset=True)]
     target = names[0] if len(names) == 1 else f"<a StorageClass of yours: {', '.join(names)}>"
     change, keep = _set_class(bus, ns, target)
-    lines = [("give the bus's claims a StorageClass, then have Argo Events make its StatefulSet and claims again "
+    lines = [("# give the bus's claims a StorageClass, then have Argo Events make its StatefulSet and claims again "
              "(it cannot change a StatefulSet's claim template; the unbound claims hold no data):"),
              change, *_recreate(bus, ns, pending, statefulset=True), keep]
     if want is None and "storageClassName" not in persistence and all(c.storage_class is None for c in pending):
         default = names[0] if len(names) == 1 else "<yours>"
-        lines += [("# or instead make it the cluster's default StorageClass: the pending claims (no class set) get it "
-                  "(Kubernetes 1.28+), nothing else changes"),
-                  (f"kubectl patch storageclass {default} -p "
-                  f"'{_compact({'metadata': {'annotations': {DEFAULT_CLASS: 'true'}}})}'")]
+        lines.append("# or, instead of the above, make it the cluster's default StorageClass: the pending claims (no "
+                     "class set) get it (Kubernetes 1.28+), nothing else changes: "
+                     f"kubectl patch storageclass {default} -p "
+                     f"'{_compact({'metadata': {'annotations': {DEFAULT_CLASS: 'true'}}})}'")
     return lines
 
 
@@ -235,7 +235,7 @@ def event_bus_finding(facts: Facts) -> Finding | Skipped:
                              + (f" ({'; '.join(conditions)})" if conditions else " and the bus has no status")
                              + ": no event reaches any Sensor",
                       f"kubectl -n {ns} describe eventbus {bus.name}; kubectl -n argo-events logs "
-                      "deploy/controller-manager   (an invalid spec, or no Argo Events controller running)")
+                      "deploy/controller-manager   # an invalid spec, or no Argo Events controller running")
     pods = sorted(bus.pods, key=lambda p: p.name)
     down = [p for p in pods if not _pod_ready(p)]
     ready = min(statefulset.ready, len(pods) - len(down))
@@ -265,7 +265,7 @@ def event_bus_finding(facts: Facts) -> Finding | Skipped:
     if notes:
         return warn(CHECK, f"{summary}, but Argo Events has not applied the EventBus's current spec",
                     f"kubectl -n {ns} describe eventbus {bus.name}; kubectl -n argo-events logs deploy/controller-manager"
-                    "   (a changed claim template cannot be applied: delete the StatefulSet, Argo Events makes it again "
-                    "and the bound claims are kept)", *notes)
+                    "   # a changed claim template cannot be applied: delete the StatefulSet, Argo Events makes it again "
+                    "and reuses the bound claims", *notes)
     bound = sum(1 for c in bus.claims if c.phase == "Bound")
     return ok(CHECK, summary, *([f"{bound} claims bound"] if bus.claims else []), *conditions)
