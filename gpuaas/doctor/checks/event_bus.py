@@ -9,8 +9,8 @@ a default StorageClass.
 
 Why every pod counts (2 of 3 blocks too): JetStream's stream has 3 replicas (Argo Events' default
 `streamConfig`; the EventSources create it when they first connect, pkg/eventbus/jetstream/base), which
-JetStream places only on three servers that are up, and keeps only with a majority. The doctor cannot see
-from here whether the stream exists already.
+JetStream places only on three servers that are up (nats-server v2.11 selectPeerGroup discards offline
+peers), and keeps only with a majority. The doctor cannot see from here whether the stream exists already.
 
 An exotic bus (`jetstreamExotic`, `nats.exotic`) or Kafka runs elsewhere: nothing here to judge;
 `--probe` proves delivery end to end.
