@@ -780,8 +780,17 @@ def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Pat
                                                    osp.UWM_ALERTMANAGER.name)["spec"].get("alertmanagerConfigSelector")
     eventually(lambda: selector() is None, timeout_s=60,
                what="the user-workload Alertmanager without its alertmanagerConfigSelector (CMO's stand-in)")
-    report = eventually(lambda: (r := doctor()[1]) and changed(r, baseline) == {"alertmanager.routing": "blocks"}
-                        and r, timeout_s=300, what="the doctor naming alertmanager.routing alone")
+    seen: list[dict[str, Any]] = []
+
+    def routing_alone() -> dict[str, Any] | None:
+        seen.append(doctor()[1])
+        return seen[-1] if changed(seen[-1], baseline) == {"alertmanager.routing": "blocks"} else None
+    try:
+        report = eventually(routing_alone, timeout_s=300, what="the doctor naming alertmanager.routing alone")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nlast report's changes: {changed(seen[-1], baseline) if seen else None}\n"
+                             f"its routing finding: {json.dumps(finding(seen[-1], 'alertmanager.routing'))[:3000]}"
+                             if seen else str(error)) from None
     broken = finding(report, "alertmanager.routing")
     assert broken["fix"].startswith(f"kubectl -n {osp.UWM} patch configmap {osp.UWM_CONFIGMAP}"), broken["fix"]
     assert "enableAlertmanagerConfig" in broken["fix"], broken["fix"]
