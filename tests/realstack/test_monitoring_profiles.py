@@ -783,39 +783,6 @@ def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Pat
     assert not_ok(after) == baseline, not_ok(after)
     assert yaml.safe_load(core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"]) == config
 
-    # The user-workload Alertmanager without enableAlertmanagerConfig: CMO's translation takes its selectors
-    # away, the operator regenerates its configuration without gpuaas-idle. The doctor names the routing alone,
-    # with CMO's setting as the fix; running the printed fix routes again, and the admin's settings are kept.
-    core.patch_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM, {"data": {"config.yaml": yaml.safe_dump(
-        {**config, "alertmanager": {"enabled": True}})}})
-    custom = client.CustomObjectsApi(cluster.admin)
-
-    def selector() -> Any:
-        return custom.get_namespaced_custom_object("monitoring.coreos.com", "v1", osp.UWM, "alertmanagers",
-                                                   osp.UWM_ALERTMANAGER.name)["spec"].get("alertmanagerConfigSelector")
-    eventually(lambda: selector() is None, timeout_s=60,
-               what="the user-workload Alertmanager without its alertmanagerConfigSelector (CMO's stand-in)")
-    seen: list[dict[str, Any]] = []
-
-    def routing_alone() -> dict[str, Any] | None:
-        seen.append(doctor()[1])
-        return seen[-1] if changed(seen[-1], baseline) == {"alertmanager.routing": "blocks"} else None
-    try:
-        report = eventually(routing_alone, timeout_s=300, what="the doctor naming alertmanager.routing alone")
-    except AssertionError as error:
-        raise AssertionError(f"{error}\nlast report's changes: {changed(seen[-1], baseline) if seen else None}\n"
-                             f"its routing finding: {json.dumps(finding(seen[-1], 'alertmanager.routing'))[:3000]}"
-                             if seen else str(error)) from None
-    broken = finding(report, "alertmanager.routing")
-    assert broken["fix"].startswith(f"kubectl -n {osp.UWM} patch configmap {osp.UWM_CONFIGMAP}"), broken["fix"]
-    assert "enableAlertmanagerConfig" in broken["fix"], broken["fix"]
-    doctor.run_fix(broken["fix"])
-    eventually(lambda: selector() is not None, timeout_s=60, what="the alertmanagerConfigSelector back")
-    after = eventually(lambda: (r := doctor()[1]) and not_ok(r) == baseline and r, timeout_s=300,
-                       what="the doctor passing again after the printed fix")
-    assert not_ok(after) == baseline
-    assert yaml.safe_load(core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"]) == config
-
     # alertmanager-main (its pod is not run here: its configuration as the operator generated it, the same
     # document its /api/v2/status would give) reads no AlertmanagerConfig: the doctor names it, and the
     # user-workload Alertmanager that does.
