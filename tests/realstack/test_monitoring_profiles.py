@@ -783,6 +783,19 @@ def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Pat
     assert not_ok(after) == baseline, not_ok(after)
     assert yaml.safe_load(core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"]) == config
 
+    # The Red Hat build of Kueue's namespace label taken off a tenant's namespace: Kueue (configured as its operator
+    # configures it) no longer manages its pods; the doctor names kueue.namespaces alone with the label as the fix,
+    # and running the printed fix makes it pass again.
+    tenant = TENANT
+    cluster.kubectl("label", "namespace", tenant, f"{profiles.KUEUE_MANAGED_LABEL}-")
+    _, report, _ = doctor()
+    assert changed(report, baseline) == {"kueue.namespaces": "blocks"}, not_ok(report)
+    broken = finding(report, "kueue.namespaces")
+    assert broken["fix"] == f"kubectl label namespace {tenant} {profiles.KUEUE_MANAGED_LABEL}=true", broken["fix"]
+    doctor.run_fix(broken["fix"])
+    _, after, _ = doctor()
+    assert not_ok(after) == baseline, not_ok(after)
+
     # alertmanager-main (its pod is not run here: its configuration as the operator generated it, the same
     # document its /api/v2/status would give) reads no AlertmanagerConfig: the doctor names it, and the
     # user-workload Alertmanager that does.
