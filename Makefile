@@ -124,12 +124,14 @@ demo: demo-setup
 cluster-build: setup
 	$(BIN)/gpuaas cluster build
 
-# Start the real control plane on loopback; prints `export KUBECONFIG=...`. `make cluster-down` stops it.
+# Start the real stack on loopback with Argo and the event path (what the product needs); prints `export
+# KUBECONFIG=...` and `export PATH=...` (the built kubectl, helm, argo). STATE_DIR=DIR for a state dir of your own.
+# `make cluster-down` (with the same STATE_DIR) stops it.
 cluster: cluster-build
-	$(BIN)/gpuaas cluster up --no-build
+	$(BIN)/gpuaas cluster up --no-build --with events $(if $(STATE_DIR),--state-dir $(STATE_DIR))
 
 cluster-down: setup
-	$(BIN)/gpuaas cluster down
+	$(BIN)/gpuaas cluster down $(if $(STATE_DIR),--state-dir $(STATE_DIR))
 
 # Both tiers, side by side: tests/realstack (marker `realstack`: the real components, mostly waiting on controllers,
 # cooldowns and reactions through real Argo) beside everything else (the local engine, Prometheus, unit and fuzz

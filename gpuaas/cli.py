@@ -25,6 +25,8 @@ SUBCOMMANDS: dict[str, str] = {
 }
 EXIT_DEFECT = 70
 """EX_SOFTWARE: the command failed on a defect of its own (one line; GPUAAS_TRACEBACK=1 shows where)."""
+EXIT_SETUP = 78
+"""EX_CONFIG: the environment lacks a package the command needs (`make demo`'s set-up, not `make setup`'s)."""
 
 _INVALID_CHOICE = re.compile(r"^argument (?P<argument>[^:]+): invalid choice: '(?P<found>[^']*)' \(choose from (?P<choices>.*)\)$")
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -149,6 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as stop:  # a command with something to stop says what itself (demo, cluster up)
         print(f"{name}: stopped by {stop}", file=sys.stderr)
         return stop.exit_code
+    except ModuleNotFoundError as error:
+        if show_tracebacks():
+            raise
+        # `make demo`'s venv has the demo's packages only (pyproject.toml's `demo` extra); the other commands need
+        # the `cli` extra: a set-up to run, not a defect.
+        print(f"{name}: needs Python package {error.name!r}, which this environment lacks (`make demo` installs the "
+              "demo's packages only): run `make setup` (or `pip install -e '.[cli]'`), then again",
+              file=sys.stderr)
+        return EXIT_SETUP
     except Exception as error:
         if show_tracebacks():
             raise

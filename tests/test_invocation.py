@@ -49,3 +49,17 @@ def test_another_gpuaas_first_on_path_is_not_named(tmp_path: Path) -> None:
     (other / "gpuaas").chmod(0o755)
     hint = _hint(tmp_path, f"{other}:{SCRIPT.parent}:{BARE_PATH}")
     assert Path(tmp_path, hint).resolve() == SCRIPT.resolve(), hint
+
+
+def test_a_command_beyond_the_demos_packages_says_to_run_make_setup(tmp_path: Path) -> None:
+    """`gpuaas cluster up` in `make demo`'s venv (no `cli` extra, so no `cryptography`): one line naming the
+    package and `make setup`, exit 78, not 'a defect of gpuaas' (a new admin's walk met the latter)."""
+    script = ("import sys\nsys.modules['cryptography'] = None  # as in a venv without it\n"
+              "from gpuaas.cli import main\n"
+              f"sys.exit(main(['cluster', 'up', '--no-build', '--state-dir', {str(tmp_path / 'state')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 78, done.stderr
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert "needs Python package 'cryptography'" in line and "make setup" in line, done.stderr
+    assert "defect" not in done.stderr, done.stderr

@@ -59,6 +59,33 @@ def stack_values(create_namespace: bool = True) -> JSON:
             "sweep": {"schedule": SWEEP_SCHEDULE, "grace": SWEEP_GRACE}}
 
 
+ADMIN_VALUES = "values.yaml"
+"""The file `gpuaas cluster up --with events` writes into its state dir for an admin's `helm install`."""
+
+
+def admin_values(monitoring: str = "plain") -> JSON:
+    """What an admin's `helm install` on this stack adds after their own values file (`-f theirs.yaml -f this`,
+    so the stack's settings win): stack_values()'s step image, EventBus, event pods' placement and sweep timing.
+    No Namespace (`cluster up` made it, with the webhook Secret its Alertmanager already sends: a new token
+    would break the alert path), no node pool (the examples' MachineSet or MachineDeployment does not exist
+    here), and on a monitoring profile no Prometheus URL (the platform's values file has the documented one)."""
+    values = {**stack_values(create_namespace=False), "nodePool": {"enabled": False}}
+    if monitoring != "plain":
+        values.pop("prometheus")
+    return values
+
+
+def write_admin_values(state_dir: Path, monitoring: str = "plain") -> Path:
+    """admin_values() as YAML in the state dir, with a header that says what it is for."""
+    import yaml
+
+    path = state_dir / ADMIN_VALUES
+    path.write_text("# Written by `gpuaas cluster up`: this stack's settings for `helm install` (docs/real-stack.md).\n"
+                    "# Give it after your own values file: helm install gpuaas charts/gpuaas -n gpuaas -f YOURS.yaml "
+                    f"-f {path} --server-side=false\n" + yaml.safe_dump(admin_values(monitoring), sort_keys=False))
+    return path
+
+
 def stack_objects() -> list[JSON]:
     """The product (no tenants, no node pool) for this stack's values, in the release namespace gpuaas."""
     from gpuaas.manifests import site, values

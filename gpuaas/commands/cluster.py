@@ -1,7 +1,7 @@
 """`gpuaas cluster`: build and run the real control plane (Kubernetes, Kueue, KEDA, KWOK) on loopback.
 
     gpuaas cluster build                 # go install the pinned components into the cache (a cache hit the 2nd time)
-    gpuaas cluster up [--with node,argo,events | --with all] [--idle-window 30s] [--monitoring PROFILE]   # prints `export KUBECONFIG=...`
+    gpuaas cluster up [--with node,argo,events | --with all] [--idle-window 30s] [--monitoring PROFILE]   # prints `export KUBECONFIG=...` and `export PATH=...`
     gpuaas cluster status [--output json]
     gpuaas cluster down
 
@@ -167,8 +167,28 @@ def _up(args: argparse.Namespace) -> int:
     else:
         _progress(f"cluster ready in {state.ready_seconds:.1f}s (state in {state.state_dir}); stop it with "
                   f"`{command()} cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
+        if "events" in parts:
+            _admin_hints(cluster.state_dir, args.monitoring or "plain")
         print(f"export KUBECONFIG={state.kubeconfig}")
+        print(f"export PATH={os.pathsep.join(str(d) for d in _tool_dirs())}{os.pathsep}$PATH")
     return 0
+
+
+def _tool_dirs() -> list[Path]:
+    """Where the built kubectl, helm and argo are (the stack's cache): on PATH after `eval "$(gpuaas cluster up)"`."""
+    from gpuaas.cluster.binaries import program
+
+    return list(dict.fromkeys(program(component, name).parent for component, name in
+                              (("kubernetes", "kubectl"), ("helm", "helm"), ("argo-workflows", "argo"))))
+
+
+def _admin_hints(state_dir: Path, monitoring: str) -> None:
+    """The product's install on this stack, as an admin does it: the stack's values file written, and the line."""
+    from gpuaas.cluster.product import write_admin_values
+
+    values = write_admin_values(state_dir, monitoring)
+    _progress(f"to install the product with your values (namespace gpuaas and the webhook Secret exist already): "
+              f"helm install gpuaas charts/gpuaas -n gpuaas -f YOUR-VALUES.yaml -f {values} --server-side=false")
 
 
 def _down(args: argparse.Namespace) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from gpuaas.cluster import services
@@ -64,3 +66,19 @@ def test_an_earlier_releases_base_gets_the_same_changes_as_this_checkouts_values
     base = _base()
     assert _by_key(for_this_stack(base)) == _by_key(stack_objects())
     assert _urls(base)[0].startswith("http://prometheus-operated"), "base changed in place"
+
+
+def test_the_admins_values_file_is_the_stacks_settings_without_namespace_or_node_pool(tmp_path: Path) -> None:
+    """`gpuaas cluster up --with events` writes it for `helm install -f YOURS -f it`: the stack's settings win,
+    the Namespace and webhook Secret it made are left alone, no node pool; a profile keeps its platform's URL."""
+    from gpuaas.cluster.product import admin_values, stack_values, write_admin_values
+
+    plain = admin_values()
+    assert plain["namespace"] == {"create": False} and plain["nodePool"] == {"enabled": False}
+    assert {k: v for k, v in plain.items() if k not in ("namespace", "nodePool")} == \
+        {k: v for k, v in stack_values().items() if k != "namespace"}
+    assert "prometheus" not in admin_values("openshift")
+    path = write_admin_values(tmp_path, "plain")
+    text = path.read_text()
+    assert yaml.safe_load(text) == plain
+    assert f"-f YOURS.yaml -f {path} --server-side=false" in text.splitlines()[1]

@@ -7,9 +7,9 @@ made Secret gpuaas-alertmanager-webhook, other tests namespace gpuaas) counts as
 
 - With Helm (the block after "On a cluster with Argo Workflows"), on the Argo stack, before any other
   test installs the product there (tests/realstack/conftest.py orders it first): `my-values.yaml` is
-  this stack's values file, examples/values/kubernetes.yaml with gpuaas.cluster.product.stack_values()
-  (its step image, Prometheus, EventBus, pod placement and the sweep every minute; no node pool: no Cluster
-  API here). Then the EventSource and Sensors listen; a model server admitted in team-a runs
+  examples/values/kubernetes.yaml with the values file `gpuaas cluster up` writes for an admin
+  (gpuaas.cluster.product.admin_values: the step image, Prometheus, EventBus, pod placement and the sweep
+  every minute; no node pool: the examples' MachineDeployment is not here). Then the EventSource and Sensors listen; a model server admitted in team-a runs
   `gpuaas-on-admitted` through the chart's objects (the Sensor's run, a step pod on the real node, the
   marker on the Workload); a GPU Job's admission, which the Sensor leaves to the catch-up sweep, is
   recorded by the chart's CronWorkflow without a pod (so the workflow-controller accepted the CronWorkflow
@@ -38,7 +38,7 @@ from benchmarks.burst import server
 from gpuaas.cluster import audit
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.install import LISTENING, wait_listening
-from gpuaas.cluster.product import stack_values
+from gpuaas.cluster.product import admin_values
 from gpuaas.manifests.values import coalesce
 from tests.realstack.argo_product import (
     PRODUCT_NAMESPACE,
@@ -116,9 +116,10 @@ def _follow(lines: list[str], env: dict[str, str]) -> dict[str, float]:
 
 
 def stack_values_file(path: Path) -> Path:
-    """examples/values/kubernetes.yaml for this stack: its tenants, the stack's settings, no node pool."""
+    """examples/values/kubernetes.yaml for this stack: its tenants, then the values file `gpuaas cluster up`
+    writes for an admin (gpuaas.cluster.product.admin_values: the stack's settings, no node pool)."""
     example = yaml.safe_load((ROOT / "examples" / "values" / "kubernetes.yaml").read_text())
-    values = coalesce(coalesce(example, stack_values(create_namespace=False)), {"nodePool": {"enabled": False}})
+    values = coalesce(example, admin_values())
     path.write_text(yaml.safe_dump(values, sort_keys=False))
     return path
 

@@ -59,6 +59,21 @@ STACK_GAPS = {"kube-state-metrics": "warn"}
 per-tenant utilization reads nothing; it does not block)."""
 
 
+def assert_passes_with_its_probe(code: int, report: dict[str, Any], where: str) -> None:
+    """The doctor passes (exit 0; not ok only STACK_GAPS, tenants other tests made aside; the example tenants ok;
+    nothing left unchecked or unreadable), and its probe's test alert reached a gpuaas-on-idle run that released
+    nothing. `where` names the stack in a failure."""
+    ours = {check: status for check, status in not_ok(report).items() if not check.startswith("tenant:")}
+    problems = json.dumps([f for f in report["findings"] if f["status"] != "ok"], indent=1)
+    assert ours == STACK_GAPS, (where, problems)
+    assert finding(report, "tenant:team-a")["status"] == finding(report, "tenant:team-b")["status"] == "ok", where
+    assert code == 0 and report["status"] == "warn", (where, code, report["status"])
+    assert not report["notChecked"] and not report["unreadable"], (where, report["notChecked"], report["unreadable"])
+    probe = finding(report, "probe")
+    assert "nothing was released" in probe["summary"], (where, probe)
+    assert any("gpuaas-on-idle" in d for d in probe["details"]), (where, probe)
+
+
 def not_ok(report: dict[str, Any]) -> dict[str, str]:
     return {f["check"]: f["status"] for f in report["findings"] if f["status"] != "ok"}
 
