@@ -163,6 +163,11 @@ class IdleSettings:
     progress_metric: str = ""
     request_metric: str = ""
     signal_url: str = ""
+    warn_seconds: float = 0.0
+    """The grace period (idle.warnFor): the owner is warned, and the release waits this long for activity or an
+    opt-out (steps.warning); 0 releases at once, as before warnings existed."""
+    warn_webhook: str = ""
+    """Where a warning is also POSTed as JSON (idle.warnWebhook): an Alertmanager webhook receiver, a chat bridge."""
     kind: str | None = None
     """The kind these settings were resolved for (None: the tenant's general settings)."""
 
@@ -176,6 +181,10 @@ class IdleSettings:
                "mode": self.mode, "maxReleasesPerHour": self.max_releases_per_hour, "releaseOn": self.release_on}
         if self.node_pool_autoscaled:
             out["nodePoolAutoscaled"] = True
+        if self.warn_seconds:
+            out["warnForSeconds"] = self.warn_seconds
+        if self.warn_webhook:
+            out["warnWebhook"] = self.warn_webhook
         if self.kind is not None:
             out.update(kind=self.kind, signal=self.signal, withoutSignal=self.without_signal)
             for key, value in (("progressMetric", self.progress_metric), ("requestMetric", self.request_metric),
@@ -225,6 +234,12 @@ IDLE_FIELDS: tuple[Field, ...] = (
           "besides the known ones (vLLM, Triton, TGI)"),
     Field("signalUrl", "signal_url", "url", "notebook: the Jupyter server's base URL; ray: the Ray dashboard's; "
           "{name} and {namespace} are the owner's, {domain} the cluster's (defaults: Kubeflow's and KubeRay's services)"),
+    Field("warnFor", "warn_seconds", "duration", "warn the owner (an Event on their object, the annotation "
+          "gpuaas.io/idle-warning, warnWebhook) and release only when the work is still idle this long after; "
+          "activity or gpuaas.io/idle-policy: exempt cancels; 0 = release at once"),
+    Field("warnWebhook", "warn_webhook", "url", "an http(s) URL that receives each warning and its cancellation "
+          "as a JSON POST (an Alertmanager webhook receiver, a chat bridge); {name}, {namespace} and {domain} "
+          "are filled as in signalUrl"),
 )
 FIELDS_BY_KEY = {f.key: f for f in IDLE_FIELDS}
 _ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}

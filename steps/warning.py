@@ -1,0 +1,226 @@
+"""Warn, then release: the grace period in which the owner of an idle workload is told before on-idle releases it.
+
+With `idle.warnFor` above 0 (steps.policy), on-idle's first decision to release an idle episode does not
+release: it WARNS. The owner sees a Kubernetes Event on their object (reason GPUIdleWarning, with the
+release time), the annotation gpuaas.io/idle-warning on the Workload, and, when the tenant's policy names
+`warnWebhook`, a JSON POST. A later delivery of the same episode releases only when the grace has passed
+AND the production judgement (on_idle.judge) still says release: the step re-reads the GPU activity and
+the kind's own evidence then, so activity in the grace cancels. So does the opt-out the product already
+has, gpuaas.io/idle-policy: exempt on the Workload or its owner.
+
+    annotation gpuaas.io/idle-warning on the Workload (JSON):
+      {"episode": "idle@...", "warnedAt": RFC 3339, "releaseAfter": RFC 3339, "run": RUN,
+       "state": "warned|cancelled|released", "at": RFC 3339 of the last change, "by": RUN of it,
+       "reason": why it was cancelled or released}
+
+Level-triggered: nothing waits for one event at the release time. Alertmanager re-sends a still-firing
+alert's group every repeat_interval + group_interval (65 min as rendered), and every delivery re-judges
+the live state; the first delivery at or after `releaseAfter` releases. The release therefore happens
+between `warnFor` and `warnFor` + 65 min after the warning; a `warnFor` of at most 60 min is met by the
+very next re-send (docs/reactions.md "Warn, then release").
+
+`grace` is pure and table-tested; `gpuaas simulate` replays it with the same code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from steps.model.workload import parse_time
+
+JSON = dict[str, Any]
+WARNING_ANNOTATION = "gpuaas.io/idle-warning"
+WARNING_REASON = "GPUIdleWarning"
+CANCELLED_REASON = "GPUIdleWarningCancelled"
+WARNED, CANCELLED, RELEASED = "warned", "cancelled", "released"
+
+CANCEL_GATES: Mapping[str, str] = {
+    "not-idle": "activity",
+    "kind-busy": "activity",
+    "exempt": "opt-out",
+    "release-off": "policy",
+    "finished": "finished",
+}
+"""The judgement's rules (on_idle.JUDGE_GATES) that cancel a pending warning, and the kind of cancel. The
+others leave it pending: a Prometheus outage (retry), the hourly budget or no demand (still idle; the
+release only waits), a workload already released by someone else."""
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class IdleWarning:
+    """One warning as the Workload's annotation holds it."""
+
+    episode: str
+    warned_at: str
+    release_after: str
+    run: str
+    state: str = WARNED
+    at: str = ""
+    by: str = ""
+    reason: str = ""
+    raw: str = ""
+    """The annotation's text as read ("" when planned here)."""
+
+    def to_dict(self) -> JSON:
+        out = {"episode": self.episode, "warnedAt": self.warned_at, "releaseAfter": self.release_after,
+               "run": self.run, "state": self.state}
+        for key, value in (("at", self.at), ("by", self.by), ("reason", self.reason)):
+            if value:
+                out[key] = value
+        return out
+
+    def text(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @property
+    def pending(self) -> bool:
+        return self.state == WARNED
+
+    def due(self, now: datetime) -> bool:
+        """The grace has passed (an unreadable releaseAfter is due: the warning was given)."""
+        after = parse_time(self.release_after)
+        return after is None or now >= after
+
+    def describe(self) -> str:
+        return f"warned at {self.warned_at} by run {self.run or 'unknown'} (release after {self.release_after})"
+
+
+def read_warning(obj: Mapping[str, Any] | None) -> IdleWarning | None:
+    """The warning on a Workload, or None (absent or unreadable: unreadable reads as no warning, so the worst
+    case is a second warning, never a release without one)."""
+    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(WARNING_ANNOTATION)
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("warnedAt"), str):
+        return None
+    state = raw.get("state") if raw.get("state") in (WARNED, CANCELLED, RELEASED) else WARNED
+    return IdleWarning(str(raw.get("episode") or ""), raw["warnedAt"], str(raw.get("releaseAfter") or ""),
+                       str(raw.get("run") or ""), state, str(raw.get("at") or ""), str(raw.get("by") or ""),
+                       str(raw.get("reason") or ""), str(text))
+
+
+@dataclass(frozen=True)
+class Grace:
+    """What the grace period makes of a decision. `step`: release | warn | wait | cancel | none (the judgement
+    stands as it is, no warning involved)."""
+
+    step: str
+    reasons: tuple[str, ...] = ()
+    warning: IdleWarning | None = None
+    """warn: the new warning; cancel: the warning as cancelled; release: the linked warning as released
+    (None when released without one, warnFor 0); wait: the pending warning."""
+    superseded: IdleWarning | None = None
+    """A pending warning of an earlier episode that this warning replaces (the alert resolved in between)."""
+
+
+def _episode_time(episode: str) -> datetime | None:
+    return parse_time(episode.split("@", 1)[1]) if "@" in episode else None
+
+
+def _newer(episode: str, than: str) -> bool | None:
+    """Whether `episode` started after `than` (None: not comparable)."""
+    a, b = _episode_time(episode), _episode_time(than)
+    return None if a is None or b is None else a > b
+
+
+def grace(verdict: str, gate: str, reasons: tuple[str, ...], warn_seconds: float, warning: IdleWarning | None,
+          episode: str, now: datetime, run: str) -> Grace:
+    """The grace period applied to one judgement (`verdict`, `gate`, `reasons` of on_idle.IdleDecision), pure.
+
+    - release with warnFor 0: release now (linking a pending warning, if one is there);
+    - release, no pending warning: warn now, release after `now + warnFor`;
+    - release, a pending warning of the same episode (or either is a hand run's, episode ""): release when the
+      grace has passed, else wait (a re-sent alert within the grace is a repeat: no second warning);
+    - release, a pending warning of an EARLIER episode: the alert resolved and fired again in between
+      (activity), so that warning lapsed and this episode is warned afresh; of a later episode: this
+      delivery is stale, wait;
+    - no release, a pending warning, and a rule of CANCEL_GATES decided: cancel it, saying why;
+    - else: none."""
+    if verdict != "release":
+        if warning is not None and warning.pending and gate in CANCEL_GATES:
+            why = f"{CANCEL_GATES[gate]}: {reasons[0] if reasons else gate}"
+            return Grace("cancel", (f"idle warning cancelled ({why}); it was {warning.describe()}",),
+                         replace(warning, state=CANCELLED, at=rfc3339(now), by=run, reason=why, raw=""))
+        return Grace("none")
+    pending = warning if warning is not None and warning.pending else None
+    if warn_seconds <= 0:
+        if pending is None:
+            return Grace("release")
+        return Grace("release", (f"idle warning: {pending.describe()}",), _released(pending, now, run))
+    superseded = None
+    if pending is not None:
+        same = not pending.episode or not episode or pending.episode == episode
+        if same:
+            if pending.due(now):
+                return Grace("release", (f"idle warning: {pending.describe()}; still idle after the grace",),
+                             _released(pending, now, run))
+            return Grace("wait", (f"idle, within the grace period: {pending.describe()}; a re-sent alert changes "
+                                  "nothing until then (activity or gpuaas.io/idle-policy: exempt cancels)",), pending)
+        if _newer(episode, pending.episode) is False:
+            return Grace("wait", (f"stale delivery: episode {episode} is older than the pending warning's episode "
+                                  f"{pending.episode} ({pending.describe()})",), pending)
+        superseded = pending
+    release_after = now + timedelta(seconds=warn_seconds)
+    new = IdleWarning(episode, rfc3339(now), rfc3339(release_after), run)
+    why = [f"idle: warning the owner; release after {new.release_after} (idle.warnFor {warn_seconds:g}s) unless "
+           "the workload is active again or annotated gpuaas.io/idle-policy: exempt"]
+    if superseded is not None:
+        why.append(f"the warning of episode {superseded.episode} lapsed (the alert resolved and fired again "
+                   f"since): it was {superseded.describe()}")
+    return Grace("warn", tuple(why), new, superseded)
+
+
+def _released(warning: IdleWarning, now: datetime, run: str) -> IdleWarning:
+    return replace(warning, state=RELEASED, at=rfc3339(now), by=run, reason="still idle after the grace", raw="")
+
+
+def warning_message(warning: IdleWarning, target: str, gpus: int) -> str:
+    """The Event's message: what, when, how to keep it."""
+    return (f"{target} holds {gpus} idle GPU(s): gpuaas will release them at {warning.release_after} unless they "
+            f"are used again before then. To keep them, use them, or annotate the workload "
+            f"gpuaas.io/idle-policy=exempt.")
+
+
+def event_name(involved_name: str, uid: str, episode: str, reason: str) -> str:
+    """A deterministic Event name per (object, episode, reason): a retried create meets AlreadyExists."""
+    digest = hashlib.sha256("\x00".join((uid, episode, reason)).encode()).hexdigest()[:16]
+    return f"{involved_name[:200]}.{digest}"
+
+
+def event_body(involved: Mapping[str, Any], namespace: str, reason: str, message: str, type_: str, now: datetime,
+               episode: str, annotations: Mapping[str, str]) -> JSON:
+    """A core/v1 Event on `involved` (the owner's object, else the Workload)."""
+    meta = involved.get("metadata") or {}
+    ref = {"apiVersion": involved.get("apiVersion", ""), "kind": involved.get("kind", ""),
+           "name": meta.get("name", ""), "namespace": meta.get("namespace") or namespace}
+    if meta.get("uid"):
+        ref["uid"] = meta["uid"]
+    stamp = rfc3339(now)
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": event_name(str(ref["name"]), str(meta.get("uid") or ""), episode, reason),
+                         "namespace": ref["namespace"], "annotations": dict(annotations)},
+            "involvedObject": ref, "reason": reason, "message": message[:1000], "type": type_,
+            "source": {"component": "gpuaas"}, "reportingComponent": "gpuaas", "reportingInstance": "gpuaas",
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+
+
+def notice(warning: IdleWarning, target: str, owner: Mapping[str, Any] | None, tenant: str | None, gpus: int,
+           message: str) -> JSON:
+    """The webhook's JSON body (small, flat: a chat bridge or an Alertmanager-style receiver reads it)."""
+    meta = (owner or {}).get("metadata") or {}
+    return {"kind": "GPUIdleWarning" if warning.state == WARNED else "GPUIdleWarningCancelled",
+            "workload": target, "owner": {"kind": (owner or {}).get("kind"), "name": meta.get("name")},
+            "tenant": tenant, "gpus": gpus, "message": message, **warning.to_dict()}
