@@ -39,6 +39,7 @@ from steps import demand as demand_model
 from steps.gateways.metrics import first_idleness_failure
 from steps.policy import IdleSettings, Policy, kind_of
 from steps.reactions.on_idle import IdleFacts, judge
+from steps.warning import IdleWarning, grace
 
 FIRE, RESOLVE, FLUSH, STEP = 0, 1, 2, 3
 """Event kinds; at equal times alerts change before a flush reads them, and a flush before its steps."""
@@ -110,6 +111,10 @@ class Replay:
         self.target = [f"{ns}/{n}" for ns, n in zip(workloads.namespace.tolist(), self.name, strict=True)]
         self.pod_count = [len(self.pods_of.get(w, [])) for w in range(len(workloads))]
         self.released_at: dict[int, float] = {}
+        self.warnings: dict[int, IdleWarning] = {}
+        """The annotation gpuaas.io/idle-warning each workload would carry (steps.warning), by workload."""
+        self.fired_at: dict[int, float] = {}
+        """When each pod's current alert episode fired (its startsAt): a workload's episode is the earliest."""
         self.releases_by_tenant: dict[str, list[float]] = {}
         self.settings: dict[tuple[str, str], IdleSettings] = {}
         self.groups: dict[str, AlertGroup] = {}
@@ -171,6 +176,8 @@ class Replay:
         if version != self.version[pod]:
             return
         group = self._group(pod)
+        if pod not in group.firing:
+            self.fired_at[pod] = when
         flush_at = group.fire(pod, when)
         if flush_at is not None:
             self._push(flush_at, FLUSH, (group.key, group.generation))
@@ -233,11 +240,33 @@ class Replay:
             tenant=tenant, gpus=self.gpus[workload], kind=kind, evidence=evidence, demand=demand,
         ), settings
 
+    def _episode(self, workload: int) -> str:
+        """The workload's idle episode as the step keys it (steps.delivery.idle_episode): the earliest startsAt
+        of its pods' firing alerts."""
+        firing = [self.fired_at[p] for p in self.pods_of.get(workload, []) if p in self._group(p).firing
+                  and p in self.fired_at]
+        if not firing:
+            return ""
+        return "idle@" + datetime.fromtimestamp(min(firing), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     def _steps(self, now: float, workloads: list[int]) -> None:
         for workload in workloads:
             facts, settings = self.facts(workload, now)
             decision = judge(facts, settings)
             self.result.outcomes[decision.gate] += 1
+            if settings.warn_seconds > 0 or workload in self.warnings:
+                # the grace period, with the step's own code (steps.warning.grace)
+                period = grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
+                               self.warnings.get(workload), self._episode(workload),
+                               datetime.fromtimestamp(now, UTC), "replay")
+                if period.step in ("warn", "cancel", "wait"):
+                    self.result.outcomes[f"warning-{period.step}"] += 1
+                if period.step == "warn" and not decision.dry_run:
+                    self.warnings[workload] = period.warning  # type: ignore[assignment]
+                elif period.step in ("cancel", "release") and period.warning is not None:
+                    self.warnings[workload] = period.warning
+                if period.step in ("warn", "wait"):
+                    continue
             if not decision.releases:
                 continue
             if decision.dry_run:

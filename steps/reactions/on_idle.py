@@ -33,6 +33,7 @@ from typing import Any
 from steps.demand import DemandVerdict
 from steps.gateways.metrics import GpuActivity
 from steps.model.workload import Workload
+from steps.plan import Plan
 from steps.policy import EXEMPT_KEY, EXEMPT_VALUE, IdleSettings, exempt_by
 from steps.reactions.idle_alerts import IdleAlert
 from steps.signals import SIGNAL_OF_KIND, Evidence
@@ -423,7 +424,11 @@ class OnIdleState:
                 "subject": f"{alert.namespace}/{alert.pod}", "fingerprint": alert.fingerprint, "time": alert.starts_at}
 
     def observed(self) -> JSON:
-        return {**self.workload_state.observed(), "idle": self.idle.observed()}
+        from steps.warning import read_warning
+
+        warning = read_warning(self.idle.workload)
+        return {**self.workload_state.observed(),
+                "idle": {**self.idle.observed(), "warning": warning.to_dict() if warning else None}}
 
 
 def observe_step(context: Any, request: Any) -> OnIdleState:
@@ -635,21 +640,158 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     decision = decide(state.request, state.idle, settings)
     if decision.verdict == "retry":
         raise MetricsUnavailable(decision.reasons[0])
+    period = grace_of(state, settings, decision)
+    if period.step == "cancel":
+        return _warning_plan(state, settings, period, decision.reasons, request.dry_run)
     if decision.verdict != "release":
         outcome = Outcome.SKIPPED_BY_POLICY if decision.verdict == "skipped-by-policy" else Outcome.NO_OP
         return Plan.nothing(*decision.reasons, outcome=outcome)
+    if period.step == "wait":
+        return Plan.nothing(*period.reasons, *decision.reasons)
+    if period.step == "warn":
+        return _warning_plan(state, settings, period, decision.reasons,
+                             request.dry_run or decision.dry_run)
     named = dc_replace(request, namespace=state.request.namespace,
                        workload=(state.idle.workload or {}).get("metadata", {}).get("name", ""))
+    linked = f"; after the warning {period.warning.describe()}" if period.warning is not None else ""
     release = release_workers.plan(named, state.workload_state, policy, by=REACTION,
-                                   reason=f"idle: {decision.reasons[0]}")
+                                   reason=f"idle: {decision.reasons[0]}{linked}")
     dry_run = decision.dry_run or release.dry_run or request.dry_run
     gpus = float(release.metrics.get("gpusReleased", 0)) if release.actions else 0.0
     metrics = {"gpusReleased": 0.0 if dry_run else gpus, "gpuHoursFreedPerHour": 0.0 if dry_run else gpus}
     if dry_run:
         metrics["gpusReleasedIfEnforced"] = gpus
-    reasons = (*release.reasons, *decision.reasons[1:])
-    return _with_episode(Plan(release.actions, reasons, release.empty_outcome, metrics, release.event, dry_run),
+    reasons = (*release.reasons, *decision.reasons[1:], *period.reasons)
+    actions = release.actions
+    if period.warning is not None and release.actions:
+        actions = (*actions, _warning_write(state, period.warning, conditional=False,
+                                            why="record on the warning that the release followed it"))
+    return _with_episode(Plan(actions, reasons, release.empty_outcome, metrics, release.event, dry_run),
                          state, request.dry_run)
+
+
+def grace_of(state: OnIdleState, settings: IdleSettings, decision: IdleDecision) -> Any:
+    """The grace period (steps.warning.grace) applied to this run's decision, with the live warning."""
+    from steps.warning import grace, read_warning
+
+    alert = state.request.alert
+    return grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
+                 read_warning(state.idle.workload), (alert.episode if alert else "") or "", state.idle.now,
+                 state.workload_state.run_id or "hand")
+
+
+def _warning_write(state: OnIdleState, warning: Any, *, conditional: bool, why: str) -> Any:
+    """The annotation gpuaas.io/idle-warning on the Workload (merge patch; conditional on the version this run read,
+    so of two runs that warn for one episode only one writes: the other re-reads and finds the warning)."""
+    from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
+    from steps.plan import Action
+    from steps.warning import WARNING_ANNOTATION
+
+    workload = state.idle.workload or {}
+    meta = workload.get("metadata") or {}
+    resource = WORKLOAD_V1BETA1 if str(workload.get("apiVersion", "")).endswith("/v1beta1") else WORKLOAD
+    before = ((meta.get("annotations") or {}).get(WARNING_ANNOTATION))
+    return Action(f"idle-warning-{warning.state}", resource, str(meta.get("name")), str(meta.get("namespace")),
+                  f"{why} (annotation {WARNING_ANNOTATION})",
+                  patch={"metadata": {"annotations": {WARNING_ANNOTATION: warning.text()}}},
+                  resource_version=(str(meta.get("resourceVersion") or "") or None) if conditional else None,
+                  before={"metadata": {"annotations": {WARNING_ANNOTATION: before}}})
+
+
+def _warning_plan(state: OnIdleState, settings: IdleSettings, period: Any, decision_reasons: tuple[str, ...],
+                  dry_run: bool) -> Any:
+    """Warn (or cancel a warning): the annotation on the Workload, then an Event on the owner's object (the
+    Workload when it has none), then the tenant's webhook (steps.reactions.on_idle.apply_with_notice)."""
+    from steps.gateways.resources import EVENT
+    from steps.plan import Action, Outcome
+    from steps.warning import CANCELLED_REASON, WARNING_REASON, event_body, notice, warning_message
+
+    warning = period.warning
+    workload = state.idle.workload or {}
+    owner = state.workload_state.owners.top or workload
+    namespace = state.request.namespace
+    target = f"{namespace}/{(workload.get('metadata') or {}).get('name', '')}"
+    gpus = state.idle.gpus
+    if period.step == "warn":
+        message = warning_message(warning, f"{owner.get('kind', 'Workload')} {target.split('/')[0]}/"
+                                           f"{(owner.get('metadata') or {}).get('name', '')}", gpus)
+        reason, kind, why = WARNING_REASON, "Warning", "warn the owner that the idle GPUs will be released"
+        reasons = (*period.reasons, *decision_reasons)
+    else:
+        message = f"{target}: the idle warning is cancelled ({warning.reason}); nothing will be released for it"
+        reason, kind, why = CANCELLED_REASON, "Normal", "record that the warning is cancelled"
+        reasons = period.reasons
+    annotations = {"gpuaas.io/idle-warning-release-after": warning.release_after,
+                   "gpuaas.io/idle-warning-run": warning.run if period.step == "warn" else warning.by}
+    body = event_body(owner, namespace, reason, message, kind, state.idle.now, warning.episode or warning.warned_at,
+                      annotations)
+    actions = (_warning_write(state, warning, conditional=True, why=why),
+               Action(f"event-{reason}", EVENT, body["metadata"]["name"], body["metadata"]["namespace"],
+                      f"{why}: Event {reason} on {owner.get('kind', 'Workload')} "
+                      f"{(owner.get('metadata') or {}).get('name', '')}", operation="create", body=body))
+    hook = None
+    if settings.warn_webhook:
+        from steps.gateways.workload_apis import cluster_domain
+
+        meta = owner.get("metadata") or {}
+        url = settings.warn_webhook.format(name=meta.get("name", ""), namespace=meta.get("namespace") or namespace,
+                                           domain=cluster_domain())
+        hook = (url, notice(warning, target, owner, state.tenant, gpus, message))
+    return WarningPlan(actions, reasons, Outcome.NO_OP, {}, None, dry_run, notice=hook)
+
+
+@dataclass(frozen=True)
+class WarningPlan(Plan):
+    """A warning's (or a cancel's) plan: its writes, and the tenant's webhook to tell (url, JSON body)."""
+
+    notice: tuple[str, JSON] | None = None
+
+
+def apply_with_notice(kube: Any, plan: Any, dry_run: bool, results: list[Any] | None = None,
+                      post: Any = None) -> list[Any]:
+    """steps.reactions.apply_actions, then, for a warning whose writes were applied, the tenant's webhook.
+
+    The webhook is told after the annotation and the Event exist, so a run that fails before them tells
+    nobody, and a re-sent alert finds the warning and tells nobody twice. A webhook that fails is recorded
+    (result `unchanged` with the error), not retried: the Event and the annotation carry the warning."""
+    from steps.plan import ActionResult
+    from steps.reactions import apply_actions
+
+    results = apply_actions(kube, plan, dry_run, results)
+    hook = getattr(plan, "notice", None)
+    if hook is None:
+        return results
+    url, body = hook
+    target = {"apiVersion": "http", "kind": "Webhook", "name": url}
+    if dry_run:
+        results.append(ActionResult("notify-webhook", target, "dry-run", None, body))
+        return results
+    if not results or any(r.result != "applied" for r in results):
+        return results
+    try:
+        status = (post or _post_json)(url, body)
+    except OSError as error:
+        results.append(ActionResult("notify-webhook", target, "unchanged", None, None,
+                                    note=f"the webhook failed ({error}); the Event and the annotation carry the warning"))
+        return results
+    results.append(ActionResult("notify-webhook", target, "applied", None, {"status": status}))
+    return results
+
+
+def _post_json(url: str, body: JSON, timeout: float = 5.0) -> int:
+    """POST `body` as JSON; the HTTP status, or OSError (a status >= 300 is one)."""
+    import json
+
+    import urllib3
+
+    try:
+        response = urllib3.request("POST", url, body=json.dumps(body).encode(), timeout=timeout, retries=False,
+                                   headers={"Content-Type": "application/json"})
+    except urllib3.exceptions.HTTPError as error:
+        raise OSError(str(error)) from error
+    if response.status >= 300:
+        raise OSError(f"HTTP {response.status} from {url}")
+    return int(response.status)
 
 
 def _repeat(state: OnIdleState) -> str | None:
@@ -693,4 +835,4 @@ def step(context: Any) -> Any:
     """`python -m steps on-idle FILE` (one alert of the fan-out)."""
     from steps.reactions import run_planned
 
-    return run_planned(context, observe=observe_step, plan=plan_step, require_workload=False)
+    return run_planned(context, observe=observe_step, plan=plan_step, apply=apply_with_notice, require_workload=False)
