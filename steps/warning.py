@@ -137,7 +137,7 @@ def _newer(episode: str, than: str) -> bool | None:
 
 
 def grace(verdict: str, gate: str, reasons: tuple[str, ...], warn_seconds: float, warning: IdleWarning | None,
-          episode: str, now: datetime, run: str) -> Grace:
+          episode: str, now: datetime, run: str, *, activity: bool = True) -> Grace:
     """The grace period applied to one judgement (`verdict`, `gate`, `reasons` of on_idle.IdleDecision), pure.
 
     - release with warnFor 0: release now (linking a pending warning, if one is there);
@@ -147,10 +147,12 @@ def grace(verdict: str, gate: str, reasons: tuple[str, ...], warn_seconds: float
     - release, a pending warning of an EARLIER episode: the alert resolved and fired again in between
       (activity), so that warning lapsed and this episode is warned afresh; of a later episode: this
       delivery is stale, wait;
-    - no release, a pending warning, and a rule of CANCEL_GATES decided: cancel it, saying why;
+    - no release, a pending warning, and a rule of CANCEL_GATES decided: cancel it, saying why; for `not-idle`
+      only when the GPUs were used (`activity`), not when samples are missing (a scrape gap is no activity:
+      the warning stays pending and the release waits for data that proves idleness);
     - else: none."""
     if verdict != "release":
-        if warning is not None and warning.pending and gate in CANCEL_GATES:
+        if warning is not None and warning.pending and gate in CANCEL_GATES and (activity or gate != "not-idle"):
             why = f"{CANCEL_GATES[gate]}: {reasons[0] if reasons else gate}"
             return Grace("cancel", (f"idle warning cancelled ({why}); it was {warning.describe()}",),
                          replace(warning, state=CANCELLED, at=rfc3339(now), by=run, reason=why, raw=""))

@@ -218,11 +218,13 @@ class Replay:
         released = self.released_at.get(workload)
         alive = start <= now < end
         not_idle = evidence = demand = None
+        busy = False
         if alive and released is None:
             reading = self.window.read(workload, now, settings.window_seconds)
             failed = first_idleness_failure(reading.observations, reading.coverage, reading.max_activity,
                                             settings.threshold, settings.min_coverage)
             not_idle = None if failed is None else NOT_IDLE_REASONS[failed]
+            busy = reading.max_activity is not None and reading.max_activity > settings.threshold
             evidence = self.signal_window.evidence(workload, kind, settings, now)
             if settings.release_on == "demand" and self.cohort is not None:
                 waiting, free = self.cohort.waiting(now)
@@ -236,7 +238,7 @@ class Replay:
             target=self.target[workload], finished=now >= end, released=released is not None,
             released_at=released_at, admitted=now >= start, exempt_by=self.exempt_by[workload],
             runtime_seconds=max(0.0, now - self.admitted[workload]), pods=self.pod_count[workload] if alive else 0,
-            not_idle=not_idle, idle_summary=f"idle for {settings.window_seconds:g}s", releases_last_hour=last_hour,
+            not_idle=not_idle, busy=busy, idle_summary=f"idle for {settings.window_seconds:g}s", releases_last_hour=last_hour,
             tenant=tenant, gpus=self.gpus[workload], kind=kind, evidence=evidence, demand=demand,
         ), settings
 
@@ -258,7 +260,8 @@ class Replay:
                 # the grace period, with the step's own code (steps.warning.grace)
                 period = grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
                                self.warnings.get(workload), self._episode(workload),
-                               datetime.fromtimestamp(now, UTC), "replay")
+                               datetime.fromtimestamp(now, UTC), "replay",
+                               activity=bool(decision.details.get("activity", True)))
                 if period.step in ("warn", "cancel", "wait"):
                     self.result.outcomes[f"warning-{period.step}"] += 1
                 if period.step == "warn" and not decision.dry_run:

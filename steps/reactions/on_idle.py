@@ -133,6 +133,7 @@ class IdleState:
             released_at=(self.released_record or {}).get("releasedAt"), admitted=self.is_true("Admitted"),
             exempt_by=self.exempt_by, runtime_seconds=self.runtime_seconds or 0.0, pods=len(self.pods),
             metrics_error=self.metrics_error, activity_observed=activity is not None, not_idle=not_idle,
+            busy=activity is not None and (activity.max_activity or 0.0) > policy.threshold,
             idle_summary=idle_summary or "", releases_last_hour=self.releases_last_hour, tenant=self.tenant,
             gpus=self.gpus, kind=self.kind, evidence=self.evidence, demand=self.demand)
 
@@ -215,6 +216,9 @@ class IdleFacts:
     activity_observed: bool = True
     not_idle: str | None = None
     """Why the GPUs are not provably idle (steps.gateways.metrics); None when idleness is confirmed."""
+    busy: bool = False
+    """A GPU went above the threshold in the window (activity), as opposed to samples missing: activity cancels a
+    pending idle warning (steps.warning), a hole in the data does not."""
     idle_summary: str = ""
     """How idle they were, for the release reason ("all 4 GPU(s) of 2 pod(s) stayed at or below ...")."""
     releases_last_hour: int = 0
@@ -292,7 +296,8 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
         else:
             evidence_used = f"{source}: {evidence.reason}; GPU activity as the guard"
     if facts.not_idle:
-        return IdleDecision("no-op", (facts.not_idle,), gate="not-idle", evidence=evidence_used)
+        return IdleDecision("no-op", (facts.not_idle,), gate="not-idle", evidence=evidence_used,
+                            details={"activity": facts.busy})
     if policy.max_releases_per_hour <= 0 or facts.releases_last_hour >= policy.max_releases_per_hour:
         return IdleDecision("skipped-by-policy", (
             (f"tenant {facts.tenant} already had {facts.releases_last_hour} release(s) in the last hour "
@@ -677,7 +682,7 @@ def grace_of(state: OnIdleState, settings: IdleSettings, decision: IdleDecision)
     alert = state.request.alert
     return grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
                  read_warning(state.idle.workload), (alert.episode if alert else "") or "", state.idle.now,
-                 state.workload_state.run_id or "hand")
+                 state.workload_state.run_id or "hand", activity=bool(decision.details.get("activity", True)))
 
 
 def _warning_write(state: OnIdleState, warning: Any, *, conditional: bool, why: str) -> Any:

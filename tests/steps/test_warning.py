@@ -146,3 +146,19 @@ def test_warn_webhook_is_read_per_tenant() -> None:
     policy = parse_policy("tenants: {t: {idle: {warnWebhook: 'http://am.monitoring:9093/hook/{namespace}'}}}")
     assert policy.idle_for("t", "ray").warn_webhook == "http://am.monitoring:9093/hook/{namespace}"
     assert policy.idle_for("other", "ray").warn_webhook == ""
+
+
+def test_a_hole_in_the_samples_is_no_activity_the_warning_stays_pending() -> None:
+    hole = ("DCGM samples for GPU 0 cover 60% of the window: idleness not confirmed",)
+    assert grace("no-op", "not-idle", hole, 3600, pending(), EPISODE, NOW, "wf", activity=False).step == "none"
+    assert grace("no-op", "not-idle", hole, 3600, pending(), EPISODE, NOW, "wf", activity=True).step == "cancel"
+
+
+def test_the_judgement_says_whether_not_idle_was_activity() -> None:
+    from steps.policy import IdleSettings
+    from steps.reactions.on_idle import IdleFacts, judge
+
+    facts = IdleFacts(target="ns/w", pods=1, runtime_seconds=7200, not_idle="a GPU reached 70%", busy=True)
+    assert judge(facts, IdleSettings()).details == {"activity": True}
+    assert judge(IdleFacts(target="ns/w", pods=1, runtime_seconds=7200, not_idle="no samples"),
+                 IdleSettings()).details == {"activity": False}

@@ -1,0 +1,149 @@
+"""Warn, then release, as a whole step against the real parts: the local API server and a real Prometheus scraping
+the DCGM-like exporters (the world of test_on_idle_observe: team-a/nb-idle holds two idle GPUs of Job finetune,
+team-a/nb-busy's GPU is at 70%). The tenant's webhook is a real HTTP server on a local port."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from steps.gateways import resources as R
+from steps.warning import WARNING_ANNOTATION
+from tests.observability.test_on_idle_observe import SETTINGS, World, run_step, world  # noqa: F401
+from tests.observability.test_on_idle_observe import params as alert_params
+
+WORKLOAD = "job-finetune-5c6d7"
+GRACE = replace(SETTINGS, warn_seconds=4.0)
+"""Long enough that the re-send below comes within it on a loaded machine (a step takes about 0.2 s)."""
+
+
+def params(ns: str, pod: str, episode: str = "idle@2026-12-01T00:00:00Z") -> dict[str, str]:
+    """The item idle-alerts hands on-idle: the alert with its workload's episode (the earliest startsAt)."""
+    p = alert_params(ns, pod)
+    p["alert"] = json.dumps({**json.loads(p["alert"]), "episode": episode})
+    return p
+
+
+def annotations(world: World, name: str = WORKLOAD) -> dict[str, str]:
+    return world.cluster.store.get(R.WORKLOAD, name, "team-a")["metadata"].get("annotations") or {}
+
+
+def warning(world: World, name: str = WORKLOAD) -> dict[str, Any]:
+    return json.loads(annotations(world, name)[WARNING_ANNOTATION])
+
+
+def events(world: World, reason: str) -> list[dict[str, Any]]:
+    return [e for e in world.cluster.store.list(R.EVENT, "team-a") if e.get("reason") == reason]
+
+
+@pytest.fixture
+def webhook() -> Iterator[list[dict[str, Any]]]:
+    received: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    received.append({"url": f"http://127.0.0.1:{server.server_address[1]}/hook/{{namespace}}"})
+    yield received
+    server.shutdown()
+    server.server_close()
+
+
+def test_warn_then_a_re_send_is_a_repeat_then_the_release_links_the_warning(world: World, tmp_path: Path,
+                                                                           webhook: list[dict[str, Any]]) -> None:
+    settings = replace(GRACE, warn_webhook=webhook.pop(0)["url"])
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and outputs["outcome"] == "applied", record["data"]["errors"]
+    warned = warning(world)
+    assert warned["state"] == "warned" and warned["episode"] == "idle@2026-12-01T00:00:00Z"
+    assert workload_active(world) and "gpuaas.io/release" not in annotations(world)
+    [event] = events(world, "GPUIdleWarning")
+    assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "Job"
+    assert event["involvedObject"]["name"] == "finetune" and warned["releaseAfter"] in event["message"]
+    assert outputs["gpus-released"] == "0"
+    [notice] = webhook
+    assert notice["kind"] == "GPUIdleWarning" and notice["workload"] == f"team-a/{WORKLOAD}"
+    assert notice["releaseAfter"] == warned["releaseAfter"] and notice["gpus"] == 2
+    assert [a["action"] for a in record["data"]["actions"]][-1] == "notify-webhook"
+
+    # Alertmanager re-sends within the grace: nothing is written, nobody is told twice.
+    writes = world.api.write_count
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and outputs["outcome"] == "no-op" and world.api.write_count == writes
+    assert "within the grace period" in record["data"]["plan"]["reasons"][0] and len(webhook) == 1
+
+    time.sleep(4.2)
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and outputs["outcome"] == "applied" and outputs["gpus-released"] == "2"
+    assert not workload_active(world)
+    release = json.loads(annotations(world)["gpuaas.io/release"])
+    assert f"by run {warned['run']}" in release["reason"] and warned["warnedAt"] in release["reason"]
+    after = warning(world)
+    assert after["state"] == "released" and after["warnedAt"] == warned["warnedAt"]
+    assert record["data"]["observed"]["idle"]["warning"]["state"] == "warned"
+    assert len(events(world, "GPUIdleWarning")) == 1 and len(webhook) == 1
+
+    writes = world.api.write_count
+    code, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and outputs["outcome"] == "no-op" and world.api.write_count == writes
+
+
+def workload_active(world: World) -> bool:
+    return world.cluster.store.get(R.WORKLOAD, WORKLOAD, "team-a")["spec"].get("active", True) is not False
+
+
+def test_activity_in_the_grace_cancels_and_a_new_episode_warns_again(world: World, tmp_path: Path) -> None:
+    busy = "pod-nb-busy-1f2e3"
+    # A warning given while the GPU was idle (by an earlier run); now it is at 70%.
+    pending = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": "2026-12-01T00:10:00Z",
+               "releaseAfter": "2026-12-01T01:10:00Z", "run": "wf-earlier", "state": "warned"}
+    world.cluster.store.patch(R.WORKLOAD, busy,
+                              {"metadata": {"annotations": {WARNING_ANNOTATION: json.dumps(pending)}}}, "team-a")
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-busy"), GRACE)
+    assert code == 0 and outputs["outcome"] == "applied", record["data"]
+    cancelled = warning(world, busy)
+    assert cancelled["state"] == "cancelled" and cancelled["reason"].startswith("activity: ")
+    assert "reached 70%" in cancelled["reason"] and cancelled["warnedAt"] == "2026-12-01T00:10:00Z"
+    assert "idle warning cancelled (activity" in record["data"]["plan"]["reasons"][0]
+    [event] = events(world, "GPUIdleWarningCancelled")
+    assert event["involvedObject"]["kind"] == "Deployment" and event["type"] == "Normal"
+    writes = world.api.write_count
+    code, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-busy"), GRACE)
+    assert outputs["outcome"] == "no-op" and world.api.write_count == writes  # cancelled once
+
+
+def test_the_opt_out_annotation_cancels_a_pending_warning(world: World, tmp_path: Path) -> None:
+    code, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    assert outputs["outcome"] == "applied" and warning(world)["state"] == "warned"
+    world.cluster.store.patch(R.JOB, "finetune",
+                              {"metadata": {"annotations": {"gpuaas.io/idle-policy": "exempt"}}}, "team-a")
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    assert code == 0 and outputs["outcome"] == "applied" and workload_active(world)
+    assert warning(world)["state"] == "cancelled" and warning(world)["reason"].startswith("opt-out: Job finetune")
+    assert record["data"]["outcome"] == "applied" and outputs["gpus-released"] == "0"
+
+
+def test_dry_run_records_the_warning_it_would_give_and_writes_nothing(world: World, tmp_path: Path) -> None:
+    writes = world.api.write_count
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), replace(GRACE, mode="dry-run"))
+    assert code == 0 and world.api.write_count == writes and WARNING_ANNOTATION not in annotations(world)
+    assert [a["action"] for a in record["data"]["actions"]] == ["idle-warning-warned", "event-GPUIdleWarning"]
+    assert {a["result"] for a in record["data"]["actions"]} == {"dry-run"}
+    assert "warning the owner" in record["data"]["plan"]["reasons"][0]
