@@ -549,3 +549,43 @@ def test_transitions_older_than_the_install_are_adopted_not_answered(api: ApiSer
     assert marker.via == "adopted" and marker.run == "" and marker.state == "handled"
     code, again = step("sweep", run="s-2", grace="5m")
     assert again["outcome"] == "no-op" and again["record"]["data"]["observed"]["counts"]["handled"] == 2
+
+
+# -- idle warnings whose grace is over (steps.warning) ----------------------------------------------------
+def _warned(api: ApiServer, scene: Scene, release_after: datetime, state: str = "warned") -> None:
+    warning = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": "2026-12-01T00:05:00Z",
+               "releaseAfter": release_after.strftime("%Y-%m-%dT%H:%M:%SZ"), "run": "wf-warn", "state": state}
+    api.store.patch(R.WORKLOAD, name_of(scene), {"metadata": {"annotations": {
+        "gpuaas.io/idle-warning": json.dumps(warning)}}}, NS)
+
+
+def test_the_sweep_delivers_each_due_idle_warning_once_to_gpuaas_on_idle(api: ApiServer, step: Runner) -> None:
+    due, early, done = Scene.of("Job", name="due"), Scene.of("Job", name="early"), Scene.of("Job", name="done")
+    seed(api, due, early, done)
+    now = datetime.now(UTC)
+    _warned(api, due, now - timedelta(seconds=30))
+    _warned(api, early, now + timedelta(hours=1))
+    _warned(api, done, now - timedelta(hours=1), state="cancelled")
+    code, out = step("sweep", run="s1", installed_at="2020-01-01T00:00:00Z")
+    assert code == 0, out["record"]["data"]["errors"]
+    runs = [w for w in api.store.list(R.WORKFLOW, "gpuaas") if w["spec"]["workflowTemplateRef"]["name"] == "gpuaas-on-idle"]
+    assert len(runs) == 1 and runs[0]["metadata"]["labels"]["gpuaas.io/reaction"] == "on-idle"
+    assert {p["name"]: p["value"] for p in runs[0]["spec"]["arguments"]["parameters"]} == {
+        "namespace": NS, "workload": name_of(due), "event": "", "dry-run": "false",
+        "tenant": due.workload["status"]["admission"]["clusterQueue"]}
+    assert out["record"]["data"]["observed"]["counts"]["idle warning delivered"] == 1
+    # the next pass finds the run (its name is the warning's): no second one
+    code, out = step("sweep", run="s2", installed_at="2020-01-01T00:00:00Z")
+    assert out["record"]["data"]["observed"]["counts"]["idle warning run existed (an earlier pass)"] == 1
+    assert len([w for w in api.store.list(R.WORKFLOW, "gpuaas")
+                if w["spec"]["workflowTemplateRef"]["name"] == "gpuaas-on-idle"]) == 1
+
+
+def test_the_sweep_in_dry_run_lists_the_due_warning_and_creates_nothing(api: ApiServer, step: Runner) -> None:
+    due = Scene.of("Job", name="due")
+    seed(api, due)
+    _warned(api, due, datetime.now(UTC) - timedelta(seconds=1))
+    api.reset_counters()
+    code, out = step("sweep", run="s", dry_run="true", installed_at="2020-01-01T00:00:00Z")
+    assert code == 0 and api.write_count == 0
+    assert out["record"]["data"]["observed"]["counts"]["would deliver idle warning"] == 1
