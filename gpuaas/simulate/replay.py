@@ -41,8 +41,11 @@ from steps.policy import IdleSettings, Policy, kind_of
 from steps.reactions.on_idle import IdleFacts, judge
 from steps.warning import IdleWarning, grace
 
-FIRE, RESOLVE, FLUSH, STEP = 0, 1, 2, 3
+FIRE, RESOLVE, FLUSH, STEP, SWEEP = 0, 1, 2, 3, 4
 """Event kinds; at equal times alerts change before a flush reads them, and a flush before its steps."""
+SWEEP_PERIOD = 120.0
+"""The catch-up sweep's schedule (workflows/sweep.py: every 2 minutes): it delivers each idle warning whose grace
+is over to on-idle (steps.reactions.sweep.due_warnings) at its first pass after `releaseAfter`."""
 
 NOT_IDLE_REASONS = {
     "no-data": "no DCGM samples in the window: idleness not confirmed",
@@ -148,6 +151,8 @@ class Replay:
                 self._resolve(*payload)  # type: ignore[misc]
             elif kind == FLUSH:
                 self._flush(when, *payload)  # type: ignore[misc]
+            elif kind == SWEEP:
+                self._sweep(when, payload)  # type: ignore[arg-type]
             else:
                 self._steps(when, payload)  # type: ignore[arg-type]
             handled += 1
@@ -251,7 +256,8 @@ class Replay:
             return ""
         return "idle@" + datetime.fromtimestamp(min(firing), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def _steps(self, now: float, workloads: list[int]) -> None:
+    def _steps(self, now: float, workloads: list[int], *, by_hand: bool = False) -> None:
+        """One on-idle step per workload; `by_hand`: the sweep's delivery (no alert, so no episode)."""
         for workload in workloads:
             facts, settings = self.facts(workload, now)
             decision = judge(facts, settings)
@@ -259,13 +265,16 @@ class Replay:
             if settings.warn_seconds > 0 or workload in self.warnings:
                 # the grace period, with the step's own code (steps.warning.grace)
                 period = grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
-                               self.warnings.get(workload), self._episode(workload),
+                               self.warnings.get(workload), "" if by_hand else self._episode(workload),
                                datetime.fromtimestamp(now, UTC), "replay",
                                activity=bool(decision.details.get("activity", True)))
                 if period.step in ("warn", "cancel", "wait"):
                     self.result.outcomes[f"warning-{period.step}"] += 1
                 if period.step == "warn" and not decision.dry_run:
                     self.warnings[workload] = period.warning  # type: ignore[assignment]
+                    due = now + settings.warn_seconds
+                    t0 = self.history.t0
+                    self._push(t0 + np.ceil((due - t0) / SWEEP_PERIOD) * SWEEP_PERIOD, SWEEP, workload)
                 elif period.step in ("cancel", "release") and period.warning is not None:
                     self.warnings[workload] = period.warning
                 if period.step in ("warn", "wait"):
@@ -276,6 +285,13 @@ class Replay:
                 self._dry_runs.append((workload, now))
                 continue
             self._release(workload, now, facts.tenant or "")
+
+    def _sweep(self, now: float, workload: int) -> None:
+        """A sweep pass: the workload's warning, if still pending and due, is delivered to the step."""
+        warning = self.warnings.get(workload)
+        if warning is not None and warning.pending and warning.due(datetime.fromtimestamp(now, UTC)):
+            self.result.outcomes["warning-swept"] += 1
+            self._steps(now, [workload], by_hand=True)
 
     def _release(self, workload: int, now: float, tenant: str) -> None:
         self.released_at[workload] = now

@@ -1,0 +1,46 @@
+"""The replay with a warning before the release (idle.warnFor, steps.warning.grace: the step's own code), every time
+worked out by hand from the rendered timings (tests/simulate/test_replay.py's docstring): a pod idle from minute m
+fires at m + 35 and its group is delivered at m + 35.5. The catch-up sweep passes every 2 minutes from the history's
+start and delivers a pending warning at its first pass at or after `releaseAfter`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.simulate.conftest import Job, policy, run
+from tests.simulate.test_replay import busy_then_idle, replay
+
+
+def test_warn_for_zero_releases_at_the_first_delivery_as_before(trace_dir: Path) -> None:
+    released, result = replay(trace_dir, [busy_then_idle("a", 60)], policy(warn_seconds=0))
+    assert released == {"a": [95.5]} and "warning-warn" not in result.outcomes
+
+
+def test_warned_at_the_delivery_released_by_the_sweep_after_the_grace(trace_dir: Path) -> None:
+    # idle from 60: delivered at 95.5 -> warned, releaseAfter 125.5; the sweep passes at 126 (every 2 min):
+    # still idle, released at 126, long before Alertmanager's repeat (160.5).
+    released, result = replay(trace_dir, [busy_then_idle("a", 60)], policy(warn_seconds=1800))
+    assert released == {"a": [126.0]}
+    assert result.outcomes["warning-warn"] == 1 and result.outcomes["warning-swept"] == 1
+    assert result.outcomes["release"] == 2  # the judgement said release twice: warned once, released once
+
+
+def test_busy_again_within_the_grace_is_not_released(trace_dir: Path) -> None:
+    # idle 60-110, busy from 110: without a warning it is released at 95.5 (wrongly: it works again at 110).
+    job = Job("a", 300, [run((60, 0.8), (50, 0.0), (190, 0.8))])
+    released, _ = replay(trace_dir, [job], policy(warn_seconds=0))
+    assert released == {"a": [95.5]}
+    # warned at 95.5 (releaseAfter 125.5); at the sweep's pass at 126 the GPUs were busy in the window: cancelled.
+    released, result = replay(trace_dir, [job], policy(warn_seconds=1800))
+    assert released == {}
+    assert result.outcomes["warning-warn"] == 1 and result.outcomes["warning-cancel"] == 1
+
+
+def test_a_new_idle_stretch_after_a_cancel_is_warned_again(trace_dir: Path) -> None:
+    # idle 60-110 (warned 95.5, cancelled at 126), busy 110-150, idle from 150: fires at 185, delivered 185.5
+    # (a new group: the first one was deleted once its alert resolved): warned again, releaseAfter 215.5,
+    # released by the sweep at 216.
+    job = Job("a", 360, [run((60, 0.8), (50, 0.0), (40, 0.8), (210, 0.0))])
+    released, result = replay(trace_dir, [job], policy(warn_seconds=1800))
+    assert released == {"a": [216.0]}
+    assert result.outcomes["warning-warn"] == 2 and result.outcomes["warning-cancel"] == 1
