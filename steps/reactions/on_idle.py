@@ -403,6 +403,8 @@ class OnIdleState:
     workload_state: Any
     idle: IdleState
     request: IdleRequest
+    run_name: str = ""
+    """The Argo run's name (StepContext.run_name): what a warning names for a reader."""
 
     @property
     def workload_object(self) -> JSON | None:
@@ -494,7 +496,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
                      tenant=ws.tenant, owner=ws.owners.direct, pods=pods, pod_gpus=pod_gpus, activity=activity,
                      metrics_error=metrics_error, releases_last_hour=releases_in_last_hour(kube, ws.tenant, now),
                      released_record=ws.release, kind=kind, evidence=evidence, demand=demand)
-    return OnIdleState(ws, idle, idle_request)
+    return OnIdleState(ws, idle, idle_request, getattr(context, "run_name", "") or "")
 
 
 def read_evidence(context: Any, kind: str, settings: IdleSettings, owners: Any, namespace: str,
@@ -682,7 +684,7 @@ def grace_of(state: OnIdleState, settings: IdleSettings, decision: IdleDecision)
     alert = state.request.alert
     return grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
                  read_warning(state.idle.workload), (alert.episode if alert else "") or "", state.idle.now,
-                 state.workload_state.run_id or "hand", activity=bool(decision.details.get("activity", True)))
+                 state.run_name or state.workload_state.run_id or "hand", activity=bool(decision.details.get("activity", True)))
 
 
 def _warning_write(state: OnIdleState, warning: Any, *, conditional: bool, why: str) -> Any:
