@@ -12,6 +12,8 @@ below is the documented, tested example the manifests embed):
       mode: enforce             # enforce | dry-run (plan and record only)
       maxReleasesPerHour: 10    # per tenant; 0 = never release
       releaseOn: idle           # idle | demand (only when queued work would use the GPUs) | never
+      warnFor: 0                # warn the owner this long before a release (steps.warning); 0 = release at once
+      # warnWebhook: http://... # where a warning is also POSTed as JSON (optional)
       kinds:                    # per kind (KINDS; the owner chain decides, kind_of): any key above but
         notebook: {window: 2h40m}   # maxReleasesPerHour, and the kind's own: signal, withoutSignal,
         training: {progressMetric: train_steps_total}   # progressMetric, requestMetric, signalUrl
@@ -102,6 +104,7 @@ idle:
   mode: enforce            # enforce | dry-run
   maxReleasesPerHour: 10   # per tenant; 0 = never release
   releaseOn: idle          # idle | demand (only when queued work would use the GPUs) | never
+  warnFor: 0               # warn the owner this long before a release; activity or the exempt annotation cancels
   kinds:                   # per kind of workload (the owner's kind); chosen with gpuaas simulate (docs/simulate.md)
     notebook:
       window: 2h40m        # every kernel idle, no client connected (Jupyter's API), and the GPUs idle
