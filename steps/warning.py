@@ -169,16 +169,16 @@ def grace(verdict: str, gate: str, reasons: tuple[str, ...], warn_seconds: float
             if pending.due(now):
                 return Grace("release", (f"idle warning: {pending.describe()}; still idle after the grace",),
                              _released(pending, now, run))
-            return Grace("wait", (f"idle, within the grace period: {pending.describe()}; a re-sent alert changes "
-                                  "nothing until then (activity or gpuaas.io/idle-policy: exempt cancels)",), pending)
+            return Grace("wait", ((f"idle, within the grace period: {pending.describe()}; a re-sent alert changes "
+                                   "nothing until then (activity or gpuaas.io/idle-policy: exempt cancels)"),), pending)
         if _newer(episode, pending.episode) is False:
-            return Grace("wait", (f"stale delivery: episode {episode} is older than the pending warning's episode "
-                                  f"{pending.episode} ({pending.describe()})",), pending)
+            return Grace("wait", ((f"stale delivery: episode {episode} is older than the pending warning's episode "
+                                   f"{pending.episode} ({pending.describe()})"),), pending)
         superseded = pending
     release_after = now + timedelta(seconds=warn_seconds)
     new = IdleWarning(episode, rfc3339(now), rfc3339(release_after), run)
-    why = [f"idle: warning the owner; release after {new.release_after} (idle.warnFor {warn_seconds:g}s) unless "
-           "the workload is active again or annotated gpuaas.io/idle-policy: exempt"]
+    why = [(f"idle: warning the owner; release after {new.release_after} (idle.warnFor {warn_seconds:g}s) unless "
+            "the workload is active again or annotated gpuaas.io/idle-policy: exempt")]
     if superseded is not None:
         why.append(f"the warning of episode {superseded.episode} lapsed (the alert resolved and fired again "
                    f"since): it was {superseded.describe()}")
@@ -198,7 +198,7 @@ def warning_message(warning: IdleWarning, target: str, gpus: int) -> str:
 
 def event_name(involved_name: str, uid: str, episode: str, reason: str) -> str:
     """A deterministic Event name per (object, episode, reason): a retried create meets AlreadyExists."""
-    digest = hashlib.sha256("\x00".join((uid, episode, reason)).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{uid}\x00{episode}\x00{reason}".encode()).hexdigest()[:16]
     return f"{involved_name[:200]}.{digest}"
 
 

@@ -17,8 +17,12 @@ import pytest
 
 from steps.gateways import resources as R
 from steps.warning import WARNING_ANNOTATION
-from tests.observability.test_on_idle_observe import SETTINGS, World, run_step, world  # noqa: F401
+from tests.observability import test_on_idle_observe as base
+from tests.observability.test_on_idle_observe import SETTINGS, World, run_step
 from tests.observability.test_on_idle_observe import params as alert_params
+
+world = base.world
+"""The world of test_on_idle_observe (its fixture, used here by name)."""
 
 WORKLOAD = "job-finetune-5c6d7"
 GRACE = replace(SETTINGS, warn_seconds=4.0)
@@ -49,7 +53,7 @@ def webhook() -> Iterator[list[dict[str, Any]]]:
     received: list[dict[str, Any]] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(200)
             self.end_headers()
@@ -130,7 +134,7 @@ def test_activity_in_the_grace_cancels_and_a_new_episode_warns_again(world: Worl
 
 
 def test_the_opt_out_annotation_cancels_a_pending_warning(world: World, tmp_path: Path) -> None:
-    code, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    _, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
     assert outputs["outcome"] == "applied" and warning(world)["state"] == "warned"
     world.cluster.store.patch(R.JOB, "finetune",
                               {"metadata": {"annotations": {"gpuaas.io/idle-policy": "exempt"}}}, "team-a")
@@ -144,6 +148,7 @@ def test_dry_run_records_the_warning_it_would_give_and_writes_nothing(world: Wor
     writes = world.api.write_count
     code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), replace(GRACE, mode="dry-run"))
     assert code == 0 and world.api.write_count == writes and WARNING_ANNOTATION not in annotations(world)
+    assert outputs["outcome"] == "applied" and outputs["gpus-released"] == "0"  # applied as a dry-run: nothing written
     assert [a["action"] for a in record["data"]["actions"]] == ["idle-warning-warned", "event-GPUIdleWarning"]
     assert {a["result"] for a in record["data"]["actions"]} == {"dry-run"}
     assert "warning the owner" in record["data"]["plan"]["reasons"][0]

@@ -35,7 +35,14 @@ from gpuaas.manifests import observability as obs
 from steps.model.workload import parse_time
 from steps.policy import CONFIG_MAP, KEY, parse_policy
 from steps.warning import WARNING_ANNOTATION
-from tests.realstack.argo_product import IDLE_LISTENING, PRODUCT_NAMESPACE, apply, gpu_job, install, workload_of
+from tests.realstack.argo_product import (
+    IDLE_LISTENING,
+    PRODUCT_NAMESPACE,
+    apply,
+    gpu_job,
+    install,
+    workload_of,
+)
 from tests.realstack.test_argo_idle import _alerts, _done, _parameters, _runs
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.real_cluster import RealCluster, eventually
