@@ -673,8 +673,11 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     if period.warning is not None and release.actions:
         actions = (*actions, _warning_write(state, period.warning, conditional=False,
                                             why="record on the warning that the release followed it"))
+    # A release the sweep delivered (no alert) answers the warned episode: marked too, so a later re-send of that
+    # alert is a repeat.
+    episode = period.warning.episode if period.warning is not None else ""
     return _with_episode(Plan(actions, reasons, release.empty_outcome, metrics, release.event, dry_run),
-                         state, request.dry_run)
+                         state, request.dry_run, episode=episode)
 
 
 def grace_of(state: OnIdleState, settings: IdleSettings, decision: IdleDecision) -> Any:
@@ -821,20 +824,24 @@ def _repeat(state: OnIdleState) -> str | None:
             "alert, nothing changes (a new episode starts when the alert resolves and fires again)")
 
 
-def _with_episode(plan: Any, state: OnIdleState, dry_run_requested: bool) -> Any:
+def _with_episode(plan: Any, state: OnIdleState, dry_run_requested: bool, *, episode: str = "") -> Any:
     """A release (or a policy dry-run's would-be release) is the episode's reaction: claimed on the Workload
     before it acts and marked after (steps.delivery.claimed_and_marked: a second run for the episode fails
-    its claim and records a repeat)."""
+    its claim and records a repeat). `episode`: the warned episode a release without an alert answers (the
+    sweep's delivery of a due warning)."""
     from dataclasses import replace as dc_replace
 
-    from steps.delivery import VIA_EVENT, claimed_and_marked
+    from steps.delivery import VIA_EVENT, VIA_HAND, VIA_SWEEP, claimed_and_marked
 
     alert, workload = state.request.alert, state.idle.workload
-    if alert is None or not alert.episode or workload is None or dry_run_requested or not plan.actions:
+    key = alert.episode if alert is not None and alert.episode else episode
+    if not key or workload is None or dry_run_requested or not plan.actions:
         return plan
     run = state.workload_state.run_id or "hand"
-    actions = claimed_and_marked(plan, workload, REACTION, alert.episode, run=run, now=state.idle.now, via=VIA_EVENT,
-                                 what=f"idle episode {alert.episode}")
+    via = VIA_EVENT if alert is not None and alert.episode else (
+        VIA_SWEEP if state.run_name.startswith("gpuaas-on-idle-w-") else VIA_HAND)
+    actions = claimed_and_marked(plan, workload, REACTION, key, run=run, now=state.idle.now, via=via,
+                                 what=f"idle episode {key}")
     return dc_replace(plan, actions=actions)
 
 

@@ -152,3 +152,22 @@ def test_dry_run_records_the_warning_it_would_give_and_writes_nothing(world: Wor
     assert [a["action"] for a in record["data"]["actions"]] == ["idle-warning-warned", "event-GPUIdleWarning"]
     assert {a["result"] for a in record["data"]["actions"]} == {"dry-run"}
     assert "warning the owner" in record["data"]["plan"]["reasons"][0]
+
+
+def test_the_sweeps_delivery_without_an_alert_releases_and_marks_the_warned_episode(world: World,
+                                                                                    tmp_path: Path) -> None:
+    _, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    assert outputs["outcome"] == "applied" and warning(world)["state"] == "warned"
+    time.sleep(4.2)
+    # what gpuaas-on-idle's hand path hands on-idle when the sweep submits it: namespace and workload, no alert
+    by_hand = {"namespace": "team-a", "workload": WORKLOAD, "pod": "", "alert": "", "dry-run": "false", "event": "",
+               "tenant": ""}
+    code, outputs, record = run_step(world, tmp_path, by_hand, GRACE)
+    assert code == 0 and outputs["outcome"] == "applied" and not workload_active(world)
+    marker = json.loads(annotations(world)["gpuaas.io/handled-on-idle"])
+    assert marker["transition"] == "idle@2026-12-01T00:00:00Z" and marker["state"] == "handled"
+    assert marker["via"] == "hand"  # a run not named gpuaas-on-idle-w-... (this test's has no name)
+    # Alertmanager re-sends the warned episode later: a repeat, nothing written
+    writes = world.api.write_count
+    _, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    assert outputs["outcome"] == "no-op" and world.api.write_count == writes
