@@ -44,7 +44,7 @@ Progress = Callable[[str], None]
 IDLE_WINDOW_SECONDS = 6
 IDLE_FOR_SECONDS = 3
 IDLE_THRESHOLD_PERCENT = 5
-IDLE_WARN_SECONDS = 8
+IDLE_WARN_SECONDS = 3
 """The Ray cluster's owner is warned this many wall seconds before its release (idle.warnFor; steps.warning): the
 catch-up sweep, a pass every few wall seconds at the demo's speed, delivers the warning once it is due."""
 
