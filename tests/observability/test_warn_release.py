@@ -171,3 +171,4 @@ def test_the_sweeps_delivery_without_an_alert_releases_and_marks_the_warned_epis
     writes = world.api.write_count
     _, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
     assert outputs["outcome"] == "no-op" and world.api.write_count == writes
+    assert "repeat of idle episode" in record["data"]["plan"]["reasons"][0]
