@@ -214,23 +214,28 @@ class Marker:
         return age is None or age > CLAIM_LEASE_SECONDS
 
 
-def read_marker(obj: Mapping[str, Any] | None, reaction: str) -> Marker | None:
-    """The marker for `reaction` on a Workload, or None (absent or unreadable: unreadable reads as
-    not handled, so the worst case is a repeated, idempotent reaction, never a lost one)."""
-    if obj is None:
-        return None
-    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(marker_annotation(reaction))
+def annotation_json(obj: Mapping[str, Any] | None, annotation: str) -> Mapping[str, Any] | None:
+    """The JSON object gpuaas keeps in one annotation of `obj` (a marker, an idle warning), or None when it is
+    absent or not a JSON object (what to make of an unreadable one is the reader's rule)."""
+    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(annotation)
     if not text:
         return None
     try:
         raw = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("transition"), str):
+    return raw if isinstance(raw, Mapping) else None
+
+
+def read_marker(obj: Mapping[str, Any] | None, reaction: str) -> Marker | None:
+    """The marker for `reaction` on a Workload, or None (absent or unreadable: unreadable reads as
+    not handled, so the worst case is a repeated, idempotent reaction, never a lost one)."""
+    raw = annotation_json(obj, marker_annotation(reaction))
+    if raw is None or not isinstance(raw.get("transition"), str):
         return None
     state = CLAIMED if raw.get("state") == CLAIMED else HANDLED
     return Marker(reaction, raw["transition"], str(raw.get("run") or ""), str(raw.get("at") or ""),
-                  str(raw.get("via") or ""), state, text)
+                  str(raw.get("via") or ""), state, marker_text(obj, reaction) or "")
 
 
 def marker_text(obj: Mapping[str, Any] | None, reaction: str) -> str | None:

@@ -97,15 +97,12 @@ class IdleWarning:
 def read_warning(obj: Mapping[str, Any] | None) -> IdleWarning | None:
     """The warning on a Workload, or None (absent or unreadable: unreadable reads as no warning, so the worst
     case is a second warning, never a release without one)."""
-    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(WARNING_ANNOTATION)
-    if not text:
+    from steps.delivery import annotation_json
+
+    raw = annotation_json(obj, WARNING_ANNOTATION)
+    if raw is None or not isinstance(raw.get("warnedAt"), str):
         return None
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("warnedAt"), str):
-        return None
+    text = str(obj["metadata"]["annotations"][WARNING_ANNOTATION])  # type: ignore[index]
     state = raw.get("state") if raw.get("state") in (WARNED, CANCELLED, RELEASED) else WARNED
     return IdleWarning(str(raw.get("episode") or ""), raw["warnedAt"], str(raw.get("releaseAfter") or ""),
                        str(raw.get("run") or ""), state, str(raw.get("at") or ""), str(raw.get("by") or ""),
