@@ -23,7 +23,6 @@ run it with `make test-real` or `pytest tests/realstack/test_argo_warn.py`.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 
@@ -33,14 +32,13 @@ from kubernetes import client
 from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION
 from gpuaas.manifests import observability as obs
 from steps.model.workload import parse_time
-from steps.policy import CONFIG_MAP, KEY, parse_policy
+from steps.policy import parse_policy
 from steps.warning import WARNING_ANNOTATION
 from tests.realstack.argo_product import (
-    IDLE_LISTENING,
     PRODUCT_NAMESPACE,
-    apply,
     gpu_job,
-    install,
+    policy_with,
+    product_with_tenant,
     workload_of,
 )
 from tests.realstack.test_argo_idle import _alerts, _done, _parameters, _runs
@@ -58,61 +56,19 @@ POLICY = (f"\n  {TENANT}:            # added by tests/realstack/test_argo_warn.p
           f"      maxReleasesPerHour: 10\n      warnFor: {WARN_S}s\n")
 
 
-def _tenant_objects() -> list[dict]:
-    labels = {"app.kubernetes.io/part-of": "gpuaas-tests"}
-    return [
-        {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": {"name": TENANT, "labels": {**labels, "gpuaas.io/tenant": TENANT}}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": TENANT, "labels": labels},
-         "spec": {"namespaceSelector": {"matchLabels": {"gpuaas.io/tenant": TENANT}},
-                  "queueingStrategy": "BestEffortFIFO",
-                  "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
-                      {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": "8"},
-                                                     {"name": "memory", "nominalQuota": "32Gi"},
-                                                     {"name": "nvidia.com/gpu", "nominalQuota": "2"}]}]}]}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"name": TENANT, "namespace": TENANT, "labels": labels}, "spec": {"clusterQueue": TENANT}},
-    ]
-
-
 def _with_tenant_policy(text: str) -> str:
-    if "\ntenants:" not in text or not text.rstrip().splitlines()[-1].startswith(" "):
-        raise AssertionError(f"expected the policy's last section to be `tenants:`, found:\n{text}")
-    changed = text.rstrip("\n") + POLICY
+    changed = policy_with(text, POLICY)
     settings = parse_policy(changed).idle_for(TENANT, "batch")
     assert (settings.window_seconds, settings.warn_seconds, settings.mode) == (WINDOW_S, WARN_S, "enforce"), settings
     return changed
 
 
-def _keep_tenant_policy(core: client.CoreV1Api, stop: threading.Event | None) -> None:
-    """As test_argo_idle: another module's install may re-apply the rendered policy; put this tenant back."""
-    while True:
-        current = core.read_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE).data[KEY]
-        if POLICY not in current:
-            core.patch_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE, {"data": {KEY: _with_tenant_policy(current)}})
-        if stop is None or stop.wait(1.0):
-            return
-
-
 @pytest.fixture(scope="module")
 def product(argo_cluster: RealCluster) -> Iterator[RealCluster]:
-    cluster = install(argo_cluster, IDLE_LISTENING)
-    core = client.CoreV1Api(cluster.admin)
-    apply(cluster, _tenant_objects())
-    stop = threading.Event()
-    keeper = threading.Thread(target=_keep_tenant_policy, args=(core, stop), daemon=True)
-    _keep_tenant_policy(core, None)
-    keeper.start()
-    try:
+    """The product, this module's tenant (tests.realstack.argo_product.own_tenant) and its policy (kept in the
+    ConfigMap while the module runs)."""
+    with product_with_tenant(argo_cluster, TENANT, POLICY, _with_tenant_policy, flavor=FLAVOR) as cluster:
         yield cluster
-    finally:
-        stop.set()
-        keeper.join(timeout=10)
-        current = core.read_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE).data[KEY]
-        if POLICY in current:
-            core.patch_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE, {"data": {KEY: current.replace(POLICY, "\n")}})
-        cluster.kubectl("delete", "namespace", TENANT, "--wait=false", check=False)
-        cluster.kubectl("delete", "clusterqueue", TENANT, "--wait=false", check=False)
 
 
 def _warning(workload: dict) -> dict | None:
