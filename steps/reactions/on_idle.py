@@ -779,7 +779,9 @@ def apply_with_notice(kube: Any, plan: Any, dry_run: bool, results: list[Any] | 
     if not results or any(r.result != "applied" for r in results):
         return results
     try:
-        status = (post or _post_json)(url, body)
+        from steps.gateways.notify import post_json
+
+        status = (post or post_json)(url, body)
     except OSError as error:
         results.append(ActionResult("notify-webhook", target, "unchanged", None, None,
                                     note=f"the webhook failed ({error}); the Event and the annotation carry the warning"))
@@ -787,21 +789,6 @@ def apply_with_notice(kube: Any, plan: Any, dry_run: bool, results: list[Any] | 
     results.append(ActionResult("notify-webhook", target, "applied", None, {"status": status}))
     return results
 
-
-def _post_json(url: str, body: JSON, timeout: float = 5.0) -> int:
-    """POST `body` as JSON; the HTTP status, or OSError (a status >= 300 is one)."""
-    import json
-
-    import urllib3
-
-    try:
-        response = urllib3.request("POST", url, body=json.dumps(body).encode(), timeout=timeout, retries=False,
-                                   headers={"Content-Type": "application/json"})
-    except urllib3.exceptions.HTTPError as error:
-        raise OSError(str(error)) from error
-    if response.status >= 300:
-        raise OSError(f"HTTP {response.status} from {url}")
-    return int(response.status)
 
 
 def _repeat(state: OnIdleState) -> str | None:

@@ -172,3 +172,17 @@ def test_the_sweeps_delivery_without_an_alert_releases_and_marks_the_warned_epis
     _, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
     assert outputs["outcome"] == "no-op" and world.api.write_count == writes
     assert "repeat of idle episode" in record["data"]["plan"]["reasons"][0]
+
+
+def test_a_webhook_that_fails_is_recorded_and_the_warning_stands(world: World, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = replace(GRACE, warn_webhook=f"http://127.0.0.1:{port}/hook")
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and outputs["outcome"] == "applied" and warning(world)["state"] == "warned"
+    notify = record["data"]["actions"][-1]
+    assert notify["action"] == "notify-webhook" and notify["result"] == "unchanged"
+    assert "the webhook failed" in notify["note"] and f"127.0.0.1:{port}" in notify["note"]
