@@ -193,6 +193,12 @@ def warning_message(warning: IdleWarning, target: str, gpus: int) -> str:
             f"gpuaas.io/idle-policy=exempt.")
 
 
+def event_key(warning: IdleWarning) -> str:
+    """What names a warning's Events: its episode and when it was given (a warning given again in the same
+    episode, after a cancel, is another warning with Events of its own)."""
+    return f"{warning.episode}|{warning.warned_at}"
+
+
 def event_name(involved_name: str, uid: str, episode: str, reason: str) -> str:
     """A deterministic Event name per (object, episode, reason): a retried create meets AlreadyExists."""
     digest = hashlib.sha256(f"{uid}\x00{episode}\x00{reason}".encode()).hexdigest()[:16]

@@ -405,6 +405,9 @@ class OnIdleState:
     request: IdleRequest
     run_name: str = ""
     """The Argo run's name (StepContext.run_name): what a warning names for a reader."""
+    warning_event_missing: bool = False
+    """A pending warning's Event (GPUIdleWarning on the owner's object) is not there: its run wrote the
+    annotation and failed before the Event; a later delivery within the grace writes it."""
 
     @property
     def workload_object(self) -> JSON | None:
@@ -496,7 +499,21 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
                      tenant=ws.tenant, owner=ws.owners.direct, pods=pods, pod_gpus=pod_gpus, activity=activity,
                      metrics_error=metrics_error, releases_last_hour=releases_in_last_hour(kube, ws.tenant, now),
                      released_record=ws.release, kind=kind, evidence=evidence, demand=demand)
-    return OnIdleState(ws, idle, idle_request, getattr(context, "run_name", "") or "")
+    return OnIdleState(ws, idle, idle_request, getattr(context, "run_name", "") or "",
+                       _warning_event_missing(kube, ws.owners.top or workload, workload, idle_request.namespace))
+
+
+def _warning_event_missing(kube: Any, owner: JSON, workload: JSON, namespace: str) -> bool:
+    """Whether the pending warning on the Workload lacks its Event (one read, only when a warning is pending)."""
+    from steps.gateways.resources import EVENT
+    from steps.warning import WARNING_REASON, event_key, event_name, read_warning
+
+    warning = read_warning(workload)
+    if warning is None or not warning.pending:
+        return False
+    meta = owner.get("metadata") or {}
+    name = event_name(str(meta.get("name", "")), str(meta.get("uid") or ""), event_key(warning), WARNING_REASON)
+    return kube.get(EVENT, name, meta.get("namespace") or namespace) is None
 
 
 def read_evidence(context: Any, kind: str, settings: IdleSettings, owners: Any, namespace: str,
@@ -654,6 +671,9 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
         outcome = Outcome.SKIPPED_BY_POLICY if decision.verdict == "skipped-by-policy" else Outcome.NO_OP
         return Plan.nothing(*decision.reasons, outcome=outcome)
     if period.step == "wait":
+        if state.warning_event_missing and period.warning is not None and period.warning.pending:
+            return _warning_plan(state, settings, dc_replace(period, step="warn"), decision.reasons,
+                                 request.dry_run or decision.dry_run, event_only=True)
         return Plan.nothing(*period.reasons, *decision.reasons)
     if period.step == "warn":
         return _warning_plan(state, settings, period, decision.reasons,
@@ -709,12 +729,12 @@ def _warning_write(state: OnIdleState, warning: Any, *, conditional: bool, why: 
 
 
 def _warning_plan(state: OnIdleState, settings: IdleSettings, period: Any, decision_reasons: tuple[str, ...],
-                  dry_run: bool) -> Any:
+                  dry_run: bool, *, event_only: bool = False) -> Any:
     """Warn (or cancel a warning): the annotation on the Workload, then an Event on the owner's object (the
     Workload when it has none), then the tenant's webhook (steps.reactions.on_idle.apply_with_notice)."""
     from steps.gateways.resources import EVENT
     from steps.plan import Action, Outcome
-    from steps.warning import CANCELLED_REASON, WARNING_REASON, event_body, notice, warning_message
+    from steps.warning import CANCELLED_REASON, WARNING_REASON, event_body, event_key, notice, warning_message
 
     warning = period.warning
     workload = state.idle.workload or {}
@@ -733,12 +753,18 @@ def _warning_plan(state: OnIdleState, settings: IdleSettings, period: Any, decis
         reasons = period.reasons
     annotations = {"gpuaas.io/idle-warning-release-after": warning.release_after,
                    "gpuaas.io/idle-warning-run": warning.run if period.step == "warn" else warning.by}
-    body = event_body(owner, namespace, reason, message, kind, state.idle.now, warning.episode or warning.warned_at,
-                      annotations)
-    actions = (_warning_write(state, warning, conditional=True, why=why),
-               Action(f"event-{reason}", EVENT, body["metadata"]["name"], body["metadata"]["namespace"],
-                      f"{why}: Event {reason} on {owner.get('kind', 'Workload')} "
-                      f"{(owner.get('metadata') or {}).get('name', '')}", operation="create", body=body))
+    body = event_body(owner, namespace, reason, message, kind, state.idle.now, event_key(warning), annotations)
+    event = Action(f"event-{reason}", EVENT, body["metadata"]["name"], body["metadata"]["namespace"],
+                   f"{why}: Event {reason} on {owner.get('kind', 'Workload')} "
+                   f"{(owner.get('metadata') or {}).get('name', '')}", operation="create", body=body)
+    if event_only:
+        # the warning's run wrote the annotation and stopped before the Event: this delivery completes it (the
+        # webhook was not told either; it is told now, once, with the Event)
+        reasons = (f"the pending warning has no Event {reason} (its run stopped after the annotation): written now",
+                   *period.reasons)
+        actions: tuple[Any, ...] = (event,)
+    else:
+        actions = (_warning_write(state, warning, conditional=True, why=why), event)
     hook = None
     if settings.warn_webhook:
         from steps.gateways.workload_apis import cluster_domain

@@ -186,3 +186,23 @@ def test_a_webhook_that_fails_is_recorded_and_the_warning_stands(world: World, t
     notify = record["data"]["actions"][-1]
     assert notify["action"] == "notify-webhook" and notify["result"] == "unchanged"
     assert "the webhook failed" in notify["note"] and f"127.0.0.1:{port}" in notify["note"]
+
+
+def test_a_warning_whose_run_stopped_before_its_event_gets_the_event_at_the_next_delivery(world: World,
+                                                                                          tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    pending = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "releaseAfter": (now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"), "run": "wf-cut",
+               "state": "warned"}
+    world.cluster.store.patch(R.WORKLOAD, WORKLOAD, {"metadata": {"annotations": {
+        WARNING_ANNOTATION: json.dumps(pending)}}}, "team-a")
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    assert code == 0 and outputs["outcome"] == "applied"
+    assert [a["action"] for a in record["data"]["actions"]] == ["event-GPUIdleWarning"]
+    [event] = events(world, "GPUIdleWarning")
+    assert pending["releaseAfter"] in event["message"] and warning(world) == pending  # the annotation untouched
+    writes = world.api.write_count
+    _, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    assert outputs["outcome"] == "no-op" and world.api.write_count == writes
