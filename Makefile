@@ -10,7 +10,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 ORACLE := $(BIN)/argo-events-oracle
 ORACLE_SOURCES := $(wildcard stack/argo-events-oracle/*.go) stack/argo-events-oracle/go.mod stack/argo-events-oracle/go.sum
 
-.PHONY: setup demo-setup go-toolchain upstream-modules monitoring-packages system-packages node-packages ui-packages inotify-limit node-images demo test test-real test-local test-ui argo-ui render lint bench bench-real bench-scale clean cluster-build cluster cluster-down
+.PHONY: setup demo-setup go-toolchain upstream-modules monitoring-packages system-packages node-packages ui-packages inotify-limit node-images demo test test-real test-faults test-local test-ui argo-ui render lint bench bench-real bench-scale clean cluster-build cluster cluster-down
 
 setup: go-toolchain $(STAMP) upstream-modules system-packages node-packages ui-packages inotify-limit $(ORACLE)
 
@@ -142,7 +142,12 @@ test: setup cluster-build argo-ui
 	$(BIN)/gpuaas render --check
 
 test-real:
-	@$(BIN)/python -m tests.support.real_shards
+	@$(BIN)/python -m tests.support.real_shards -m "not fault_tier"
+
+# The fault tier (issue 21 item 4: a fault during each burst of 150 Workloads) alone, on a cluster of its own:
+# about an hour on two cores, so not yet in `make test` (docs/real-stack.md).
+test-faults: setup cluster-build
+	@$(BIN)/python -m tests.support.real_shards -m fault_tier
 
 test-local:
 	@set -o pipefail; $(BIN)/python -m pytest -q --ignore=tests/realstack 2>&1 | sed -u 's/^/[local] /'

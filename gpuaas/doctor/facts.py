@@ -188,6 +188,57 @@ class WorkflowFact:
 
 
 @dataclass(frozen=True)
+class CronWorkflowFact:
+    """The catch-up sweep's CronWorkflow as the workflow-controller left it (argo-workflows v4.0.5
+    `CronWorkflowStatus`). Ages are seconds before the doctor read it; None where the field is not set."""
+
+    name: str
+    age_s: float
+    """Since its creationTimestamp."""
+    schedules: tuple[str, ...] = ()
+    """`spec.schedules` (v3.6 and on), else `spec.schedule` (earlier releases)."""
+    timezone: str = ""
+    suspend: bool = False
+    phase: str = ""
+    """`status.phase`: Active, or Stopped once a `spec.stopStrategy` expression held."""
+    last_scheduled_at: str = ""
+    last_scheduled_age_s: float | None = None
+    """`status.lastScheduledTime`: the scheduled time of the last pass the controller created."""
+    revalidated_age_s: float | None = None
+    """Since its `gpuaas.io/revalidated-at` annotation (the install hook's, or the admin's after `kubectl apply -k`)."""
+    active: tuple[str, ...] = ()
+    """`status.active`: the passes running now (with concurrencyPolicy Forbid no new pass starts meanwhile)."""
+    conditions: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    """type -> (status, reason, message): SpecError, SubmissionError (written by a scheduled run, not on add)."""
+    template: str = ""
+    """The WorkflowTemplate it runs (`spec.workflowSpec.workflowTemplateRef.name`)."""
+    when: str = ""
+    stop_strategy: str = ""
+
+
+@dataclass(frozen=True)
+class SweepPass:
+    """One Workflow of the sweep (label gpuaas.io/reaction=sweep): a scheduled pass, or one submitted by hand."""
+
+    name: str
+    age_s: float
+    """Since its creationTimestamp."""
+    phase: str = ""
+    message: str = ""
+    finished_at: str = ""
+    scheduled: bool = True
+    """Created by the CronWorkflow (label workflows.argoproj.io/cron-workflow); False: submitted by hand."""
+
+
+@dataclass
+class Sweep:
+    """The catch-up sweep (docs/catch-up.md): its CronWorkflow (None: not there) and its passes, newest first."""
+
+    cron: CronWorkflowFact | None = None
+    passes: list[SweepPass] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class ClusterQueueFact:
     name: str
     gpu_quota: float = 0.0
@@ -259,7 +310,7 @@ class ProbeResult:
 
 UNREADABLE_KEYS = ("crds", "controllers", "api-services", "webhooks", "kueue-config", "prometheus", "metrics",
                    "monitoring-resources", "product-objects", "alertmanager", "secrets", "event-objects",
-                   "product-pods", "workflows", "workflow-templates", "argo-config", "tenants", "kserve",
+                   "product-pods", "workflows", "workflow-templates", "argo-config", "sweep", "tenants", "kserve",
                    "data-science-pipelines")
 """The names `Facts.unreadable` uses, one per gatherer."""
 
@@ -289,6 +340,7 @@ class Facts:
     workflow_templates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """WorkflowTemplate name -> the images its templates run."""
     workflows: list[WorkflowFact] = field(default_factory=list)
+    sweep: Sweep = field(default_factory=Sweep)
     argo_config: JSON = field(default_factory=dict)
     """The workflow-controller ConfigMap's keys that matter: instanceID, namespace, where it was read."""
     tenants: Tenants = field(default_factory=Tenants)

@@ -23,6 +23,7 @@ from gpuaas.doctor.facts import (
     ClusterQueueFact,
     Controller,
     Crd,
+    CronWorkflowFact,
     Dcgm,
     EventObject,
     Facts,
@@ -36,15 +37,21 @@ from gpuaas.doctor.facts import (
     Prometheus,
     RuleGroup,
     SecretFact,
+    SweepPass,
     WorkflowFact,
 )
 from gpuaas.manifests.gpu_health import GROUP as HEALTH_GROUP
 from gpuaas.manifests.observability import RULE_GROUP
 from steps.gpu_key import ENGINE_ACTIVE, GPU_UTIL
+from steps.install_hook import REVALIDATED_AT
+from steps.reactions.sweep import CRON_NAME as SWEEP_CRON
+from steps.reactions.sweep import REACTION_LABEL
 
 PRODUCT_GROUPS = (RULE_GROUP, HEALTH_GROUP)
 
 PART_OF = "app.kubernetes.io/part-of=gpuaas"
+CRON_LABEL = "workflows.argoproj.io/cron-workflow"
+"""On every Workflow a CronWorkflow created (argo-workflows v4.0.5 workflow/common/convert.go)."""
 KUEUE_CONFIGMAP = "kueue-manager-config"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
 KUEUE_NAMESPACES = ("kueue-system", "openshift-kueue-operator")
@@ -140,6 +147,7 @@ class Gatherer:
             ("event-objects", "EventSources, Sensors, EventBus and their pods", self.read_event_objects),
             ("workflow-templates", "WorkflowTemplates", self.read_workflow_templates),
             ("workflows", "Workflows", self.read_workflows),
+            ("sweep", "the catch-up sweep: its CronWorkflow and passes", self.read_sweep),
             ("argo-config", "the workflow-controller's ConfigMap", self.read_argo_config),
             ("secrets", "the webhook token Secrets (digests only)", self.read_secrets),
             ("kserve", "KServe", self.read_kserve),
@@ -360,6 +368,17 @@ class Gatherer:
             found.append(workflow_fact(workflow, now))
         self.facts.workflows = sorted(found, key=lambda w: w.age_s)
 
+    def read_sweep(self) -> None:
+        """CronWorkflow gpuaas-sweep (a `get` by name: absent is a fact) and the sweep's passes (by label)."""
+        if not self.serves("argoproj.io", "cronworkflows"):
+            return  # the argo-workflows finding names the missing CRD
+        now = time.time()
+        base = f"/apis/argoproj.io/v1alpha1/namespaces/{self.namespace}"
+        found = self.kube.get(f"{base}/cronworkflows/{SWEEP_CRON}")
+        self.facts.sweep.cron = None if found is None else cron_workflow_fact(found, now)
+        passes = self.kube.items(f"{base}/workflows", label_selector=f"{REACTION_LABEL}=sweep")
+        self.facts.sweep.passes = sorted((sweep_pass(w, now) for w in passes), key=lambda p: p.age_s)
+
     def read_argo_config(self) -> None:
         namespaces = [c.namespace for c in self.facts.controllers_of("argo-workflows")] or ["argo"]
         for namespace in namespaces:
@@ -551,6 +570,31 @@ def workflow_fact(workflow: JSON, now: float) -> WorkflowFact:
         str((spec.get("workflowTemplateRef") or {}).get("name") or "")
     return WorkflowFact(str(meta.get("name")), template, _age(meta.get("creationTimestamp"), now),
                         str(status.get("phase") or ""), str(status.get("message") or ""), parameters, outputs)
+
+
+def cron_workflow_fact(cron: JSON, now: float) -> CronWorkflowFact:
+    meta, spec, status = cron.get("metadata") or {}, cron.get("spec") or {}, cron.get("status") or {}
+    schedules = spec.get("schedules") or ([spec["schedule"]] if spec.get("schedule") else [])
+    last = str(status.get("lastScheduledTime") or "")
+    revalidated = str((meta.get("annotations") or {}).get(REVALIDATED_AT) or "")
+    try:
+        revalidated_age = _age(revalidated, now) if revalidated else None
+    except ValueError:
+        revalidated_age = None  # written by hand in another format: not evidence of a validation
+    return CronWorkflowFact(
+        str(meta.get("name")), _age(meta.get("creationTimestamp"), now), tuple(str(s) for s in schedules),
+        str(spec.get("timezone") or ""), bool(spec.get("suspend")), str(status.get("phase") or ""), last,
+        _age(last, now) if last else None, revalidated_age,
+        tuple(str(a.get("name")) for a in status.get("active") or []), _conditions(cron),
+        str(((spec.get("workflowSpec") or {}).get("workflowTemplateRef") or {}).get("name") or ""),
+        str(spec.get("when") or ""), str((spec.get("stopStrategy") or {}).get("expression") or ""))
+
+
+def sweep_pass(workflow: JSON, now: float) -> SweepPass:
+    meta, status = workflow.get("metadata") or {}, workflow.get("status") or {}
+    return SweepPass(str(meta.get("name")), _age(meta.get("creationTimestamp"), now), str(status.get("phase") or ""),
+                     str(status.get("message") or ""), str(status.get("finishedAt") or ""),
+                     CRON_LABEL in (meta.get("labels") or {}))
 
 
 def _quantity(value: Any) -> float:

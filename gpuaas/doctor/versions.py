@@ -24,7 +24,7 @@ class Component:
 ARGO_WORKFLOWS = Component(
     "argo-workflows", "Argo Workflows",
     (("workflows.argoproj.io", "v1alpha1"), ("workflowtemplates.argoproj.io", "v1alpha1"),
-     ("workflowtaskresults.argoproj.io", "v1alpha1")),
+     ("workflowtaskresults.argoproj.io", "v1alpha1"), ("cronworkflows.argoproj.io", "v1alpha1")),
     "4.0.5", "3.6.0",
     "kubectl create namespace argo && kubectl apply -n argo --server-side -f "
     "https://github.com/argoproj/argo-workflows/releases/download/v4.0.5/install.yaml")

@@ -270,8 +270,13 @@ def candidates(workloads: list[JSON], workflows: list[JSON], now: datetime, grac
             if current and not marker.claim_is_stale(now):
                 report.count("claimed by a run (in progress)")
                 continue
+            attempts = sorted(history.get((uid, reaction, transition_hash(uid, transition.key)), []),
+                              key=lambda a: a.attempt)
+            # Adopted only when the sweep never delivered it: a CronWorkflow re-created after the transition
+            # (helm upgrade --force-replace, a reinstall, a GitOps replace) moves the install time, and a
+            # transition with a sweep run of its own was seen by this product (its retries go on).
             if installed_at is not None and transition.at is not None and transition.at < installed_at \
-                    and not current:
+                    and not current and not attempts:
                 found.append(Candidate(reaction, workload, transition, False, adopt=True))
                 continue
             sensor = event_path_runs(reaction, workload)
@@ -279,8 +284,6 @@ def candidates(workloads: list[JSON], workflows: list[JSON], now: datetime, grac
             if sensor and age < grace_seconds:
                 report.count("left to the event path (within the grace period)")
                 continue
-            attempts = sorted(history.get((uid, reaction, transition_hash(uid, transition.key)), []),
-                              key=lambda a: a.attempt)
             if attempts:
                 last = attempts[-1]
                 if not last.completed:

@@ -5,6 +5,7 @@ matcher strategy); each test breaks exactly one thing and expects exactly one fi
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from gpuaas.doctor import versions as V
@@ -13,6 +14,7 @@ from gpuaas.doctor.facts import (
     ClusterQueueFact,
     Controller,
     Crd,
+    CronWorkflowFact,
     Dcgm,
     EventObject,
     Facts,
@@ -25,6 +27,8 @@ from gpuaas.doctor.facts import (
     Prometheus,
     RuleGroup,
     SecretFact,
+    Sweep,
+    SweepPass,
     WorkflowFact,
 )
 from gpuaas.doctor.gather import PRESENT_METRICS
@@ -39,6 +43,19 @@ IMAGES = {"argo-workflows": "quay.io/argoproj/workflow-controller:v4.0.5",
           "prometheus-operator": "quay.io/prometheus-operator/prometheus-operator:v0.93.0"}
 EVENT_SOURCES = ("gpuaas-workloads", "gpuaas-alertmanager", "gpuaas-gpu-nodes", "gpuaas-capacity-clock")
 SENSORS = ("gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-provision-quota")
+SWEEP_SCHEDULE = "*/2 * * * *"
+"""The rendered schedule (workflows/sweep.py SCHEDULE): every 2 minutes."""
+
+
+def sweep_cron(**changes: Any) -> CronWorkflowFact:
+    """The sweep's CronWorkflow a day after the install, last scheduled 40 s ago (changes: its fields)."""
+    return dataclasses.replace(CronWorkflowFact(
+        "gpuaas-sweep", 86400.0, (SWEEP_SCHEDULE,), last_scheduled_at="2026-12-06T12:00:00Z",
+        last_scheduled_age_s=40.0, revalidated_age_s=86395.0, template="gpuaas-sweep"), **changes)
+
+
+def sweep_pass(name: str = "gpuaas-sweep-1796558400", **changes: Any) -> SweepPass:
+    return dataclasses.replace(SweepPass(name, 40.0, "Succeeded", "", "2026-12-06T12:00:07Z"), **changes)
 def operator_routing(namespace_matcher: str | None = NS, *, url: str | None = None, amc_namespace: str = NS
                      ) -> dict[str, Any]:
     """The running Alertmanager configuration as prometheus-operator v0.93 generates it for gpuaas-idle:
@@ -129,6 +146,7 @@ def healthy() -> Facts:
         "gpuaas-on-admitted", "gpuaas-on-finished", "gpuaas-on-idle", "gpuaas-release-workers",
         "gpuaas-resume-workers", "gpuaas-provision-quota")}
     facts.workflows = [WorkflowFact("gpuaas-on-admitted-x7k2p", "gpuaas-on-admitted", 600.0, "Succeeded")]
+    facts.sweep = Sweep(sweep_cron(), [sweep_pass()])
     facts.argo_config = {"source": "ConfigMap argo/workflow-controller-configmap", "instanceID": "", "namespace": ""}
     facts.tenants.cluster_queues = [ClusterQueueFact("team-a", 4.0, True)]
     facts.tenants.local_queues = [LocalQueueFact("team-a", "team-a", "team-a")]

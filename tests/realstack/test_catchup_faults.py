@@ -71,7 +71,7 @@ from tests.realstack.argo_product import PRODUCT_NAMESPACE, apply, install
 from tests.realstack.conftest import events_cluster
 from tests.support.real_cluster import RealCluster, eventually
 
-pytestmark = pytest.mark.real_shard("faults", after_others=True)
+pytestmark = [pytest.mark.real_shard("faults", after_others=True), pytest.mark.fault_tier]
 """Its own cluster (the `faults` fixture), started when the other shards have ended: beside five of them on two
 cores the load reached 100 and other shards' tests failed from it (tests/support/real_shards.py)."""
 REUSE_ENV = "GPUAAS_REAL_FAULT_CLUSTER"
@@ -126,6 +126,12 @@ class Outcome:
 
 
 def _settled(real: RealCluster, watcher: TransitionWatch, what: str, *, jobs: int = MIX.jobs) -> Outcome:
+    # Every Workload admitted and every Job finished first: at the load a burst makes, Jobs told to finish end over
+    # minutes, and a tally taken when the transitions seen so far were answered counted 62 and 7 of 120 finishes.
+    eventually(lambda: _seen(watcher, "on-admitted") >= MIX.workloads and _seen(watcher, "on-finished") >= jobs,
+               timeout_s=SETTLE_S, poll_s=5,
+               what=f"{what}: {MIX.workloads} admissions and {jobs} finishes seen (found "
+                    f"{_seen(watcher, 'on-admitted')} and {_seen(watcher, 'on-finished')})")
     tally = wait_for_reactions(real.admin, watcher, timeout_s=SETTLE_S, quiet_s=10,
                                progress=lambda t: print(f"  {what}: {t.handled}/{t.transitions} handled, "
                                                         f"{t.pending} runs pending", flush=True))
@@ -169,9 +175,17 @@ def _a_sweep_pass_after(real: RealCluster, moment: float, what: str) -> None:
                                  f"{found['status'].get('message')}"
 
 
+def _seen(watcher: TransitionWatch, reaction: str) -> int:
+    return sum(1 for s in watcher.transitions() if s.reaction == reaction)
+
+
 def _admitted(watcher: TransitionWatch, n: int, timeout_s: float = 300) -> None:
-    eventually(lambda: sum(1 for s in watcher.transitions() if s.reaction == "on-admitted") >= n,
-               timeout_s=timeout_s, poll_s=2, what=f"{n} Workloads admitted")
+    eventually(lambda: _seen(watcher, "on-admitted") >= n, timeout_s=timeout_s, poll_s=2, what=f"{n} Workloads admitted")
+
+
+FINISH_INSIDE_S = 300.0
+"""How long an outage is held at most for the first Job told to finish inside it to be Finished (the Job
+controller, the pods and Kueue take tens of seconds under a burst's load: 26 s after a 60 s NATS outage once)."""
 
 
 OUTAGE_AFTER = 10
@@ -207,6 +221,8 @@ def _burst(real: RealCluster, tenant: BurstTenant, *, during: Callable[[], None]
             began = time.monotonic()
             if finish_inside:
                 burst.finish()
+                eventually(lambda: _seen(watcher, "on-finished") >= 1, timeout_s=FINISH_INSIDE_S, poll_s=1,
+                           what=f"{what}: a Job Finished while the part is down")
             time.sleep(max(0.0, OUTAGE_S[what] - (time.monotonic() - began)))
             start()
             window.append(time.time())
@@ -383,7 +399,7 @@ def test_an_argo_events_controller_restart_loses_nothing(faults: RealCluster) ->
     def start() -> None:
         eventually(lambda: any(p.status.phase == "Running" and not p.metadata.deletion_timestamp
                                for p in core.list_namespaced_pod("argo-events", label_selector=selector).items),
-                   timeout_s=180, what="the Argo Events controller running again")
+                   timeout_s=420, what="the Argo Events controller running again")
 
     done = _burst(faults, tenant, outage=(stop, start), finish_inside=True, what="Argo Events controller restart")
     assert done.inside(), (done.window, len(done.seen))

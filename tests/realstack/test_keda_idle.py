@@ -189,8 +189,9 @@ def _start(real_cluster: RealCluster, steps_kubeconfig: Path, tmp_path: Path, na
     if judged_first:
         eventually(lambda: _judged(real_cluster, name), timeout_s=MIN_RUNTIME_S + 120, poll_s=2,
                    what=f"the activity query of {name}'s pods with a value (reported for {MIN_RUNTIME_S}s)")
-    # a hand submission (no event): the ScaledObject, then the admission's marker (steps.delivery)
-    _step(real_cluster, steps_kubeconfig, tmp_path, "on-admitted", ("applied", "create-scaled-object", "mark-handled"),
+    # a hand submission (no event): its claim on the admission, the ScaledObject, then the marker (steps.delivery)
+    _step(real_cluster, steps_kubeconfig, tmp_path, "on-admitted",
+          ("applied", "claim", "create-scaled-object", "mark-handled"),
           namespace=NAMESPACE, workload=workload)
     return f"gpuaas-{name}"
 

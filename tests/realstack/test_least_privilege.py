@@ -180,9 +180,10 @@ def _expect(done: StepRun, outcome: str, *actions: str) -> StepRun:
     return done
 
 
-HAND = "mark-handled"
-"""The marker a hand submission (event "") writes on an unmarked transition: bookkeeping, not an effect
-(steps.delivery), planned after the reaction's own actions."""
+CLAIM, HAND = "claim", "mark-handled"
+"""What a hand submission (event "") plans around its effects on an unmarked transition (steps.delivery): the
+claim, a conditional write of the marker before the first effect, and the marker written last. Both are
+bookkeeping, not effects; a plan with nothing to write plans the marker alone."""
 
 
 def _release(steps: RealSteps, workload: str, *actions: str) -> StepRun:
@@ -296,7 +297,7 @@ def _drive_orphaned_scaled_object(steps: RealSteps, tenant: RealWorkloads) -> No
     try:
         workload = tenant.admitted(server)["metadata"]["name"]
         prepared = _expect(steps.run("on-admitted", namespace=TENANT, workload=workload, event=""), "applied",
-                           "create-scaled-object", HAND)
+                           CLAIM, "create-scaled-object", HAND)
         scaled_object = next(a["target"]["name"] for a in prepared.actions if a["action"] == "create-scaled-object")
         pod = eventually(lambda: [p for p in tenant.live_pods(server) if p.status.phase == "Running"],
                          timeout_s=90, what="the Deployment's pod running")[0]
@@ -309,7 +310,7 @@ def _drive_orphaned_scaled_object(steps: RealSteps, tenant: RealWorkloads) -> No
                                 ["metadata"].get("ownerReferences")), timeout_s=60,
                    what=f"ScaledObject {scaled_object} orphaned by the garbage collector")
         _expect(steps.run("on-finished", namespace=TENANT, workload=workload, event=""), "applied",
-                "delete-scaled-object", HAND)
+                CLAIM, "delete-scaled-object", HAND)
         assert tenant.get(R.SCALED_OBJECT, scaled_object) is None
     finally:
         tenant.cluster.kubectl("delete", "deployment,replicaset,pod", "-l", "app=lp-orphan", "-n", TENANT,
@@ -322,9 +323,9 @@ def _drive_serving_kinds(steps: RealSteps, tenant: RealWorkloads) -> None:
     server = tenant.submit(KINDS["Deployment"], "lp-server")
     try:
         workload = tenant.admitted(server)["metadata"]["name"]
-        # a hand submission (event ""): the ScaledObject, then the admission's marker (steps.delivery)
+        # a hand submission (event ""): its claim, the ScaledObject, then the admission's marker (steps.delivery)
         prepared = _expect(steps.run("on-admitted", namespace=TENANT, workload=workload, event=""), "applied",
-                           "create-scaled-object", HAND)
+                           CLAIM, "create-scaled-object", HAND)
         pod = eventually(lambda: [p for p in tenant.live_pods(server) if p.status.phase == "Running"],
                          timeout_s=90, what="the Deployment's pod running")[0]
         _drive_idle_alert(steps, pod.metadata.name, workload)

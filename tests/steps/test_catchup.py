@@ -551,6 +551,30 @@ def test_transitions_older_than_the_install_are_adopted_not_answered(api: ApiSer
     assert again["outcome"] == "no-op" and again["record"]["data"]["observed"]["counts"]["handled"] == 2
 
 
+def test_a_transition_the_sweep_already_tried_is_retried_not_adopted_when_the_cronworkflow_is_recreated(
+        api: ApiServer, step: Runner) -> None:
+    """Review of the merge (S4): re-creating CronWorkflow gpuaas-sweep (helm upgrade --force-replace, uninstall and
+    reinstall, a GitOps replace) moves the install time the sweep adopts before. A transition the sweep had already
+    delivered, whose run failed, was then adopted (marked handled, no run): its retries were silently dropped. Its
+    history says the product saw it after all, so it is retried as before."""
+    scene = Scene.of("StatefulSet", name="tried-before-replace")   # admitted 2026-01-01
+    seed(api, scene)
+    workload = live(api, scene)
+    candidate = sweep.Candidate("on-admitted", workload, delivery.admitted_transition(workload), True)
+    body = sweep.workflow_body(candidate, "gpuaas", {}, record=None)
+    api.store.create(R.WORKFLOW, body, "gpuaas")
+    _end(api, body["metadata"]["name"], "Failed", datetime.now(UTC) - timedelta(hours=1))
+    api.store.create(R.CRON_WORKFLOW, {"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow",
+                                       "metadata": {"name": "gpuaas-sweep", "namespace": "gpuaas"},
+                                       "spec": {"schedules": ["*/2 * * * *"]}}, "gpuaas")   # re-created now
+    code, out = step("sweep", run="s", grace="5m")
+    counts = out["record"]["data"]["observed"]["counts"]
+    assert code == 0 and counts.get("retried (an earlier sweep run failed)") == 1, counts
+    assert "adopted (before install)" not in counts, counts
+    marker = delivery.read_marker(live(api, scene), "on-admitted")
+    assert marker is None or marker.via != "adopted", marker
+
+
 # -- idle warnings whose grace is over (steps.warning) ----------------------------------------------------
 def _warned(api: ApiServer, scene: Scene, release_after: datetime, state: str = "warned") -> None:
     warning = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": "2026-12-01T00:05:00Z",

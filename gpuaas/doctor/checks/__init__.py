@@ -5,6 +5,7 @@
 | argo-workflows, argo-events, kueue, keda, prometheus-operator | controllers: CRDs, running, version | crds, controllers, webhooks, api-services |
 | argo-workflows.namespace | Argo Workflows runs Workflows in the product's namespace | argo-config, workflows |
 | argo-events.pods | the product's EventSource and Sensor pods run | event-objects |
+| sweep, sweep.pass | the catch-up sweep's CronWorkflow is scheduled on time; its last pass succeeded | sweep |
 | step-image | the step image is pinned and pulls | workflow-templates, product-pods |
 | kueue.metrics, kueue.namespaces | Kueue's metrics; which namespaces it manages | metrics, kueue-config, tenants |
 | prometheus, prometheus.rules | Prometheus answers, alerts somewhere, evaluates the rules | prometheus, monitoring-resources |
@@ -19,7 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from gpuaas.doctor.checks import components, kueue, platform, probe, product, prometheus, routing, tenants
+from gpuaas.doctor.checks import (
+    components,
+    kueue,
+    platform,
+    probe,
+    product,
+    prometheus,
+    routing,
+    sweep,
+    tenants,
+)
 from gpuaas.doctor.facts import Facts
 from gpuaas.doctor.findings import Finding, Report, Skipped
 
@@ -30,6 +41,8 @@ CHECKS: tuple[Check, ...] = (
     product.argo_namespace_finding,
     product.event_pods_finding,
     product.images_finding,
+    sweep.cron_finding,
+    sweep.pass_finding,
     kueue.metrics_finding,
     kueue.namespaces_finding,
     prometheus.prometheus_finding,
