@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from steps.model.workload import ADMITTED, FINISHED, SLICE_REPLACED, Workload, parse_time
+from steps.model.workload import ADMITTED, EVICTED, FINISHED, SLICE_REPLACED, Workload, parse_time
 
 JSON = dict[str, Any]
 MARKER_PREFIX = "gpuaas.io/handled-"
@@ -129,9 +129,15 @@ def _raw_condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | Non
 
 
 def admitted_transition(obj: Mapping[str, Any]) -> Transition | None:
-    """The current admission: Admitted=True (also on a finished Workload: Kueue only adds Finished)."""
+    """The current admission: Admitted=True (also on a finished Workload: Kueue only adds Finished), unless it
+    is being evicted. Real Kueue v0.19 sets Evicted=True and counts the eviction in schedulingStats while
+    Admitted stays True with its old time until the eviction is done; counted as an admission, the key's new
+    eviction count made it a transition of its own (a released Ray cluster got a third on-admitted)."""
     cond = _raw_condition(obj, ADMITTED)
     if cond is None or cond.get("status") != "True" or not cond.get("lastTransitionTime"):
+        return None
+    evicted = _raw_condition(obj, EVICTED)
+    if evicted is not None and evicted.get("status") == "True":
         return None
     stamp = str(cond["lastTransitionTime"])
     return Transition("on-admitted", f"admitted@{stamp}#{evictions(obj)}", parse_time(stamp))

@@ -17,8 +17,9 @@ is a bind mount of a folder in the node's work folder. Everything those programs
 volumes, containers' root filesystems, network namespaces' bind mounts) then lives in that
 namespace only: the machine's mount table never sees it, and it all goes when the namespace's last
 process ends. A node killed before it could stop (SIGKILL, the OOM killer) leaves its programs running
-in the namespace, which then stays; the namespace is recorded in its folder (`RECORD`), and the next
-node on that folder, or `gpuaas cluster down`, kills what is still in it first (`reap`).
+in the namespace, which then stays; the namespace is recorded in its folder (`RECORD`: its inode number
+and the identity of the node's folder bound in it, since the kernel reuses a gone namespace's number at
+once), and the next node on that folder, or `gpuaas cluster down`, kills what is still in it first (`reap`).
 
 What stays shared, and how (`MachineShare`): a bind mount needs its mount point to exist in the
 machine's tree, so the first node creates the missing folders and the last one to stop removes
@@ -173,17 +174,46 @@ RECORD = "namespace.json"
 """In a namespace's folder while it runs: its inode and holder, for `reap` after a crash."""
 
 
-def _processes_in(inode: int) -> list[int]:
-    """Every process whose mount namespace is `inode`; never the machine's own (refused)."""
+Marker = tuple[str, int, int]
+"""A namespace's own bind: (the path it is mounted at, the device and inode of the node's folder bound there)."""
+
+
+def _processes_in(inode: int, marker: Marker | None) -> list[int]:
+    """Every process whose mount namespace is `inode` and, with a `marker`, that sees the node's own folder bound
+    at the marker's path; never the machine's own namespace (refused).
+
+    Why the marker: the kernel reuses a namespace's inode number as soon as the namespace is gone, and pods and
+    other nodes make mount namespaces all the time; the inode alone once named three processes of another
+    namespace right after a node stopped (sharded CI run), and `reap` would have SIGKILLed them. The path is
+    resolved in the process's own namespace through /proc/PID/root."""
     if inode == _namespace_id("self"):
         raise NamespaceError(f"expected a node's own mount namespace, found the machine's ({inode})")
     return [int(entry.name) for entry in Path("/proc").iterdir()
-            if entry.name.isdigit() and _namespace_id(entry.name) == inode]
+            if entry.name.isdigit() and _namespace_id(entry.name) == inode
+            and (marker is None or _sees(entry.name, marker))]
 
 
-def _kill_all(inode: int, timeout: float, reap_child: Callable[[], object] = lambda: None) -> None:
+def _sees(pid: str, marker: Marker) -> bool:
+    path, device, inode = marker
+    try:
+        found = os.stat(f"/proc/{pid}/root{path}")
+    except OSError:  # gone, or a zombie
+        return False
+    return (found.st_dev, found.st_ino) == (device, inode)
+
+
+def _marker(folder: Path, paths: tuple[Path, ...]) -> Marker | None:
+    """The first private path and the identity of the node's folder bound there (None: no path is bound)."""
+    if not paths:
+        return None
+    found = os.stat(folder / paths[0].relative_to("/"))
+    return (str(paths[0]), found.st_dev, found.st_ino)
+
+
+def _kill_all(inode: int, marker: Marker | None, timeout: float,
+              reap_child: Callable[[], object] = lambda: None) -> None:
     deadline = time.monotonic() + timeout
-    while pids := _processes_in(inode):
+    while pids := _processes_in(inode, marker):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -199,14 +229,21 @@ def reap(folder: Path, timeout: float = 15.0) -> list[int]:
     shims, pods, the holder); the pids killed. Nothing when no record is there or nothing runs in it."""
     record = folder / RECORD
     try:
-        inode = json.loads(record.read_text())["inode"]
-    except (OSError, ValueError, KeyError, TypeError):
+        recorded = json.loads(record.read_text())
+        inode, marker = recorded["inode"], recorded.get("marker")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []
-    if not isinstance(inode, int) or inode == _namespace_id("self"):
+    valid_marker = marker is None or (isinstance(marker, list) and len(marker) == 3 and isinstance(marker[0], str)
+                                      and all(isinstance(n, int) for n in marker[1:]))
+    if not isinstance(inode, int) or inode == _namespace_id("self") or not valid_marker:
         record.unlink(missing_ok=True)
         return []
-    left = _processes_in(inode)
-    _kill_all(inode, timeout)
+    if marker is None:  # written before markers (or a namespace without binds): never kill on the inode alone
+        record.unlink(missing_ok=True)
+        return []
+    own: Marker = (marker[0], marker[1], marker[2])
+    left = _processes_in(inode, own)
+    _kill_all(inode, own, timeout)
     record.unlink(missing_ok=True)
     return left
 
@@ -231,6 +268,9 @@ class MountNamespace:
     paths: tuple[Path, ...] = PRIVATE_PATHS
     holder: subprocess.Popen | None = None
     inode: int | None = None
+    marker: Marker | None = None
+    """Set once the binds are made: what tells this namespace's processes from those of a later namespace given
+    the same inode number (`_processes_in`)."""
 
     def source(self, path: Path) -> Path:
         """The node's own folder that stands at `path` inside the namespace."""
@@ -253,7 +293,11 @@ class MountNamespace:
             time.sleep(0.02)
         self.inode = inode
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / RECORD).write_text(json.dumps({"inode": inode, "holder": self.holder.pid}) + "\n")
+        for path in self.paths:
+            self.source(path).mkdir(parents=True, exist_ok=True)
+        self.marker = _marker(self.folder, self.paths)
+        (self.folder / RECORD).write_text(json.dumps({"inode": inode, "holder": self.holder.pid,
+                                                      "marker": self.marker}) + "\n")
         # unshare(1) calls unshare(2) and only then makes the new namespace's mounts private: on a machine whose
         # `/` is shared (systemd's default), a bind made before that would propagate to the machine. Idempotent.
         _run(self.command([debian_tool("mount"), "--make-rprivate", "/"]), "making the namespace's mounts private")
@@ -268,7 +312,7 @@ class MountNamespace:
 
     def pids(self) -> list[int]:
         """Every process in the namespace (the holder included)."""
-        return [] if self.inode is None else _processes_in(self.inode)
+        return [] if self.inode is None else _processes_in(self.inode, self.marker)
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGKILL whatever still runs inside (the node's daemons were stopped before), then wait for it."""
@@ -277,9 +321,8 @@ class MountNamespace:
         holder = self.holder
         try:
             if self.inode is not None:
-                _kill_all(self.inode, timeout, reap_child=holder.poll)  # the holder is our child: reaped
-            else:  # start() failed before the namespace was seen
-                holder.kill()
+                _kill_all(self.inode, self.marker, timeout, reap_child=holder.poll)  # the holder is our child
+            holder.kill()  # our own child: also when start() failed before the namespace or its binds were made
             holder.wait(5)
             (self.folder / RECORD).unlink(missing_ok=True)  # kept when something could not be killed: `reap`
         finally:

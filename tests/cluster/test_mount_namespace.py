@@ -10,6 +10,7 @@ the locks and /proc/sys are redirected into tmp_path.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -173,3 +174,28 @@ def test_stop_kills_everything_inside_and_removes_the_record(tmp_path: Path) -> 
     assert program.wait(10) == -9
     assert not (tmp_path / "host" / RECORD).exists()
     assert not _mounted(target)
+
+
+def test_reap_never_kills_a_namespace_that_only_has_the_recorded_inode_number(tmp_path: Path) -> None:
+    """The kernel reuses a gone namespace's inode number at once (a sharded CI run saw three processes of
+    another namespace under a stopped node's number). A record naming node B's folder and a namespace number
+    now held by node A's namespace kills nothing of A: A's processes do not see B's folder at the bound path."""
+    target = tmp_path / "machine-path"
+    target.mkdir()
+    first = MountNamespace(tmp_path / "a", paths=(target,))
+    first.start()
+    program = _inside(first, ["sleep", "600"])
+    try:
+        other = tmp_path / "b" / target.relative_to("/")
+        other.mkdir(parents=True)
+        stat = other.stat()
+        (tmp_path / "b" / RECORD).write_text(json.dumps({"inode": first.inode, "holder": 1,
+                                                          "marker": [str(target), stat.st_dev, stat.st_ino]}))
+        assert reap(tmp_path / "b") == []
+        (tmp_path / "b" / RECORD).write_text(json.dumps({"inode": first.inode, "holder": 1}))  # no marker: older
+        assert reap(tmp_path / "b") == []
+        assert program.poll() is None and first.holder is not None and first.holder.poll() is None
+        assert program.pid in first.pids()
+    finally:
+        first.stop()
+    assert program.wait(10) == -9

@@ -137,7 +137,10 @@ README_ROWS = [
     ("resume", lambda r: "hand-submits gpuaas-resume-workers" in r["event"]),
     ("job completes, Ray admitted again", lambda r: "train-llm completes" in r["event"]),
 ]
-TOLERANCE_MINUTES = 10
+TOLERANCE_MINUTES = 15
+"""The demo's clock runs on the wall clock, so a loaded machine shows its moments later: beside the real tier in
+CI (load 14) the idle release came at 10:46 for the README's 10:35, and at load 94 the batch Job completed at
+09:52 for 09:40. The README's rows are 20 to 65 minutes apart, so a moment is still never taken for another."""
 
 
 def _minutes(clock: str) -> int:

@@ -101,6 +101,16 @@ def test_capacity_mode_lowers_a_lending_limit_with_the_quota_and_restores_it(rea
     ]
     real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
                          input_text=yaml.safe_dump_all(objects))
+    try:
+        _lend(real_cluster, tmp_path)
+    finally:
+        # the session's other tests share the cluster: a flavor left here entered test_least_privilege's capacity
+        # split (a sharded CI run: every ClusterQueue of cohort gpuaas planned a lending-check quota)
+        real_cluster.kubectl("delete", "clusterqueue", "lend-a", "lend-b", "--ignore-not-found")
+        real_cluster.kubectl("delete", "resourceflavor", FLAVOR, "--ignore-not-found")
+
+
+def _lend(real_cluster: RealCluster, tmp_path: Path) -> None:
     steps = RealSteps(real_cluster, tmp_path)
     with _product_policy(real_cluster):
         _set_weights(real_cluster, {"lend-a": 1, "lend-b": 1})

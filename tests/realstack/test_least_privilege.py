@@ -412,10 +412,12 @@ def _expect_capacity_split(split: StepRun) -> None:
     applied (a dry-run counts what it would write). The state is checked first, so a cluster another test left
     different fails with what it found, not with an unexplained plan."""
     observed = split.data["observed"]
-    state = (observed.get("clusterQueues"), observed.get("flavors", {}).get("gpu-a100", {}).get("capacity"))
-    assert state == (sorted(CAPACITY_SPLIT), 12), (
-        f"expected cohort gpuaas to hold {sorted(CAPACITY_SPLIT)} on 12 A100s (this test's tenants on the stack's "
-        f"KWOK nodes), found {state}: a test before this one left ClusterQueues or nodes\n{split.describe()}")
+    state = (observed.get("clusterQueues"), sorted(observed.get("flavors", {})),
+             observed.get("flavors", {}).get("gpu-a100", {}).get("capacity"))
+    assert state == (sorted(CAPACITY_SPLIT), ["gpu-a100"], 12), (
+        f"expected cohort gpuaas to hold {sorted(CAPACITY_SPLIT)} on 12 A100s, the only flavor (this test's tenants "
+        f"on the stack's KWOK nodes), found {state}: a test before this one left ClusterQueues, flavors or nodes\n"
+        f"{split.describe()}")
     _expect(split, "applied", *["patch-cluster-queue"] * 3)
     planned = {a["target"]["name"]: (a["before"], a["after"]) for a in split.plan["actions"]}
     assert planned == {"team-a": ({"gpu-a100": 4}, {"gpu-a100": 6}), "team-b": ({"gpu-a100": 4}, {"gpu-a100": 3}),
@@ -430,18 +432,19 @@ def _drop_new_tenant(cluster: RealCluster) -> None:
     cluster.kubectl("delete", "clusterqueue", NEW_TENANT, "--ignore-not-found")
 
 
-SWEPT = re.compile(rf"^(on-admitted|on-finished) for {TENANT}/(\S+) \(")
-"""steps/reactions/sweep.py: the reason of each run a pass plans names the reaction and the Workload."""
+SWEPT = re.compile(r"^(on-admitted|on-finished) for (\S+)/(\S+) \(")
+"""steps/reactions/sweep.py: the reason of each run a pass plans names the reaction and the Workload (a pass
+sweeps every namespace: other tests' Workloads on the shared cluster are in it too)."""
 
 
 def _swept(done: StepRun, workloads: list[str]) -> list[tuple[str, str, str]]:
-    """(action, reaction, Workload) of each run the pass planned for one of `workloads`, sorted."""
+    """(action, reaction, Workload) of each run the pass planned for one of `workloads` of TENANT, sorted."""
     found = []
     for action in done.plan.get("actions") or []:
         matched = SWEPT.match(action.get("reason", ""))
         assert matched, f"expected a sweep run's reason to name its reaction and Workload, found {action}"
-        if matched.group(2) in workloads:
-            found.append((action["action"], matched.group(1), matched.group(2)))
+        if matched.group(2) == TENANT and matched.group(3) in workloads:
+            found.append((action["action"], matched.group(1), matched.group(3)))
     return sorted(found)
 
 

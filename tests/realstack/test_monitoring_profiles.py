@@ -594,8 +594,13 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     # evidence from thanos-querier with its ServiceAccount token and the service CA.
     training = custom.create_namespaced_custom_object("kubeflow.org", "v1", SERVING, "pytorchjobs",
                                                       _pytorch_job(f"os-idle-{SUFFIX}"))
+    # The user-workload Alertmanager runs once the operator reconciled the install's config (after `status` above
+    # was read, at a CI run's load): its endpoint is read when it is there.
+    am_key = f"alertmanager-user-workload:{osp.UWM}/user-workload"
+    user_alertmanager = eventually(lambda: openshift.cluster.status()["endpoints"].get(am_key), timeout_s=180,
+                                   what=f"the stack's endpoint {am_key}")
     _released_through_argo(openshift, SERVING, training["metadata"]["uid"], alerts=ruler,
-                           alertmanager=status["endpoints"][f"alertmanager-user-workload:{osp.UWM}/user-workload"])
+                           alertmanager=user_alertmanager)
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
     try:
         eventually(lambda: [a for a in receiver.alerts() if a["labels"].get("alertname") == "GPUXidError"],

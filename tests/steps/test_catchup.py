@@ -613,3 +613,24 @@ def test_the_sweep_in_dry_run_lists_the_due_warning_and_creates_nothing(api: Api
     code, out = step("sweep", run="s", dry_run="true", installed_at="2020-01-01T00:00:00Z")
     assert code == 0 and api.write_count == 0
     assert out["record"]["data"]["observed"]["counts"]["would deliver idle warning"] == 1
+
+
+def test_an_admission_being_evicted_is_no_new_transition() -> None:
+    """Real Kueue v0.19 (the real demo, a RayCluster released by on-idle): right after deactivation the Workload
+    had Evicted=True (Deactivated) and schedulingStats.evictions count 1 while Admitted stayed True with its old
+    time; the key's eviction count made that a new admission (#1) and the sweep recorded a run for it, a third
+    on-admitted for one Ray cluster admitted twice. An admission under eviction is none; the re-admission
+    (Admitted at a new time, Evicted=False) is the next transition."""
+    workload = Scene.of("Job").workload
+    being_evicted = copy.deepcopy(workload)
+    being_evicted["status"]["conditions"].append({"type": "Evicted", "status": "True", "reason": "Deactivated",
+                                                  "lastTransitionTime": ts(120), "message": "The workload is deactivated"})
+    being_evicted["status"]["schedulingStats"] = {"evictions": [{"reason": "Deactivated", "count": 1}]}
+    assert delivery.admitted_transition(being_evicted) is None
+    readmitted = copy.deepcopy(being_evicted)
+    for condition in readmitted["status"]["conditions"]:
+        if condition["type"] == "Evicted":
+            condition.update(status="False", reason="QuotaReserved", lastTransitionTime=ts(300))
+        if condition["type"] == "Admitted":
+            condition["lastTransitionTime"] = ts(300)
+    assert delivery.admitted_transition(readmitted).key == f"admitted@{ts(300)}#1"
