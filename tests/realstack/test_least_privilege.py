@@ -52,10 +52,12 @@ call for (as test_reactions_per_kind requires), so a wrong decision cannot pass 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import re
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from datetime import datetime
@@ -478,7 +480,7 @@ def _drive_sweep(steps: RealSteps, tenant: RealWorkloads, cluster: RealCluster) 
         # No workflow-controller runs here: the recorded run (its one step skipped) is labelled completed by the
         # test as the controller would label it, or every later pass would count it in flight and skip it.
         job_run = next(a["target"]["name"] for a in first.plan["actions"]
-                       if SWEPT.match(a["reason"]).groups() == ("on-admitted", workloads[0]))
+                       if SWEPT.match(a["reason"]).groups() == ("on-admitted", TENANT, workloads[0]))
         custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", PRODUCT_NAMESPACE, "workflows", job_run,
                                               {"metadata": {"labels": {"workflows.argoproj.io/completed": "true"}}})
         custom.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", TENANT, "workloads", workloads[0],
@@ -692,8 +694,18 @@ def _post_idle_group(cluster: RealCluster, pod: str) -> None:
     request = urllib.request.Request(endpoints["webhook/gpuaas/gpuaas-alertmanager/idle"],
                                      data=json.dumps(body).encode(), method="POST",
                                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        assert answer.status == 200, answer.status
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 200, answer.status
+    except urllib.error.HTTPError as error:  # seen once (401, a sharded CI run): say what the webhook had to go on
+        core = client.CoreV1Api(cluster.admin)
+        secret = core.read_namespaced_secret("gpuaas-alertmanager-webhook", PRODUCT_NAMESPACE)
+        in_secret = base64.b64decode((secret.data or {}).get("token", "")).decode().strip()
+        pods = [(p.metadata.name, p.status.phase, p.metadata.creation_timestamp) for p in core.list_namespaced_pod(
+            PRODUCT_NAMESPACE, label_selector="eventsource-name=gpuaas-alertmanager").items]
+        raise AssertionError(f"webhook answered {error.code}: the stack's token file and Secret "
+                             f"gpuaas-alertmanager-webhook {'agree' if in_secret == token else 'DIFFER'} (Secret "
+                             f"made {secret.metadata.creation_timestamp}); EventSource pods {pods}") from error
 
 
 def _drive_the_event_path(cluster: RealCluster, began: float) -> list[str]:

@@ -596,9 +596,14 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
                                                       _pytorch_job(f"os-idle-{SUFFIX}"))
     # The user-workload Alertmanager runs once the operator reconciled the install's config (after `status` above
     # was read, at a CI run's load): its endpoint is read when it is there.
-    am_key = f"alertmanager-user-workload:{osp.UWM}/user-workload"
-    user_alertmanager = eventually(lambda: openshift.cluster.status()["endpoints"].get(am_key), timeout_s=180,
-                                   what=f"the stack's endpoint {am_key}")
+    # Its name is `alertmanager-user-workload:...` beside a platform Alertmanager, `alertmanager:...` when it is the
+    # first (gpuaas.cluster.prometheus_operator._run_pod).
+    def user_alertmanager_endpoint() -> str | None:
+        endpoints = openshift.cluster.status()["endpoints"]
+        return next((url for key, url in endpoints.items()
+                     if key.startswith("alertmanager") and key.endswith(f":{osp.UWM}/user-workload")), None)
+    user_alertmanager = eventually(user_alertmanager_endpoint, timeout_s=180,
+                                   what=f"the stack's endpoint of the user-workload Alertmanager ({osp.UWM}/user-workload)")
     _released_through_argo(openshift, SERVING, training["metadata"]["uid"], alerts=ruler,
                            alertmanager=user_alertmanager)
     core.patch_node(XID_NODE, {"metadata": {"annotations": {XID_ANNOTATION: XID}}})
