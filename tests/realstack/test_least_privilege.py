@@ -117,14 +117,18 @@ NOT_EXERCISED: dict[tuple[str, str, str], str] = {
         "steps/model/state.py _predictor_of looks for a KServe predictor when an InferenceService is in a "
         "Workload's owner chain without its Deployment; the chain of every Workload Kueue makes for a predictor "
         "pod climbs Pod -> ReplicaSet -> Deployment -> InferenceService, so it is not reached here",
-    ("gpuaas-sweep", "kueue.x-k8s.io/workloads", "get"):
-        "steps/model/state.py observe_workload reads the Workload by name, and a pass primes its read cache "
-        "(steps/reactions/sweep.py CachedReads.prime) with every Workload it listed: the get reaches the apiserver "
-        "only for a Workload gone from the cache's key (deleted or re-made between the list and its observe), "
-        "which no drive here causes",
     ("gpuaas-sweep", "kueue.x-k8s.io/localqueues", "get"):
         "steps/model/tenancy.py resolve_tenant reads the LocalQueue only for a Workload without an admission "
         "(deactivated, evicted); every transition the sweep answers here is of an admitted Workload",
+}
+
+
+MAYBE_EXERCISED: dict[tuple[str, str, str], str] = {
+    # (account, "group/resource", verb) -> why a drive here may or may not need it: used or unused, both pass.
+    ("gpuaas-sweep", "kueue.x-k8s.io/workloads", "get"):
+        "steps/reactions/sweep.py re-reads a Workload when its conditional marker write conflicts (Kueue changed "
+        "the Workload between the pass's list and its write: at a real stack's pace, sometimes); observe_workload's "
+        "read is served from the pass's primed cache (CachedReads.prime). Seen used once and unused in other runs",
 }
 
 
@@ -603,7 +607,8 @@ def test_every_grant_of_the_rendered_rbac_is_used_and_nothing_is_denied(real_clu
 
     left = audit.unused(granted, seen)
     keyed = {(_account(g.user), f"{g.group}/{g.resource}", g.verb): g for g in left}
-    unexplained = sorted(g.describe() for key, g in keyed.items() if key not in NOT_EXERCISED)
+    unexplained = sorted(g.describe() for key, g in keyed.items() if key not in NOT_EXERCISED
+                         and key not in MAYBE_EXERCISED)
     assert not unexplained, ("grants of the rendered RBAC no request needed (remove them, or drive the path "
                              "that needs them):\n  " + "\n  ".join(unexplained))
     stale = sorted(set(NOT_EXERCISED) - set(keyed))
