@@ -67,7 +67,10 @@ class IdleState:
     resolution: str = ""
     """How the workload was found, or why it was not."""
     tenant: str | None = None
-    owner: JSON | None = None
+    owners: tuple[JSON, ...] = ()
+    """The Workload's owner chain, direct owner first (steps.model.owners.OwnerChain.objects): the opt-out is read
+    on every one of them, as release-workers reads it, so a tenant who annotates the object they know (a Notebook
+    above its StatefulSet, a PyTorchJob above its Job) is not warned."""
     pods: tuple[str, ...] = ()
     activity: GpuActivity | None = None
     pod_gpus: Mapping[str, int] = field(default_factory=dict)
@@ -108,9 +111,15 @@ class IdleState:
         return int(self.model.gpus_admitted)
 
     @property
+    def owner(self) -> JSON | None:
+        """The direct owner (the record names it)."""
+        return self.owners[0] if self.owners else None
+
+    @property
     def exempt_by(self) -> str | None:
-        """"Workload <name>" or "<Kind> <name>" carrying gpuaas.io/idle-policy: exempt, else None."""
-        return exempt_by(self.workload, self.owner)
+        """"Workload <name>" or "<Kind> <name>" carrying gpuaas.io/idle-policy: exempt anywhere up the owner chain,
+        else None."""
+        return exempt_by(self.workload, *self.owners)
 
     def facts(self, request: IdleRequest, policy: IdlePolicy) -> IdleFacts:
         """The plain facts `judge` reads; idleness is judged over the tenant's window and threshold."""
@@ -496,7 +505,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
         if settings.release_on == "demand":
             demand = observe_demand(kube, ws, workload, pod_gpus, settings)
     idle = IdleState(now=now, workload=workload, resolution=resolution or f"Workload {name} read by name",
-                     tenant=ws.tenant, owner=ws.owners.direct, pods=pods, pod_gpus=pod_gpus, activity=activity,
+                     tenant=ws.tenant, owners=ws.owners.objects, pods=pods, pod_gpus=pod_gpus, activity=activity,
                      metrics_error=metrics_error, releases_last_hour=releases_in_last_hour(kube, ws.tenant, now),
                      released_record=ws.release, kind=kind, evidence=evidence, demand=demand)
     return OnIdleState(ws, idle, idle_request, getattr(context, "run_name", "") or "",

@@ -18,6 +18,7 @@ import pytest
 from steps.gateways import resources as R
 from steps.warning import WARNING_ANNOTATION
 from tests.observability import test_on_idle_observe as base
+from tests.observability.cluster_objects import ref
 from tests.observability.test_on_idle_observe import SETTINGS, World, run_step
 from tests.observability.test_on_idle_observe import params as alert_params
 
@@ -206,3 +207,17 @@ def test_a_warning_whose_run_stopped_before_its_event_gets_the_event_at_the_next
     writes = world.api.write_count
     _, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
     assert outputs["outcome"] == "no-op" and world.api.write_count == writes
+
+
+def test_the_opt_out_on_an_owner_above_the_direct_one_is_read_before_warning(world: World, tmp_path: Path) -> None:
+    # A PyTorchJob above the Job (as a Notebook above its StatefulSet): the tenant annotates the object they know,
+    # the top one. The judgement reads the whole owner chain, as release-workers does: no warning, nothing written.
+    parent = world.cluster.create(R.PYTORCH_JOB, {"metadata": {"name": "ptj", "namespace": "team-a", "annotations": {
+        "gpuaas.io/idle-policy": "exempt"}}, "spec": {}})
+    world.cluster.store.patch(R.JOB, "finetune", {"metadata": {"ownerReferences": [ref(parent)]}}, "team-a")
+    writes = world.api.write_count
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    assert code == 0 and outputs["outcome"] == "skipped-by-policy", record["data"]["plan"]["reasons"]
+    assert record["data"]["observed"]["idle"]["exemptBy"] == "PyTorchJob ptj"
+    assert world.api.write_count == writes and WARNING_ANNOTATION not in annotations(world)
+    assert not events(world, "GPUIdleWarning")
