@@ -133,6 +133,26 @@ def _newer(episode: str, than: str) -> bool | None:
     return None if a is None or b is None else a > b
 
 
+def same_episode(warning: IdleWarning, episode: str) -> bool:
+    """Whether a delivery of `episode` acts on `warning`: the same idle episode, or either has none (a hand run or
+    the sweep's delivery has no alert, so no episode; a warning given by hand has none either)."""
+    return not warning.episode or not episode or warning.episode == episode
+
+
+def judged_seconds(window_seconds: float, warning: IdleWarning | None, episode: str, now: datetime) -> float:
+    """How far back the idle judgement reads GPU activity and the kind's evidence: the policy's window, or, while
+    a warning that this delivery acts on is pending, everything since the warning was given, when that is longer.
+
+    Any activity after the warning cancels it, however long ago: a busy minute in a 2 h grace is older than a 30 min
+    window at the grace's end, and the re-fired alert that would supersede the warning comes only `window + for`
+    after the activity, so a delivery in between (the sweep's, at releaseAfter) would otherwise release on the old
+    warning. Read from Prometheus (and the kind's API) at the delivery, never taken from the event."""
+    if warning is None or not warning.pending or not same_episode(warning, episode):
+        return window_seconds
+    warned = parse_time(warning.warned_at)
+    return window_seconds if warned is None else max(window_seconds, (now - warned).total_seconds())
+
+
 def grace(verdict: str, gate: str, reasons: tuple[str, ...], warn_seconds: float, warning: IdleWarning | None,
           episode: str, now: datetime, run: str, *, activity: bool = True) -> Grace:
     """The grace period applied to one judgement (`verdict`, `gate`, `reasons` of on_idle.IdleDecision), pure.
@@ -140,7 +160,8 @@ def grace(verdict: str, gate: str, reasons: tuple[str, ...], warn_seconds: float
     - release with warnFor 0: release now (linking a pending warning, if one is there);
     - release, no pending warning: warn now, release after `now + warnFor`;
     - release, a pending warning of the same episode (or either is a hand run's, episode ""): release when the
-      grace has passed, else wait (a re-sent alert within the grace is a repeat: no second warning);
+      grace has passed, else wait (a re-sent alert within the grace is a repeat: no second warning); the judgement
+      then covered the whole time since the warning (`judged_seconds`), so the release means idle since the warning;
     - release, a pending warning of an EARLIER episode: the alert resolved and fired again in between
       (activity), so that warning lapsed and this episode is warned afresh; of a later episode: this
       delivery is stale, wait;
@@ -161,10 +182,9 @@ def grace(verdict: str, gate: str, reasons: tuple[str, ...], warn_seconds: float
         return Grace("release", (f"idle warning: {pending.describe()}",), _released(pending, now, run))
     superseded = None
     if pending is not None:
-        same = not pending.episode or not episode or pending.episode == episode
-        if same:
+        if same_episode(pending, episode):
             if pending.due(now):
-                return Grace("release", (f"idle warning: {pending.describe()}; still idle after the grace",),
+                return Grace("release", (f"idle warning: {pending.describe()}; idle since the warning, after the grace",),
                              _released(pending, now, run))
             return Grace("wait", ((f"idle, within the grace period: {pending.describe()}; a re-sent alert changes "
                                    "nothing until then (activity or gpuaas.io/idle-policy: exempt cancels)"),), pending)
@@ -183,7 +203,7 @@ def grace(verdict: str, gate: str, reasons: tuple[str, ...], warn_seconds: float
 
 
 def _released(warning: IdleWarning, now: datetime, run: str) -> IdleWarning:
-    return replace(warning, state=RELEASED, at=rfc3339(now), by=run, reason="still idle after the grace", raw="")
+    return replace(warning, state=RELEASED, at=rfc3339(now), by=run, reason="idle since the warning, after the grace", raw="")
 
 
 def warning_message(warning: IdleWarning, target: str, gpus: int) -> str:

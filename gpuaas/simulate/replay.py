@@ -39,7 +39,7 @@ from steps import demand as demand_model
 from steps.gateways.metrics import first_idleness_failure
 from steps.policy import IdleSettings, Policy, kind_of
 from steps.reactions.on_idle import IdleFacts, judge
-from steps.warning import IdleWarning, grace
+from steps.warning import IdleWarning, grace, judged_seconds
 
 FIRE, RESOLVE, FLUSH, STEP, SWEEP = 0, 1, 2, 3, 4
 """Event kinds; at equal times alerts change before a flush reads them, and a flush before its steps."""
@@ -214,11 +214,18 @@ class Replay:
             self.settings[(tenant, kind)] = settings
         return settings
 
-    def facts(self, workload: int, now: float) -> tuple[IdleFacts, IdleSettings]:
-        """What the on-idle step would observe for `workload` at `now` (see IdleState.facts)."""
+    def facts(self, workload: int, now: float, episode: str = "") -> tuple[IdleFacts, IdleSettings]:
+        """What the on-idle step would observe for `workload` at `now` for a delivery of `episode` (see
+        IdleState.facts; with a pending warning it acts on, over the span since the warning, as the step reads it:
+        steps.warning.judged_seconds)."""
         tenant = self.tenant[workload]
         kind = self.kind[workload]
         settings = self._settings(tenant, kind)
+        warning = self.warnings.get(workload)
+        if warning is not None:
+            span = judged_seconds(settings.window_seconds, warning, episode, datetime.fromtimestamp(now, UTC))
+            if span != settings.window_seconds:
+                settings = replace(settings, window_seconds=span)
         start, end = self.start[workload], self.end[workload]
         released = self.released_at.get(workload)
         alive = start <= now < end
@@ -259,14 +266,14 @@ class Replay:
     def _steps(self, now: float, workloads: list[int], *, by_hand: bool = False) -> None:
         """One on-idle step per workload; `by_hand`: the sweep's delivery (no alert, so no episode)."""
         for workload in workloads:
-            facts, settings = self.facts(workload, now)
+            episode = "" if by_hand else self._episode(workload)
+            facts, settings = self.facts(workload, now, episode)
             decision = judge(facts, settings)
             self.result.outcomes[decision.gate] += 1
             if settings.warn_seconds > 0 or workload in self.warnings:
                 # the grace period, with the step's own code (steps.warning.grace)
                 period = grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
-                               self.warnings.get(workload), "" if by_hand else self._episode(workload),
-                               datetime.fromtimestamp(now, UTC), "replay",
+                               self.warnings.get(workload), episode, datetime.fromtimestamp(now, UTC), "replay",
                                activity=bool(decision.details.get("activity", True)))
                 if period.step in ("warn", "cancel", "wait"):
                     self.result.outcomes[f"warning-{period.step}"] += 1

@@ -484,7 +484,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
     from steps.policy import kind_of
 
     kind = kind_of(ws.owners.kinds())
-    settings = context.policy.idle_for(ws.tenant, kind)
+    settings = judged_settings(context.policy.idle_for(ws.tenant, kind), workload, idle_request.alert, now)
     pod_gpus = pod_gpus_of_workload(kube, workload)
     pods = tuple(sorted(pod_gpus))
     activity, metrics_error = None, None
@@ -669,7 +669,8 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
             return _with_episode(Plan(completion.actions, completion.reasons, completion.empty_outcome,
                                       {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {},
                                       completion.event), state, request.dry_run)
-    settings = policy.idle_for(state.tenant, state.idle.kind)
+    settings = judged_settings(policy.idle_for(state.tenant, state.idle.kind), state.idle.workload, state.request.alert,
+                               state.idle.now)
     decision = decide(state.request, state.idle, settings)
     if decision.verdict == "retry":
         raise MetricsUnavailable(decision.reasons[0])
@@ -707,6 +708,19 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     episode = period.warning.episode if period.warning is not None else ""
     return _with_episode(Plan(actions, reasons, release.empty_outcome, metrics, release.event, dry_run),
                          state, request.dry_run, episode=episode)
+
+
+def judged_settings(settings: IdleSettings, workload: JSON | None, alert: IdleAlert | None, now: datetime
+                    ) -> IdleSettings:
+    """The tenant's idle settings with the span this judgement reads (steps.warning.judged_seconds): the window, or
+    all the time since a pending warning this delivery acts on. observe reads Prometheus and the kind's evidence
+    over it, and plan judges with it (same inputs, same span)."""
+    from dataclasses import replace as dc_replace
+
+    from steps.warning import judged_seconds, read_warning
+
+    span = judged_seconds(settings.window_seconds, read_warning(workload), (alert.episode if alert else "") or "", now)
+    return settings if span == settings.window_seconds else dc_replace(settings, window_seconds=span)
 
 
 def grace_of(state: OnIdleState, settings: IdleSettings, decision: IdleDecision) -> Any:

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from steps.gateways import resources as R
 from steps.warning import WARNING_ANNOTATION
 from tests.observability import test_on_idle_observe as base
 from tests.observability.cluster_objects import ref
+from tests.observability.conftest import WINDOW_S, GpuStack
 from tests.observability.test_on_idle_observe import SETTINGS, World, run_step
 from tests.observability.test_on_idle_observe import params as alert_params
 
@@ -110,22 +112,25 @@ def test_warn_then_a_re_send_is_a_repeat_then_the_release_links_the_warning(worl
     assert code == 0 and outputs["outcome"] == "no-op" and world.api.write_count == writes
 
 
-def workload_active(world: World) -> bool:
-    return world.cluster.store.get(R.WORKLOAD, WORKLOAD, "team-a")["spec"].get("active", True) is not False
+def workload_active(world: World, name: str = WORKLOAD) -> bool:
+    return world.cluster.store.get(R.WORKLOAD, name, "team-a")["spec"].get("active", True) is not False
 
 
 def test_activity_in_the_grace_cancels_and_a_new_episode_warns_again(world: World, tmp_path: Path) -> None:
     busy = "pod-nb-busy-1f2e3"
-    # A warning given while the GPU was idle (by an earlier run); now it is at 70%.
-    pending = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": "2026-12-01T00:10:00Z",
-               "releaseAfter": "2026-12-01T01:10:00Z", "run": "wf-earlier", "state": "warned"}
+    # A warning given while the GPU was idle (by an earlier run, 10 s ago); now it is at 70%.
+    now = datetime.now(UTC)
+    warned_at = (now - timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pending = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": warned_at,
+               "releaseAfter": (now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"), "run": "wf-earlier",
+               "state": "warned"}
     world.cluster.store.patch(R.WORKLOAD, busy,
                               {"metadata": {"annotations": {WARNING_ANNOTATION: json.dumps(pending)}}}, "team-a")
     code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-busy"), GRACE)
     assert code == 0 and outputs["outcome"] == "applied", record["data"]
     cancelled = warning(world, busy)
     assert cancelled["state"] == "cancelled" and cancelled["reason"].startswith("activity: ")
-    assert "reached 70%" in cancelled["reason"] and cancelled["warnedAt"] == "2026-12-01T00:10:00Z"
+    assert "reached 70%" in cancelled["reason"] and cancelled["warnedAt"] == warned_at
     assert "idle warning cancelled (activity" in record["data"]["plan"]["reasons"][0]
     [event] = events(world, "GPUIdleWarningCancelled")
     assert event["involvedObject"]["kind"] == "Deployment" and event["type"] == "Normal"
@@ -221,3 +226,39 @@ def test_the_opt_out_on_an_owner_above_the_direct_one_is_read_before_warning(wor
     assert record["data"]["observed"]["idle"]["exemptBy"] == "PyTorchJob ptj"
     assert world.api.write_count == writes and WARNING_ANNOTATION not in annotations(world)
     assert not events(world, "GPUIdleWarning")
+
+
+def test_activity_since_the_warning_cancels_when_the_window_no_longer_shows_it(world: World, tmp_path: Path,
+                                                                             gpu_stack: GpuStack) -> None:
+    # A GPU of a new Job (its own pod, so the session's exporters are untouched for other tests): idle, warned, busy
+    # for a moment in the grace, then idle for longer than the window. The due delivery (the sweep's, no alert) reads
+    # the activity since the warning, not only the window: cancelled, nothing released.
+    job = world.cluster.create(R.JOB, {"metadata": {"name": "gap", "namespace": "team-a"}, "spec": {"parallelism": 1}})
+    world.cluster.workload("team-a", "job-gap-1a2b3", job, cluster_queue="tenant-a", gpus=1)
+    world.cluster.pod("team-a", "gap-worker", job, gpus=1)
+    device = gpu_stack.plain.add_gpu("node-a", 7)
+    try:
+        gpu_stack.plain.assign(device.key, namespace="team-a", pod="gap-worker")
+        gpu_stack.plain.set_utilization(device.key, 0)
+        time.sleep(1.5)
+        warned_at = datetime.now(UTC)
+        time.sleep(1.0)
+        gpu_stack.plain.set_utilization(device.key, 80)
+        time.sleep(1.5)
+        gpu_stack.plain.set_utilization(device.key, 0)
+        time.sleep(WINDOW_S + 1.5)  # the window is idle again: only the span since the warning shows the work
+        pending = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": warned_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   "releaseAfter": (datetime.now(UTC) - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   "run": "wf-warned", "state": "warned"}
+        world.cluster.store.patch(R.WORKLOAD, "job-gap-1a2b3", {"metadata": {"annotations": {
+            WARNING_ANNOTATION: json.dumps(pending)}}}, "team-a")
+        by_hand = {"namespace": "team-a", "workload": "job-gap-1a2b3", "pod": "", "alert": "", "dry-run": "false",
+                   "event": "", "tenant": ""}
+        code, outputs, record = run_step(world, tmp_path, by_hand, replace(GRACE, signal="none"))
+        assert code == 0 and outputs["gpus-released"] == "0", record["data"]["plan"]["reasons"]
+        assert workload_active(world, "job-gap-1a2b3")
+        cancelled = warning(world, "job-gap-1a2b3")
+        assert cancelled["state"] == "cancelled" and "reached 80%" in cancelled["reason"], cancelled
+        assert record["data"]["observed"]["idle"]["activity"]["windowSeconds"] > WINDOW_S + 1.5
+    finally:
+        gpu_stack.plain.remove_gpu(device.key)

@@ -44,3 +44,16 @@ def test_a_new_idle_stretch_after_a_cancel_is_warned_again(trace_dir: Path) -> N
     released, result = replay(trace_dir, [job], policy(warn_seconds=1800))
     assert released == {"a": [216.0]}
     assert result.outcomes["warning-warn"] == 2 and result.outcomes["warning-cancel"] == 1
+
+
+def test_activity_in_the_grace_cancels_even_when_older_than_the_window(trace_dir: Path) -> None:
+    # idle 60-180 (delivered 95.5: warned, releaseAfter 215.5 with a 2 h grace; Alertmanager's re-send at 160.5 is
+    # within the grace: wait), busy 180-182, idle from 182. The sweep's pass at 216 reads the GPUs since the warning
+    # (120.5 min, not the 30 min window, which ends after the busy minutes): activity, cancelled. The new idle stretch
+    # fires at 182 + 35 = 217, delivered 217.5 (a new group): warned again, releaseAfter 337.5, released by the sweep
+    # at 338 (idle since 217.5). Before: released at 216 on the old warning, 34 min after the tenant's work.
+    job = Job("a", 400, [run((60, 0.8), (120, 0.0), (2, 0.8), (218, 0.0))])
+    released, result = replay(trace_dir, [job], policy(warn_seconds=7200))
+    assert released == {"a": [338.0]}
+    assert result.outcomes["warning-warn"] == 2 and result.outcomes["warning-cancel"] == 1
+    assert result.outcomes["warning-swept"] == 2

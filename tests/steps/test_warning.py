@@ -3,13 +3,14 @@ policy key `warnFor` / `warnWebhook` accepted alike by the step's parser and the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import jsonschema
 import pytest
 
 from steps.policy import PolicyError, parse_policy, policy_json_schema
-from steps.warning import CANCELLED, RELEASED, WARNED, IdleWarning, grace, read_warning
+from steps.warning import CANCELLED, RELEASED, WARNED, IdleWarning, grace, judged_seconds, read_warning
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 EPISODE = "idle@2026-12-01T11:00:00Z"
@@ -50,6 +51,19 @@ def test_still_idle_after_the_grace_releases_and_links_the_warning() -> None:
     assert period.warning.state == RELEASED and period.warning.by == "wf-3" and period.warning.at == "2026-12-01T12:00:00Z"
     assert period.warning.run == "wf-warn" and period.warning.warned_at == "2026-12-01T10:59:00Z"
     assert "warned at 2026-12-01T10:59:00Z by run wf-warn" in period.reasons[0]
+
+
+@pytest.mark.parametrize(("warning", "episode", "seconds"), [
+    (None, EPISODE, 1800),  # no warning: the policy's window
+    (pending(warned_minutes_ago=121, grace_minutes=120), EPISODE, 121 * 60),  # since the warning, 11:59 -> 12:00
+    (pending(warned_minutes_ago=121, grace_minutes=120), "", 121 * 60),  # the sweep's delivery (no episode): the same
+    (pending(warned_minutes_ago=10), EPISODE, 1800),  # the window is longer than the time since the warning
+    (pending(warned_minutes_ago=121), LATER, 1800),  # a newer episode supersedes the warning: its own window
+    (replace(pending(warned_minutes_ago=121), state=CANCELLED), EPISODE, 1800),  # no pending warning
+])
+def test_the_judgement_reads_activity_since_a_pending_warning(warning: IdleWarning | None, episode: str,
+                                                             seconds: float) -> None:
+    assert judged_seconds(1800, warning, episode, NOW) == seconds
 
 
 def test_exactly_at_release_after_is_due() -> None:
