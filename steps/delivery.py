@@ -262,8 +262,9 @@ def marker_patch(reaction: str, key: str, run: str, now: datetime, via: str) -> 
     return {"metadata": {"annotations": {marker_annotation(reaction): marker_value(reaction, key, run, now, via)}}}
 
 
-def _pointer_token(text: str) -> str:
-    return text.replace("~", "~0").replace("/", "~1")
+def annotation_path(name: str) -> str:
+    """The JSON pointer of annotation `name` (RFC 6901: "~" and "/" escaped), for a JSON patch."""
+    return "/metadata/annotations/" + name.replace("~", "~0").replace("/", "~1")
 
 
 def marker_write(workload: Mapping[str, Any], reaction: str, value: str, expected: str | None
@@ -275,7 +276,7 @@ def marker_write(workload: Mapping[str, Any], reaction: str, value: str, expecte
     the patch holds the Workload's resourceVersion (409 when anything changed: read again, decide
     again). Either failure is a Conflict to the reaction (steps.reactions.apply_actions)."""
     meta = workload.get("metadata") or {}
-    path = f"/metadata/annotations/{_pointer_token(marker_annotation(reaction))}"
+    path = annotation_path(marker_annotation(reaction))
     if expected is not None:
         return [{"op": "test", "path": path, "value": expected}, {"op": "replace", "path": path, "value": value}], None
     if meta.get("annotations") is None:

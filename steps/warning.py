@@ -10,8 +10,8 @@ has, gpuaas.io/idle-policy: exempt on the Workload or its owner.
 
     annotation gpuaas.io/idle-warning on the Workload (JSON):
       {"episode": "idle@...", "warnedAt": RFC 3339, "releaseAfter": RFC 3339, "run": RUN,
-       "state": "warned|cancelled|released", "at": RFC 3339 of the last change, "by": RUN of it,
-       "reason": why it was cancelled or released}
+       "state": "warned|cancelled|released", "notifiedAt": RFC 3339 (the owner was told),
+       "at": RFC 3339 of the last change, "by": RUN of it, "reason": why it was cancelled or released}
 
 Level-triggered: nothing waits for one event at the release time. Alertmanager re-sends a still-firing
 alert's group every repeat_interval + group_interval (65 min as rendered), and every delivery re-judges
@@ -67,13 +67,19 @@ class IdleWarning:
     at: str = ""
     by: str = ""
     reason: str = ""
+    notified_at: str = ""
+    """When the owner was told (the Event written; set just before the webhook is POSTed, so the webhook is told at
+    most once). A pending warning without it belongs to a run that stopped before it told the owner: the next
+    delivery tells them. With it, no delivery tells them again, even when the Event has expired (the apiserver's
+    --event-ttl: 1 h upstream, 3 h on OpenShift)."""
     raw: str = ""
     """The annotation's text as read ("" when planned here)."""
 
     def to_dict(self) -> JSON:
         out = {"episode": self.episode, "warnedAt": self.warned_at, "releaseAfter": self.release_after,
                "run": self.run, "state": self.state}
-        for key, value in (("at", self.at), ("by", self.by), ("reason", self.reason)):
+        for key, value in (("notifiedAt", self.notified_at), ("at", self.at), ("by", self.by),
+                           ("reason", self.reason)):
             if value:
                 out[key] = value
         return out
@@ -106,7 +112,7 @@ def read_warning(obj: Mapping[str, Any] | None) -> IdleWarning | None:
     state = raw.get("state") if raw.get("state") in (WARNED, CANCELLED, RELEASED) else WARNED
     return IdleWarning(str(raw.get("episode") or ""), raw["warnedAt"], str(raw.get("releaseAfter") or ""),
                        str(raw.get("run") or ""), state, str(raw.get("at") or ""), str(raw.get("by") or ""),
-                       str(raw.get("reason") or ""), str(text))
+                       str(raw.get("reason") or ""), str(raw.get("notifiedAt") or ""), str(text))
 
 
 @dataclass(frozen=True)

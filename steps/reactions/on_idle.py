@@ -415,8 +415,9 @@ class OnIdleState:
     run_name: str = ""
     """The Argo run's name (StepContext.run_name): what a warning names for a reader."""
     warning_event_missing: bool = False
-    """A pending warning's Event (GPUIdleWarning on the owner's object) is not there: its run wrote the
-    annotation and failed before the Event; a later delivery within the grace writes it."""
+    """A pending warning not yet marked notified (its run wrote the annotation and stopped before telling the owner)
+    has no Event (GPUIdleWarning on the owner's object): the next delivery within the grace writes it. Read only
+    for such a warning: a notified warning's Event may have expired (--event-ttl), and is never written again."""
 
     @property
     def workload_object(self) -> JSON | None:
@@ -513,12 +514,13 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
 
 
 def _warning_event_missing(kube: Any, owner: JSON, workload: JSON, namespace: str) -> bool:
-    """Whether the pending warning on the Workload lacks its Event (one read, only when a warning is pending)."""
+    """Whether the pending warning on the Workload lacks its Event (one read, only when a warning is pending and its
+    owner was not told yet)."""
     from steps.gateways.resources import EVENT
     from steps.warning import WARNING_REASON, event_key, event_name, read_warning
 
     warning = read_warning(workload)
-    if warning is None or not warning.pending:
+    if warning is None or not warning.pending or warning.notified_at:
         return False
     meta = owner.get("metadata") or {}
     name = event_name(str(meta.get("name", "")), str(meta.get("uid") or ""), event_key(warning), WARNING_REASON)
@@ -681,9 +683,10 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
         outcome = Outcome.SKIPPED_BY_POLICY if decision.verdict == "skipped-by-policy" else Outcome.NO_OP
         return Plan.nothing(*decision.reasons, outcome=outcome)
     if period.step == "wait":
-        if state.warning_event_missing and period.warning is not None and period.warning.pending:
-            return _warning_plan(state, settings, dc_replace(period, step="warn"), decision.reasons,
-                                 request.dry_run or decision.dry_run, event_only=True)
+        told = period.warning is None or not period.warning.pending or period.warning.notified_at
+        if not told and not (request.dry_run or decision.dry_run):
+            return _warning_plan(state, settings, dc_replace(period, step="warn"), decision.reasons, False,
+                                 complete=True)
         return Plan.nothing(*period.reasons, *decision.reasons)
     if period.step == "warn":
         return _warning_plan(state, settings, period, decision.reasons,
@@ -752,9 +755,11 @@ def _warning_write(state: OnIdleState, warning: Any, *, conditional: bool, why: 
 
 
 def _warning_plan(state: OnIdleState, settings: IdleSettings, period: Any, decision_reasons: tuple[str, ...],
-                  dry_run: bool, *, event_only: bool = False) -> Any:
+                  dry_run: bool, *, complete: bool = False) -> Any:
     """Warn (or cancel a warning): the annotation on the Workload, then an Event on the owner's object (the
-    Workload when it has none), then the tenant's webhook (steps.reactions.on_idle.apply_with_notice)."""
+    Workload when it has none), then the mark `notifiedAt` on the annotation, then the tenant's webhook
+    (steps.reactions.on_idle.apply_with_notice). `complete`: a pending warning whose run stopped before the mark:
+    the Event if it is missing, the mark, the webhook."""
     from steps.gateways.resources import EVENT
     from steps.plan import Action, Outcome
     from steps.warning import CANCELLED_REASON, WARNING_REASON, event_body, event_key, notice, warning_message
@@ -780,12 +785,17 @@ def _warning_plan(state: OnIdleState, settings: IdleSettings, period: Any, decis
     event = Action(f"event-{reason}", EVENT, body["metadata"]["name"], body["metadata"]["namespace"],
                    f"{why}: Event {reason} on {owner.get('kind', 'Workload')} "
                    f"{(owner.get('metadata') or {}).get('name', '')}", operation="create", body=body)
-    if event_only:
-        # the warning's run wrote the annotation and stopped before the Event: this delivery completes it (the
-        # webhook was not told either; it is told now, once, with the Event)
-        reasons = (f"the pending warning has no Event {reason} (its run stopped after the annotation): written now",
+    if complete:
+        # the warning's run wrote the annotation and stopped before it marked the owner told (so before the webhook)
+        told = "no Event" if state.warning_event_missing else "its Event but no mark that its owner was told"
+        reasons = (f"the pending warning has {told} (its run stopped before telling the owner): told now",
                    *period.reasons)
-        actions: tuple[Any, ...] = (event,)
+        actions: tuple[Any, ...] = ((event,) if state.warning_event_missing else ()) + (
+            _notified_write(state, warning, warning.raw),)
+    elif period.step == "warn":
+        actions = (_warning_write(state, warning, conditional=True, why=why), event)
+        if not dry_run:
+            actions += (_notified_write(state, warning, warning.text()),)
     else:
         actions = (_warning_write(state, warning, conditional=True, why=why), event)
     hook = None
@@ -797,6 +807,31 @@ def _warning_plan(state: OnIdleState, settings: IdleSettings, period: Any, decis
                                            domain=cluster_domain())
         hook = (url, notice(warning, target, owner, state.tenant, gpus, message))
     return WarningPlan(actions, reasons, Outcome.NO_OP, {}, None, dry_run, notice=hook)
+
+
+def _notified_write(state: OnIdleState, warning: Any, expected: str) -> Any:
+    """The mark `notifiedAt` on a pending warning, written after its Event and before its webhook: a JSON patch that
+    tests the annotation is still `expected` (the text this run wrote or read), so of two runs that would tell the
+    owner only one marks (the other meets a Conflict, reads again and finds the mark) and only that one POSTs.
+    gpuaas' own bookkeeping (never an effect of its own)."""
+    from dataclasses import replace as dc_replace
+
+    from steps.delivery import annotation_path
+    from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
+    from steps.plan import Action
+    from steps.warning import WARNING_ANNOTATION, rfc3339
+
+    workload = state.idle.workload or {}
+    meta = workload.get("metadata") or {}
+    resource = WORKLOAD_V1BETA1 if str(workload.get("apiVersion", "")).endswith("/v1beta1") else WORKLOAD
+    marked = dc_replace(warning, notified_at=rfc3339(state.idle.now), raw="")
+    path = annotation_path(WARNING_ANNOTATION)
+    return Action("idle-warning-notified", resource, str(meta.get("name")), str(meta.get("namespace")),
+                  f"record on the warning that its owner is told (annotation {WARNING_ANNOTATION}, notifiedAt): no "
+                  "later delivery tells them again, even once the Event has expired",
+                  operation="json-patch", patch=[{"op": "test", "path": path, "value": expected},
+                                                 {"op": "replace", "path": path, "value": marked.text()}],
+                  before={"metadata": {"annotations": {WARNING_ANNOTATION: expected}}}, bookkeeping=True)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 
 from steps.gateways import resources as R
+from steps.gateways.errors import Conflict
+from steps.plan import ReactionRequest
+from steps.policy import Policy
 from steps.warning import WARNING_ANNOTATION
 from tests.observability import test_on_idle_observe as base
 from tests.observability.cluster_objects import ref
@@ -194,24 +197,74 @@ def test_a_webhook_that_fails_is_recorded_and_the_warning_stands(world: World, t
     assert "the webhook failed" in notify["note"] and f"127.0.0.1:{port}" in notify["note"]
 
 
-def test_a_warning_whose_run_stopped_before_its_event_gets_the_event_at_the_next_delivery(world: World,
-                                                                                          tmp_path: Path) -> None:
-    from datetime import UTC, datetime, timedelta
-
+def cut_warning(world: World) -> dict[str, str]:
+    """A pending warning whose run wrote the annotation and stopped before it told the owner (no notifiedAt)."""
     now = datetime.now(UTC)
     pending = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
                "releaseAfter": (now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"), "run": "wf-cut",
                "state": "warned"}
     world.cluster.store.patch(R.WORKLOAD, WORKLOAD, {"metadata": {"annotations": {
         WARNING_ANNOTATION: json.dumps(pending)}}}, "team-a")
-    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
+    return pending
+
+
+def test_a_warning_whose_run_stopped_before_its_event_gets_the_event_at_the_next_delivery(
+        world: World, tmp_path: Path, webhook: list[dict[str, Any]]) -> None:
+    pending = cut_warning(world)
+    settings = replace(GRACE, warn_webhook=webhook.pop(0)["url"])
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
     assert code == 0 and outputs["outcome"] == "applied"
-    assert [a["action"] for a in record["data"]["actions"]] == ["event-GPUIdleWarning"]
+    assert [a["action"] for a in record["data"]["actions"]] == ["event-GPUIdleWarning", "idle-warning-notified",
+                                                                "notify-webhook"]
     [event] = events(world, "GPUIdleWarning")
-    assert pending["releaseAfter"] in event["message"] and warning(world) == pending  # the annotation untouched
+    assert pending["releaseAfter"] in event["message"]
+    assert warning(world) == {**pending, "notifiedAt": warning(world)["notifiedAt"]}  # only the mark added
+    assert [n["warnedAt"] for n in webhook] == [pending["warnedAt"]]
     writes = world.api.write_count
-    _, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)
-    assert outputs["outcome"] == "no-op" and world.api.write_count == writes
+    _, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert outputs["outcome"] == "no-op" and world.api.write_count == writes and len(webhook) == 1
+
+
+def stopped_after_the_event(world: World, tmp_path: Path) -> dict[str, Any]:
+    """A pending warning with its Event, not marked notified: as if its run had stopped between the two."""
+    cut_warning(world)
+    run_step(world, tmp_path, params("team-a", "nb-idle"), GRACE)  # the Event, then the mark
+    [event] = events(world, "GPUIdleWarning")
+    text = json.dumps({k: v for k, v in warning(world).items() if k != "notifiedAt"})
+    world.cluster.store.patch(R.WORKLOAD, WORKLOAD, {"metadata": {"annotations": {WARNING_ANNOTATION: text}}},
+                              "team-a")
+    return event
+
+
+def test_a_warning_whose_run_stopped_after_its_event_is_marked_and_told_without_a_second_event(
+        world: World, tmp_path: Path, webhook: list[dict[str, Any]]) -> None:
+    settings = replace(GRACE, warn_webhook=webhook.pop(0)["url"])
+    event = stopped_after_the_event(world, tmp_path)
+    code, _, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and [a["action"] for a in record["data"]["actions"]] == ["idle-warning-notified",
+                                                                              "notify-webhook"]
+    assert "its Event but no mark" in record["data"]["plan"]["reasons"][0]
+    assert events(world, "GPUIdleWarning") == [event] and len(webhook) == 1 and warning(world)["notifiedAt"]
+
+
+def test_of_two_runs_that_would_tell_the_owner_only_the_one_that_marks_posts(world: World, tmp_path: Path,
+                                                                            webhook: list[dict[str, Any]]) -> None:
+    # Two deliveries read the same unmarked warning; the second one's mark tests the text it read, which the first
+    # one's mark changed: Conflict, read again, the mark is there, nothing more.
+    from steps.reactions import StepContext
+    from steps.reactions.on_idle import apply_with_notice, observe_step, plan_step
+
+    stopped_after_the_event(world, tmp_path)
+    settings = replace(GRACE, warn_webhook=webhook.pop(0)["url"])
+    context = StepContext(reaction="on-idle", params=params("team-a", "nb-idle"), kube=world.kube,
+                          metrics=world.metrics, policy=Policy(idle=settings))
+    request = ReactionRequest.from_params("on-idle", context.params)
+    first, second = (plan_step(request, observe_step(context, request), context.policy) for _ in range(2))
+    assert [a.action for a in second.actions] == ["idle-warning-notified"]
+    assert [r.result for r in apply_with_notice(world.kube, first, False)] == ["applied"] * 2
+    with pytest.raises(Conflict):
+        apply_with_notice(world.kube, second, False)
+    assert len(webhook) == 1 and len(events(world, "GPUIdleWarning")) == 1
 
 
 def test_the_opt_out_on_an_owner_above_the_direct_one_is_read_before_warning(world: World, tmp_path: Path) -> None:
@@ -262,3 +315,19 @@ def test_activity_since_the_warning_cancels_when_the_window_no_longer_shows_it(w
         assert record["data"]["observed"]["idle"]["activity"]["windowSeconds"] > WINDOW_S + 1.5
     finally:
         gpu_stack.plain.remove_gpu(device.key)
+
+
+def test_an_expired_warning_event_is_not_written_again_and_the_owner_is_told_once(world: World, tmp_path: Path,
+                                                                                 webhook: list[dict[str, Any]]) -> None:
+    # The apiserver deletes Events after --event-ttl (1 h upstream, 3 h on OpenShift): with a 2 h grace, Alertmanager's
+    # re-send at +65 min finds no GPUIdleWarning Event. The warning says its owner was told: nothing again.
+    settings = replace(GRACE, warn_seconds=7200, warn_webhook=webhook.pop(0)["url"])
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and outputs["outcome"] == "applied" and len(webhook) == 1, record["data"]["errors"]
+    [event] = events(world, "GPUIdleWarning")
+    world.cluster.store.delete(R.EVENT, event["metadata"]["name"], "team-a")  # expired
+    writes = world.api.write_count
+    code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and outputs["outcome"] == "no-op", record["data"]["plan"]["reasons"]
+    assert world.api.write_count == writes and not events(world, "GPUIdleWarning") and len(webhook) == 1
+    assert warning(world)["notifiedAt"] == warning(world)["warnedAt"]
