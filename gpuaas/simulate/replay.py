@@ -39,13 +39,14 @@ from steps import demand as demand_model
 from steps.gateways.metrics import first_idleness_failure
 from steps.policy import IdleSettings, Policy, kind_of
 from steps.reactions.on_idle import IdleFacts, judge
-from steps.warning import IdleWarning, grace, judged_seconds
+from steps.warning import LAPSE_AFTER_DUE_SECONDS, IdleWarning, grace, judged_seconds
 
 FIRE, RESOLVE, FLUSH, STEP, SWEEP = 0, 1, 2, 3, 4
 """Event kinds; at equal times alerts change before a flush reads them, and a flush before its steps."""
 SWEEP_PERIOD = 120.0
 """The catch-up sweep's schedule (workflows/sweep.py: every 2 minutes): it delivers each idle warning whose grace
-is over to on-idle (steps.reactions.sweep.due_warnings) at its first pass after `releaseAfter`."""
+is over to on-idle (steps.reactions.sweep.due_warnings) at its first pass after `releaseAfter`, and a warning still
+pending once more at its first pass after it lapsed (`releaseAfter` + steps.warning.LAPSE_AFTER_DUE_SECONDS)."""
 
 NOT_IDLE_REASONS = {
     "no-data": "no DCGM samples in the window: idleness not confirmed",
@@ -152,7 +153,7 @@ class Replay:
             elif kind == FLUSH:
                 self._flush(when, *payload)  # type: ignore[misc]
             elif kind == SWEEP:
-                self._sweep(when, payload)  # type: ignore[arg-type]
+                self._sweep(when, *payload)  # type: ignore[misc]
             else:
                 self._steps(when, payload)  # type: ignore[arg-type]
             handled += 1
@@ -223,7 +224,8 @@ class Replay:
         settings = self._settings(tenant, kind)
         warning = self.warnings.get(workload)
         if warning is not None:
-            span = judged_seconds(settings.window_seconds, warning, episode, datetime.fromtimestamp(now, UTC))
+            span = judged_seconds(settings.window_seconds, warning, episode, datetime.fromtimestamp(now, UTC),
+                                  admitted_at=datetime.fromtimestamp(self.admitted[workload], UTC))
             if span != settings.window_seconds:
                 settings = replace(settings, window_seconds=span)
         start, end = self.start[workload], self.end[workload]
@@ -274,16 +276,19 @@ class Replay:
                 # the grace period, with the step's own code (steps.warning.grace)
                 period = grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
                                self.warnings.get(workload), episode, datetime.fromtimestamp(now, UTC), "replay",
-                               activity=bool(decision.details.get("activity", True)))
-                if period.step in ("warn", "cancel", "wait"):
+                               activity=bool(decision.details.get("activity", True)),
+                               admitted_at=datetime.fromtimestamp(self.admitted[workload], UTC))
+                if period.step in ("warn", "cancel", "wait", "lapse"):
                     self.result.outcomes[f"warning-{period.step}"] += 1
                 if period.step == "warn" and not decision.dry_run:
                     self.warnings[workload] = period.warning  # type: ignore[assignment]
-                    due = now + settings.warn_seconds
-                    t0 = self.history.t0
-                    self._push(t0 + np.ceil((due - t0) / SWEEP_PERIOD) * SWEEP_PERIOD, SWEEP, workload)
-                elif period.step in ("cancel", "release") and period.warning is not None:
-                    self.warnings[workload] = period.warning
+                    due, t0 = now + settings.warn_seconds, self.history.t0
+                    given = (workload, period.warning.warned_at)  # type: ignore[union-attr]
+                    self._push(t0 + np.ceil((due - t0) / SWEEP_PERIOD) * SWEEP_PERIOD, SWEEP, given)
+                    lapse = due + LAPSE_AFTER_DUE_SECONDS
+                    self._push(t0 + (np.floor((lapse - t0) / SWEEP_PERIOD) + 1) * SWEEP_PERIOD, SWEEP, given)
+                elif period.step in ("cancel", "release", "lapse") and (period.warning or period.superseded):
+                    self.warnings[workload] = period.warning or period.superseded  # type: ignore[assignment]
                 if period.step in ("warn", "wait"):
                     continue
             if not decision.releases:
@@ -293,10 +298,12 @@ class Replay:
                 continue
             self._release(workload, now, facts.tenant or "")
 
-    def _sweep(self, now: float, workload: int) -> None:
-        """A sweep pass: the workload's warning, if still pending and due, is delivered to the step."""
+    def _sweep(self, now: float, workload: int, warned_at: str) -> None:
+        """A sweep pass for the warning given at `warned_at`: if it is still the workload's, pending and due, it is
+        delivered to the step (the second pass: the warning the first left pending, lapsed by now)."""
         warning = self.warnings.get(workload)
-        if warning is not None and warning.pending and warning.due(datetime.fromtimestamp(now, UTC)):
+        if warning is not None and warning.warned_at == warned_at and warning.pending and \
+                warning.due(datetime.fromtimestamp(now, UTC)):
             self.result.outcomes["warning-swept"] += 1
             self._steps(now, [workload], by_hand=True)
 

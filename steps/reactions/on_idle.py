@@ -679,6 +679,10 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     period = grace_of(state, settings, decision)
     if period.step == "cancel":
         return _warning_plan(state, settings, period, decision.reasons, request.dry_run)
+    if period.step == "lapse":
+        # recorded on the annotation and in the run's record; the owner is told by the next warning, if any
+        return WarningPlan((_warning_write(state, period.warning, conditional=True, why="record that the warning lapsed"),),
+                           (*period.reasons, *decision.reasons), Outcome.NO_OP, {}, None, request.dry_run)
     if decision.verdict != "release":
         outcome = Outcome.SKIPPED_BY_POLICY if decision.verdict == "skipped-by-policy" else Outcome.NO_OP
         return Plan.nothing(*decision.reasons, outcome=outcome)
@@ -706,6 +710,9 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
     if period.warning is not None and release.actions:
         actions = (*actions, _warning_write(state, period.warning, conditional=False,
                                             why="record on the warning that the release followed it"))
+    elif period.superseded is not None and release.actions:
+        actions = (*actions, _warning_write(state, period.superseded, conditional=False,
+                                            why="record that the warning lapsed (released without it: warnFor 0)"))
     # A release the sweep delivered (no alert) answers the warned episode: marked too, so a later re-send of that
     # alert is a repeat.
     episode = period.warning.episode if period.warning is not None else ""
@@ -722,7 +729,9 @@ def judged_settings(settings: IdleSettings, workload: JSON | None, alert: IdleAl
 
     from steps.warning import judged_seconds, read_warning
 
-    span = judged_seconds(settings.window_seconds, read_warning(workload), (alert.episode if alert else "") or "", now)
+    model = Workload(workload or {})
+    span = judged_seconds(settings.window_seconds, read_warning(workload), (alert.episode if alert else "") or "", now,
+                          uid=model.uid or "", admitted_at=model.admitted_at)
     return settings if span == settings.window_seconds else dc_replace(settings, window_seconds=span)
 
 
@@ -731,9 +740,11 @@ def grace_of(state: OnIdleState, settings: IdleSettings, decision: IdleDecision)
     from steps.warning import grace, read_warning
 
     alert = state.request.alert
+    model = state.idle.model
     return grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
                  read_warning(state.idle.workload), (alert.episode if alert else "") or "", state.idle.now,
-                 state.run_name or state.workload_state.run_id or "hand", activity=bool(decision.details.get("activity", True)))
+                 state.run_name or state.workload_state.run_id or "hand", activity=bool(decision.details.get("activity", True)),
+                 uid=model.uid or "", admitted_at=model.admitted_at)
 
 
 def _warning_write(state: OnIdleState, warning: Any, *, conditional: bool, why: str) -> Any:

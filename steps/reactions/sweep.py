@@ -24,7 +24,9 @@ One pass (`python -m steps sweep FILE`, as ServiceAccount gpuaas-sweep):
    its `releaseAfter` is delivered once to gpuaas-on-idle (as by hand: namespace and workload), which
    releases it if it is still idle and cancels the warning otherwise (`due_warnings`): the release after
    the grace does not wait for Alertmanager's next re-send, and a warning whose alert resolved is not
-   left pending;
+   left pending. A warning the step left pending (the release waited) is delivered once more when it has
+   lapsed (steps.warning.lapse_reason), so the step records that even when no alert is re-sent; a run that
+   exists is found in the list of these runs, not by a create that fails every pass;
 4. Every Workflow it creates has a name derived from the transition (`<template>-s-<hash>`; a warning's:
    `gpuaas-on-idle-w-<hash>`), so a
    pass that dies between creating a run and marking it, and the next pass, cannot create two.
@@ -363,6 +365,8 @@ def workflow_body(candidate: Candidate, namespace: str, event: JSON, *, record: 
 
 IDLE_TEMPLATE = "gpuaas-on-idle"
 """The template of the runs the sweep creates for idle warnings whose grace has passed (steps.warning)."""
+DELIVERS_LABEL, DELIVERS_WARNING = "gpuaas.io/delivers", "idle-warning"
+"""The label of those runs: a pass lists them to know which warnings it has delivered."""
 
 
 def due_warnings(workloads: list[JSON], now: datetime) -> list[tuple[JSON, Any]]:
@@ -384,23 +388,27 @@ def due_warnings(workloads: list[JSON], now: datetime) -> list[tuple[JSON, Any]]
     return due
 
 
-def warning_run_body(workload: JSON, warning: Any, namespace: str) -> JSON:
+def warning_run_body(workload: JSON, warning: Any, namespace: str, now: datetime) -> JSON:
     """The gpuaas-on-idle run for one due warning: its name is the warning's (one run per warning, whichever
-    pass creates it)."""
+    pass creates it), with `-lapse` once the warning has lapsed (steps.warning.lapse_reason: a second and last
+    delivery, for a warning the first one left pending)."""
     import hashlib
 
+    from steps.model.workload import Workload
     from steps.names import label_value
+    from steps.warning import lapse_reason
 
     meta = workload.get("metadata") or {}
     uid, name = str(meta.get("uid") or ""), str(meta.get("name"))
     digest = hashlib.sha256(f"{uid}/{warning.episode}/{warning.warned_at}".encode()).hexdigest()[:12]
+    lapsed = lapse_reason(warning, now, uid=uid, admitted_at=Workload(workload).admitted_at) is not None
     tenant = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or ""
     parameters = [("namespace", str(meta.get("namespace"))), ("workload", name), ("event", ""), ("dry-run", "false"),
                   ("tenant", str(tenant))]
     return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": f"{IDLE_TEMPLATE}-w-{digest}", "namespace": namespace,
+            "metadata": {"name": f"{IDLE_TEMPLATE}-w-{digest}" + ("-lapse" if lapsed else ""), "namespace": namespace,
                          "labels": {REACTION_LABEL: "on-idle", UID_LABEL: uid, TEMPLATE_LABEL: IDLE_TEMPLATE,
-                                    WORKLOAD_LABEL: label_value(name)}},
+                                    WORKLOAD_LABEL: label_value(name), DELIVERS_LABEL: DELIVERS_WARNING}},
             "spec": {"workflowTemplateRef": {"name": IDLE_TEMPLATE},
                      "arguments": {"parameters": [{"name": n, "value": v} for n, v in parameters]}}}
 
@@ -493,6 +501,12 @@ def step(context: Any) -> StepReport:
                                                             label_selector=f"{ATTEMPT_LABEL},{TRANSITION_LABEL}",
                                                             limit=settings.page_size) for wf in page])
     install = settings.installed_at or installed_at(kube, context.namespace, report)
+    try:
+        delivered = {str((wf.get("metadata") or {}).get("name")) for wf in kube.list(
+            WORKFLOW, context.namespace, label_selector=f"{DELIVERS_LABEL}={DELIVERS_WARNING}")}
+    except KubernetesError as error:
+        delivered = set()
+        report.notes.append(f"the idle warnings' runs were not listed ({error}): a run that exists meets a Conflict")
     # The Workloads one page at a time (D5: a cluster of 10,000 Workloads is not held in a 512Mi pod at
     # once); only the transitions to act on are kept, the oldest `max-per-pass` of them.
     found: list[Candidate] = []
@@ -582,7 +596,11 @@ def step(context: Any) -> StepReport:
     def warned(item: tuple[JSON, Any]) -> None:
         workload, warning = item
         meta = workload.get("metadata") or {}
-        body = warning_run_body(workload, warning, context.namespace)
+        body = warning_run_body(workload, warning, context.namespace, now)
+        if body["metadata"]["name"] in delivered:
+            with lock:
+                report.count("idle warning run existed (an earlier pass)")
+            return
         entry = {"action": "deliver-idle-warning",
                  "target": {"kind": "Workflow", "namespace": context.namespace, "name": body["metadata"]["name"]},
                  "reason": (f"on-idle for {meta.get('namespace')}/{meta.get('name')}: the idle warning's grace is "

@@ -331,3 +331,62 @@ def test_an_expired_warning_event_is_not_written_again_and_the_owner_is_told_onc
     assert code == 0 and outputs["outcome"] == "no-op", record["data"]["plan"]["reasons"]
     assert world.api.write_count == writes and not events(world, "GPUIdleWarning") and len(webhook) == 1
     assert warning(world)["notifiedAt"] == warning(world)["warnedAt"]
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def admitted_at(world: World, moment: datetime) -> None:
+    obj = world.cluster.store.get(R.WORKLOAD, WORKLOAD, "team-a")
+    for condition in obj["status"]["conditions"]:
+        condition["lastTransitionTime"] = stamp(moment)
+    world.cluster.store.replace(R.WORKLOAD, obj, "team-a", subresource="status")
+
+
+def by_hand(name: str = WORKLOAD) -> dict[str, str]:
+    """What gpuaas-on-idle's hand path hands on-idle when the sweep submits it: namespace and workload, no alert."""
+    return {"namespace": "team-a", "workload": name, "pod": "", "alert": "", "dry-run": "false", "event": "",
+            "tenant": ""}
+
+
+def test_a_due_warning_given_before_the_workload_was_admitted_again_lapses(world: World, tmp_path: Path) -> None:
+    # Warned, then evicted and admitted again (or released and resumed) 2 s ago: the warning was about the run
+    # before. The sweep's delivery records it lapsed and releases nothing (the new admission is younger than
+    # the minimum runtime); the sweep stops delivering it.
+    now = datetime.now(UTC)
+    pending = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": stamp(now - timedelta(seconds=3)),
+               "releaseAfter": stamp(now - timedelta(seconds=1)), "run": "wf-warned", "state": "warned",
+               "notifiedAt": stamp(now - timedelta(seconds=3))}
+    admitted_at(world, now)
+    world.cluster.store.patch(R.WORKLOAD, WORKLOAD, {"metadata": {"annotations": {
+        WARNING_ANNOTATION: json.dumps(pending)}}}, "team-a")
+    code, outputs, record = run_step(world, tmp_path, by_hand(), GRACE)
+    assert code == 0 and outputs["gpus-released"] == "0" and workload_active(world), record["data"]["plan"]
+    lapsed = warning(world)
+    assert lapsed["state"] == "lapsed" and lapsed["reason"].startswith("the workload was admitted again at "), lapsed
+    assert "idle warning lapsed (" in record["data"]["plan"]["reasons"][0]
+    writes = world.api.write_count
+    _, outputs, _ = run_step(world, tmp_path, by_hand(), GRACE)
+    assert outputs["outcome"] != "applied" and world.api.write_count == writes
+
+
+def test_a_warning_long_past_its_release_time_lapses_and_the_owner_is_warned_afresh(world: World,
+                                                                                     tmp_path: Path) -> None:
+    # A warning due 3 days ago, never released (the release waited for the budget, then the alert stopped): a
+    # delivery without an episode (the sweep once the earlier run's TTL deleted it, a UI resubmit) warns afresh.
+    now = datetime.now(UTC)
+    old = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": stamp(now - timedelta(days=3, hours=1)),
+           "releaseAfter": stamp(now - timedelta(days=3)), "run": "wf-old", "state": "warned",
+           "notifiedAt": stamp(now - timedelta(days=3, hours=1))}
+    admitted_at(world, now - timedelta(days=4))
+    world.cluster.store.patch(R.WORKLOAD, WORKLOAD, {"metadata": {"annotations": {
+        WARNING_ANNOTATION: json.dumps(old)}}}, "team-a")
+    code, outputs, record = run_step(world, tmp_path, by_hand(), GRACE)
+    assert code == 0 and outputs["gpus-released"] == "0" and workload_active(world), record["data"]["plan"]
+    fresh = warning(world)
+    assert fresh["state"] == "warned" and fresh["warnedAt"] != old["warnedAt"] and fresh["notifiedAt"]
+    reasons = " ".join(record["data"]["plan"]["reasons"])
+    assert f"due since {old['releaseAfter']}, more than 2 h without a release" in reasons
+    assert record["data"]["observed"]["idle"]["activity"]["windowSeconds"] == WINDOW_S  # the window, not 3 days
+    assert len(events(world, "GPUIdleWarning")) == 1

@@ -57,3 +57,16 @@ def test_activity_in_the_grace_cancels_even_when_older_than_the_window(trace_dir
     assert released == {"a": [338.0]}
     assert result.outcomes["warning-warn"] == 2 and result.outcomes["warning-cancel"] == 1
     assert result.outcomes["warning-swept"] == 2
+
+
+def test_a_warning_the_release_waited_on_lapses_at_the_sweeps_second_delivery(trace_dir: Path) -> None:
+    # idle from 60: warned at 95.5 (releaseAfter 125.5); the exporter stops at 110 (no samples after). The alert
+    # holds until its window empties (140) and resolves: no re-send. The sweep at 126 reads the 30.5 min since the
+    # warning: samples cover 14.5 of them, idleness not proven and no activity: pending. Past releaseAfter + 2 h
+    # (245.5) the sweep delivers it again at its next pass, 246: lapsed (steps.warning.LAPSE_AFTER_DUE_SECONDS),
+    # nothing released.
+    job = Job("a", 400, [run((60, 0.8), (50, 0.0), (290, None))])
+    released, result = replay(trace_dir, [job], policy(warn_seconds=1800))
+    assert released == {}
+    assert result.outcomes["warning-warn"] == 1 and result.outcomes["warning-swept"] == 2
+    assert result.outcomes["warning-lapse"] == 1 and "warning-cancel" not in result.outcomes

@@ -18,6 +18,7 @@ from engine.apiserver import ApiServer
 from steps import delivery
 from steps.gateways import resources as R
 from steps.reactions import sweep
+from steps.warning import read_warning
 from tests.steps.objects import NS, Scene, ts
 
 JSON = dict[str, Any]
@@ -598,11 +599,34 @@ def test_the_sweep_delivers_each_due_idle_warning_once_to_gpuaas_on_idle(api: Ap
         "namespace": NS, "workload": name_of(due), "event": "", "dry-run": "false",
         "tenant": due.workload["status"]["admission"]["clusterQueue"]}
     assert out["record"]["data"]["observed"]["counts"]["idle warning delivered"] == 1
-    # the next pass finds the run (its name is the warning's): no second one
+    # the next pass finds the run (its name is the warning's) in the list it reads: no second one, and no create
+    # tried (the step may leave the warning pending: the budget, no demand; a failing create every pass is noise)
+    api.reset_counters()
     code, out = step("sweep", run="s2", installed_at="2020-01-01T00:00:00Z")
     assert out["record"]["data"]["observed"]["counts"]["idle warning run existed (an earlier pass)"] == 1
     assert len([w for w in api.store.list(R.WORKFLOW, "gpuaas")
                 if w["spec"]["workflowTemplateRef"]["name"] == "gpuaas-on-idle"]) == 1
+    assert api.write_count == 0 and not out["record"]["data"]["errors"]
+
+
+def test_the_sweep_delivers_a_warning_again_once_it_is_past_its_lapse(api: ApiServer, step: Runner) -> None:
+    # Delivered at releaseAfter and left pending by the step (the release waited); 2 h later it lapses
+    # (steps.warning.LAPSE_AFTER_DUE_SECONDS), and the sweep delivers it a second time so the step records that,
+    # even when no alert is re-sent. Never a third time.
+    due = Scene.of("Job", name="due")
+    seed(api, due)
+    now = datetime.now(UTC)
+    _warned(api, due, now - timedelta(hours=3))
+    workload = live(api, due)
+    api.store.create(R.WORKFLOW, sweep.warning_run_body(workload, read_warning(workload), "gpuaas", now - timedelta(
+        hours=2, minutes=58)), "gpuaas")  # the delivery at releaseAfter, by an earlier pass; the step left it pending
+    code, out = step("sweep", run="s1", installed_at="2020-01-01T00:00:00Z")
+    assert code == 0 and out["record"]["data"]["observed"]["counts"]["idle warning delivered"] == 1
+    runs = sorted(w["metadata"]["name"] for w in api.store.list(R.WORKFLOW, "gpuaas")
+                  if w["spec"]["workflowTemplateRef"]["name"] == "gpuaas-on-idle")
+    assert len(runs) == 2 and runs[1] == runs[0] + "-lapse", runs
+    code, out = step("sweep", run="s2", installed_at="2020-01-01T00:00:00Z")
+    assert out["record"]["data"]["observed"]["counts"]["idle warning run existed (an earlier pass)"] == 1
 
 
 def test_the_sweep_in_dry_run_lists_the_due_warning_and_creates_nothing(api: ApiServer, step: Runner) -> None:

@@ -10,7 +10,16 @@ import jsonschema
 import pytest
 
 from steps.policy import PolicyError, parse_policy, policy_json_schema
-from steps.warning import CANCELLED, RELEASED, WARNED, IdleWarning, grace, judged_seconds, read_warning
+from steps.warning import (
+    CANCELLED,
+    LAPSED,
+    RELEASED,
+    WARNED,
+    IdleWarning,
+    grace,
+    judged_seconds,
+    read_warning,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 EPISODE = "idle@2026-12-01T11:00:00Z"
@@ -82,9 +91,56 @@ def test_activity_or_the_opt_out_cancels_a_pending_warning(gate: str, why: str) 
     assert period.warning.by == "wf-4" and period.warning.episode == EPISODE
 
 
-@pytest.mark.parametrize("gate", ["hourly-budget", "no-demand", "no-pods", "released", "too-young"])
+@pytest.mark.parametrize("gate", ["hourly-budget", "no-demand", "no-pods", "too-young", "metrics-error"])
 def test_other_rules_leave_the_warning_pending(gate: str) -> None:
+    # the release only waits (a budget, demand, pods, data): the warning stays pending until it lapses by age
     assert grace("skipped-by-policy", gate, ("x",), 3600, pending(), EPISODE, NOW, "wf-4").step == "none"
+
+
+@pytest.mark.parametrize(("gate", "why"), [
+    ("released", "released: workload x is already released"),  # by someone else, or this warning's run stopped
+    ("not-admitted", "not admitted: workload x is not admitted"),  # evicted, preempted: it holds no GPUs
+])
+def test_a_warning_lapses_when_the_workload_holds_nothing_to_release_on_it(gate: str, why: str) -> None:
+    period = grace("no-op", gate, (f"workload x is {why.split(': workload x is ')[1]}",), 3600, pending(), EPISODE, NOW,
+                   "wf-9")
+    assert period.step == "lapse" and period.warning.state == LAPSED and period.warning.reason == why
+    assert period.warning.by == "wf-9" and period.warning.at == "2026-12-01T12:00:00Z"
+    assert "idle warning lapsed (" in period.reasons[0] and "by run wf-warn" in period.reasons[0]
+
+
+def test_a_warning_older_than_its_admission_lapses_and_the_owner_is_warned_afresh() -> None:
+    # warned at 10:59, due 11:59; the Workload was admitted again at 11:30 (resumed, re-queued after an eviction):
+    # the warning was about the run before; the sweep's delivery (no episode) warns afresh instead of releasing.
+    admitted = NOW - timedelta(minutes=30)
+    period = grace("release", "release", IDLE, 3600, pending(warned_minutes_ago=61), "", NOW, "wf-10",
+                   admitted_at=admitted)
+    assert period.step == "warn" and period.superseded.state == LAPSED
+    assert period.superseded.reason == "the workload was admitted again at 2026-12-01T11:30:00Z, after the warning"
+    assert period.warning.release_after == "2026-12-01T13:00:00Z"
+    # not released either when the judgement does not release (the minimum runtime since the new admission)
+    period = grace("skipped-by-policy", "too-young", ("x",), 3600, pending(warned_minutes_ago=61), "", NOW, "wf-10",
+                   admitted_at=admitted)
+    assert period.step == "lapse" and period.warning.reason.startswith("the workload was admitted again")
+
+
+def test_a_warning_long_past_its_release_time_lapses() -> None:
+    # warned 3 days ago (a 1 h grace): a delivery without an episode (the sweep after the run's TTL, a UI resubmit)
+    # must not release on it: the owner is warned afresh.
+    old = pending(warned_minutes_ago=3 * 24 * 60)
+    period = grace("release", "release", IDLE, 3600, old, "", NOW, "wf-11")
+    assert period.step == "warn" and period.superseded.state == LAPSED
+    assert period.superseded.reason.startswith(f"due since {old.release_after}, more than 2 h without a release")
+    # 2 h after releaseAfter exactly it still stands (the hourly budget, Alertmanager's next re-send)
+    assert grace("release", "release", IDLE, 3600, pending(warned_minutes_ago=180), "", NOW, "wf").step == "release"
+    assert judged_seconds(1800, old, "", NOW) == 1800  # a lapsed warning widens nothing
+
+
+def test_a_warning_given_to_another_workload_of_the_same_name_lapses() -> None:
+    given = replace(pending(warned_minutes_ago=61), uid="uid-old")
+    period = grace("release", "release", IDLE, 3600, given, "", NOW, "wf-12", uid="uid-new")
+    assert period.step == "warn" and period.superseded.reason == "it was given to another object (uid uid-old)"
+    assert period.warning.uid == "uid-new"
 
 
 def test_no_warning_and_no_release_is_nothing() -> None:
