@@ -170,7 +170,8 @@ class IdleSettings:
     """The grace period (idle.warnFor): the owner is warned, and the release waits this long for activity or an
     opt-out (steps.warning); 0 releases at once, as before warnings existed."""
     warn_webhook: str = ""
-    """Where a warning is also POSTed as JSON (idle.warnWebhook): an Alertmanager webhook receiver, a chat bridge."""
+    """Where a warning is also POSTed as JSON (idle.warnWebhook): a chat or mail bridge that reads gpuaas' own flat
+    body (steps.warning.notice; not Alertmanager's webhook payload)."""
     kind: str | None = None
     """The kind these settings were resolved for (None: the tenant's general settings)."""
 
@@ -241,8 +242,8 @@ IDLE_FIELDS: tuple[Field, ...] = (
           "gpuaas.io/idle-warning, warnWebhook) and release only when the work is still idle this long after; "
           "activity or gpuaas.io/idle-policy: exempt cancels; 0 = release at once"),
     Field("warnWebhook", "warn_webhook", "url", "an http(s) URL that receives each warning and its cancellation "
-          "as a JSON POST (an Alertmanager webhook receiver, a chat bridge); {name}, {namespace} and {domain} "
-          "are filled as in signalUrl"),
+          "as a POST of gpuaas' own flat JSON (docs/reactions.md; a chat or mail bridge reads it, not Alertmanager's "
+          "webhook format); {name}, {namespace} and {domain} are filled as in signalUrl"),
 )
 FIELDS_BY_KEY = {f.key: f for f in IDLE_FIELDS}
 _ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}

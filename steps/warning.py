@@ -305,7 +305,8 @@ def event_body(involved: Mapping[str, Any], namespace: str, reason: str, message
 
 def notice(warning: IdleWarning, target: str, owner: Mapping[str, Any] | None, tenant: str | None, gpus: int,
            message: str) -> JSON:
-    """The webhook's JSON body (small, flat: a chat bridge or an Alertmanager-style receiver reads it)."""
+    """The webhook's JSON body (small, flat, gpuaas' own: a chat or mail bridge reads it; it is not Alertmanager's
+    webhook payload, so an Alertmanager webhook receiver does not take it)."""
     meta = (owner or {}).get("metadata") or {}
     return {"kind": "GPUIdleWarning" if warning.state == WARNED else "GPUIdleWarningCancelled",
             "workload": target, "owner": {"kind": (owner or {}).get("kind"), "name": meta.get("name")},

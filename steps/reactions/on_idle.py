@@ -856,9 +856,10 @@ def apply_with_notice(kube: Any, plan: Any, dry_run: bool, results: list[Any] | 
                       post: Any = None) -> list[Any]:
     """steps.reactions.apply_actions, then, for a warning whose writes were applied, the tenant's webhook.
 
-    The webhook is told after the annotation and the Event exist, so a run that fails before them tells
-    nobody, and a re-sent alert finds the warning and tells nobody twice. A webhook that fails is recorded
-    (result `unchanged` with the error), not retried: the Event and the annotation carry the warning."""
+    The webhook is told after the annotation, the Event and the mark notifiedAt exist, so a run that fails before
+    them tells nobody, and a re-sent alert finds the warning and tells nobody twice. A webhook that fails is an
+    error of the run (result `failed`, the run's outcome failed: the tenant was not told as its policy asks, and
+    `gpuaas audit` lists it), not retried: the Event and the annotation carry the warning."""
     from steps.plan import ActionResult
     from steps.reactions import apply_actions
 
@@ -878,8 +879,9 @@ def apply_with_notice(kube: Any, plan: Any, dry_run: bool, results: list[Any] | 
 
         status = (post or post_json)(url, body)
     except OSError as error:
-        results.append(ActionResult("notify-webhook", target, "unchanged", None, None,
-                                    note=f"the webhook failed ({error}); the Event and the annotation carry the warning"))
+        results.append(ActionResult("notify-webhook", target, "failed", None, None,
+                                    f"the webhook {url} failed ({error}); the Event and the annotation carry the "
+                                    "warning, and the webhook is not told again for it"))
         return results
     results.append(ActionResult("notify-webhook", target, "applied", None, {"status": status}))
     return results

@@ -189,12 +189,20 @@ def test_a_webhook_that_fails_is_recorded_and_the_warning_stands(world: World, t
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    settings = replace(GRACE, warn_webhook=f"http://127.0.0.1:{port}/hook")
+    settings = replace(GRACE, warn_seconds=3600, warn_webhook=f"http://127.0.0.1:{port}/hook")
     code, outputs, record = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
-    assert code == 0 and outputs["outcome"] == "applied" and warning(world)["state"] == "warned"
+    # the tenant was not told as its policy asks: an error of the run (gpuaas audit lists it), not a quiet note
+    assert code == 1 and outputs["outcome"] == "failed" and warning(world)["state"] == "warned"
     notify = record["data"]["actions"][-1]
-    assert notify["action"] == "notify-webhook" and notify["result"] == "unchanged"
-    assert "the webhook failed" in notify["note"] and f"127.0.0.1:{port}" in notify["note"]
+    assert notify["action"] == "notify-webhook" and notify["result"] == "failed"
+    [error] = record["data"]["errors"]
+    assert error.startswith(f"the webhook http://127.0.0.1:{port}/hook failed") and "the Event and the" in error
+    assert [a["result"] for a in record["data"]["actions"][:-1]] == ["applied"] * 3  # the warning stands
+    assert len(events(world, "GPUIdleWarning")) == 1
+    # not retried: the owner was marked told (the Event); the next delivery tells nobody
+    writes = world.api.write_count
+    code, outputs, _ = run_step(world, tmp_path, params("team-a", "nb-idle"), settings)
+    assert code == 0 and outputs["outcome"] == "no-op" and world.api.write_count == writes
 
 
 def cut_warning(world: World) -> dict[str, str]:

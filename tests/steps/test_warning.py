@@ -213,8 +213,8 @@ def test_bad_warning_settings_are_refused_by_both(text: str) -> None:
 
 
 def test_warn_webhook_is_read_per_tenant() -> None:
-    policy = parse_policy("tenants: {t: {idle: {warnWebhook: 'http://am.monitoring:9093/hook/{namespace}'}}}")
-    assert policy.idle_for("t", "ray").warn_webhook == "http://am.monitoring:9093/hook/{namespace}"
+    policy = parse_policy("tenants: {t: {idle: {warnWebhook: 'http://notify.team-t.svc:8080/gpu-warnings/{namespace}'}}}")
+    assert policy.idle_for("t", "ray").warn_webhook == "http://notify.team-t.svc:8080/gpu-warnings/{namespace}"
     assert policy.idle_for("other", "ray").warn_webhook == ""
 
 
