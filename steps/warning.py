@@ -5,8 +5,9 @@ release: it WARNS. The owner sees a Kubernetes Event on their object (reason GPU
 release time), the annotation gpuaas.io/idle-warning on the Workload, and, when the tenant's policy names
 `warnWebhook`, a JSON POST. A later delivery of the same episode releases only when the grace has passed
 AND the production judgement (on_idle.judge) still says release: the step re-reads the GPU activity and
-the kind's own evidence then, so activity in the grace cancels. So does the opt-out the product already
-has, gpuaas.io/idle-policy: exempt on the Workload or its owner.
+the kind's own evidence then, over all the time since the warning (`judged_seconds`), so any activity after
+the warning cancels. So does the opt-out the product already has, gpuaas.io/idle-policy: exempt on the
+Workload or any owner up its chain. A warning that no longer stands lapses (`lapse_reason`, LAPSE_GATES).
 
     annotation gpuaas.io/idle-warning on the Workload (JSON):
       {"episode": "idle@...", "warnedAt": RFC 3339, "releaseAfter": RFC 3339, "run": RUN,
