@@ -22,6 +22,13 @@ from typing import Any
 from steps.capacity import GPU_RESOURCE
 
 LENT_ANNOTATION = "gpuaas.io/lent-gpus"
+WRITTEN_ANNOTATION = "gpuaas.io/gpu-quota-written"
+"""The GPU nominalQuota per flavor as gpuaas last wrote it (`{"a100": 7}`), set in the same patch as the quota.
+
+Why: the product is not the only writer of a tenant's quota. A Helm upgrade that changes the tenant, a re-applied
+kustomize overlay or a hand edit puts the declared quota back, which knows nothing of the loans outstanding. A live
+quota that differs from this annotation was declared since, without the loans; one that matches it holds them.
+Without it (a queue gpuaas never wrote) the live quota is taken to hold the loans, as gpuaas wrote them."""
 MANAGED_LABEL = "gpuaas.io/managed-by"
 TENANT_LABEL = "gpuaas.io/tenant"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -172,6 +179,29 @@ def read_loans(cluster_queue: Mapping) -> dict[str, Loan]:
     return loans
 
 
+def written_annotation(groups: Iterable[Mapping]) -> str:
+    """WRITTEN_ANNOTATION's value for the resource groups gpuaas is about to write."""
+    return json.dumps(gpu_quotas({"spec": {"resourceGroups": list(groups)}}), sort_keys=True, separators=(",", ":"))
+
+
+def declared_gpus(cluster_queue: Mapping, flavor: str) -> tuple[int, str]:
+    """The flavor's GPU quota without the loans outstanding, and why it was read so ("" when as gpuaas wrote it).
+
+    A loan's lend, its return and every other write by gpuaas set nominalQuota to this plus the loans, so a quota
+    declared again meanwhile (WRITTEN_ANNOTATION) neither loses GPUs at the return nor keeps a loan for good."""
+    current = gpu_quotas(cluster_queue).get(flavor, 0)
+    lent = sum(loan.gpus for loan in read_loans(cluster_queue).values() if loan.flavor == flavor)
+    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(WRITTEN_ANNOTATION)
+    try:
+        written = json.loads(text) if text else None
+    except ValueError:
+        written = None
+    if isinstance(written, dict) and flavor in written and _whole(written[flavor]) != current and lent:
+        return current, (f"the {flavor} GPU quota was declared again since gpuaas wrote {_whole(written[flavor])} "
+                         f"(now {current}, not holding the {lent} lent GPU(s))")
+    return max(0, current - lent), ""
+
+
 def loans_annotation(loans: Mapping[str, Loan]) -> str | None:
     if not loans:
         return None
@@ -182,22 +212,25 @@ def loans_annotation(loans: Mapping[str, Loan]) -> str | None:
 def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
     """The merge patch returning loan `key` (for on-finished), or None when nothing is lent for it.
 
-    Lowers nominalQuota of (loan flavor, nvidia.com/gpu) by the loan, never below what the queue
-    uses now, removes the key (the whole annotation when it was the last loan), and carries the
-    ClusterQueue's resourceVersion so a concurrent change makes it fail with 409 (re-read, re-plan).
+    Sets nominalQuota of (loan flavor, nvidia.com/gpu) to the declared quota plus the other loans (`declared_gpus`:
+    the quota less the loan, unless it was declared again since gpuaas wrote it), never below what the queue
+    uses now, records it (WRITTEN_ANNOTATION), removes the key (the whole annotation when it was the last loan), and
+    carries the ClusterQueue's resourceVersion so a concurrent change makes it fail with 409 (re-read, re-plan).
     """
     loans = read_loans(cluster_queue)
     loan = loans.pop(key, None)
     if loan is None:
         return None
     current = gpu_quotas(cluster_queue).get(loan.flavor)
-    patch: JSON = {"metadata": {"annotations": {LENT_ANNOTATION: loans_annotation(loans)}}}
+    groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+    patch: JSON = {"metadata": {"annotations": {LENT_ANNOTATION: loans_annotation(loans),
+                                                WRITTEN_ANNOTATION: written_annotation(groups)}}}
     rv = (cluster_queue.get("metadata") or {}).get("resourceVersion")
     if rv:
         patch["metadata"]["resourceVersion"] = rv
     if current is not None:
         floor = gpus_in_use(cluster_queue).get(loan.flavor, 0)
-        target = max(floor, current - loan.gpus)
+        target = max(floor, _entitled_after_return(cluster_queue, key))
         if target != current:
             # The lendingLimit may not stay above the lowered quota (Kueue's webhook): as capacity tracking does.
             remembered = lowered_lending_limits(cluster_queue)
@@ -211,9 +244,38 @@ def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
                 else:
                     remembered[loan.flavor] = lending.remembered
                 patch["metadata"]["annotations"][LENDING_ANNOTATION] = lending_annotation(remembered)
-            patch["spec"] = {"resourceGroups": set_gpu_quota(
-                (cluster_queue.get("spec") or {}).get("resourceGroups") or [], loan.flavor, target, {}, limits)}
+            patch["spec"] = {"resourceGroups": set_gpu_quota(groups, loan.flavor, target, {}, limits)}
+            patch["metadata"]["annotations"][WRITTEN_ANNOTATION] = written_annotation(patch["spec"]["resourceGroups"])
     return patch
+
+
+def _entitled_after_return(cluster_queue: Mapping, key: str) -> int:
+    """The loan's flavor's GPU quota once loan `key` is returned: the declared quota plus the other loans."""
+    loans = read_loans(cluster_queue)
+    loan = loans.pop(key)
+    declared, _ = declared_gpus(cluster_queue, loan.flavor)
+    return declared + sum(other.gpus for other in loans.values() if other.flavor == loan.flavor)
+
+
+def return_waits_for_kueue(cluster_queue: Mapping, key: str, own_gpus: int) -> str:
+    """Why returning loan `key` must wait ("" when it need not): Kueue still counts the finished Workload.
+
+    Kueue writes a ClusterQueue's status.flavorsUsage after the Workload's Finished condition, so a return read
+    right after the finish can see the Workload's own GPUs as in use. The in-use floor would then keep the lent
+    quota for good, with the loan gone from the books. When the usage above the quota the return sets is no more
+    than the Workload's own GPUs, the run retries (the step exits 75) until Kueue's books catch up; usage beyond
+    that is other admitted work, which the floor protects."""
+    loan = read_loans(cluster_queue).get(key)
+    if loan is None:
+        return ""
+    floor = gpus_in_use(cluster_queue).get(loan.flavor, 0)
+    entitled = _entitled_after_return(cluster_queue, key)
+    if floor > entitled and floor - own_gpus <= entitled:
+        name = (cluster_queue.get("metadata") or {}).get("name")
+        return (f"ClusterQueue {name} still counts {floor} GPU(s) of {loan.flavor} in use, the finished Workload's "
+                f"{own_gpus} among them (Kueue updates its status after the finish): returning the loan now would "
+                f"keep the quota at {floor} instead of {entitled}; retry once Kueue has released them")
+    return ""
 
 
 def set_gpu_quota(groups: Iterable[Mapping], flavor: str, gpus: int, extras: Mapping[str, str],
@@ -292,14 +354,16 @@ def admit_namespace(selector: Mapping | None, namespace: str) -> JSON | None:
 def new_cluster_queue(name: str, cohort: str, namespace: str, flavor: str, gpus: int, extras: Mapping[str, str],
                       strategy: str, limits: Mapping[str, int] | None = None) -> JSON:
     """A tenant's ClusterQueue as the product creates it (validated against Kueue's CRD in the tests)."""
+    groups = set_gpu_quota([], flavor, gpus, extras, limits)
     return {
         "apiVersion": KUEUE_API, "kind": "ClusterQueue",
-        "metadata": {"name": name, "labels": {MANAGED_LABEL: "gpuaas", TENANT_LABEL: name}},
+        "metadata": {"name": name, "labels": {MANAGED_LABEL: "gpuaas", TENANT_LABEL: name},
+                     "annotations": {WRITTEN_ANNOTATION: written_annotation(groups)}},
         "spec": {
             "cohortName": cohort,
             "namespaceSelector": admit_namespace(None, namespace),
             "queueingStrategy": strategy,
-            "resourceGroups": set_gpu_quota([], flavor, gpus, extras, limits),
+            "resourceGroups": groups,
         },
     }
 

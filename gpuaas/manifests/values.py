@@ -159,7 +159,10 @@ kueue:
 #     createNamespace: true      # false: the namespace exists; label it gpuaas.io/tenant=<name> yourself
 #     cohort: gpuaas             # default: kueue.cohort.name
 #     flavor: gpu-a100           # default: kueue.flavor.name
-#     quota:                     # nominal quota per resource of the flavor
+#     quota:                     # nominal quota per resource of the flavor, where it starts: the reactions
+#                                # change the GPU quota later (capacity tracking, loans). An upgrade writes the
+#                                # tenant's whole list again when its quota or flavor here changes; install
+#                                # with --server-side=false (docs/install.md, step 4)
 #       cpu: 32
 #       memory: 256Gi
 #       nvidia.com/gpu: 4

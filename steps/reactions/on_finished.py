@@ -33,6 +33,7 @@ def observe(context: Any, request: ReactionRequest) -> WorkloadState:
     from steps.gateways.resources import RAY_CLUSTER
 
     state = observe_workload(context, request)
+    _wait_for_kueue_to_release(state)
     direct = state.owners.direct
     if direct is not None and direct.get("kind") == "RayJob" \
             and (direct.get("spec") or {}).get("shutdownAfterJobFinishes") is not True:
@@ -41,6 +42,23 @@ def observe(context: Any, request: ReactionRequest) -> WorkloadState:
         if cluster is not None:
             state.leftovers.append(cluster)
     return state
+
+
+def _wait_for_kueue_to_release(state: WorkloadState) -> None:
+    """A transient error (exit 75: Argo retries) while Kueue still counts this finished Workload's GPUs on the
+    ClusterQueue it borrowed quota for (steps.cluster_queue.return_waits_for_kueue)."""
+    from steps.cluster_queue import read_loans, return_waits_for_kueue
+    from steps.gateways.errors import TransientError
+
+    wl, cq = state.workload, state.tenant_info.cluster_queue_object
+    if wl is None or cq is None or not wl.is_finished:
+        return
+    loan = read_loans(cq).get(f"{wl.namespace}/{wl.name}")
+    if loan is None or (loan.uid and wl.uid and loan.uid != wl.uid):
+        return
+    waiting = return_waits_for_kueue(cq, f"{wl.namespace}/{wl.name}", int(wl.gpus_admitted))
+    if waiting:
+        raise TransientError(409, waiting, "Conflict")
 
 
 def _hours(seconds: float) -> float:
@@ -112,7 +130,7 @@ def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Poli
                        if a.resource.kind != "Workload")
     cq = state.tenant_info.cluster_queue_object
     if cq is not None:
-        from steps.cluster_queue import read_loans, return_loan_patch
+        from steps.cluster_queue import declared_gpus, read_loans, return_loan_patch
 
         key = f"{wl.namespace}/{wl.name}"
         loan = read_loans(cq).get(key)
@@ -120,6 +138,9 @@ def plan_transition(request: ReactionRequest, state: WorkloadState, policy: Poli
             reasons.append(f"the loan for {key} belongs to an earlier Workload (uid {loan.uid}); kept")
         elif loan is not None:
             patch = return_loan_patch(cq, key)
+            redeclared = declared_gpus(cq, loan.flavor)[1]
+            if redeclared:
+                reasons.append(f"{redeclared}: the loan's return leaves that quota plus the other loans")
             if patch is not None:
                 rv = patch.get("metadata", {}).pop("resourceVersion", None)
                 actions.append(Action("return-lent-quota", CLUSTER_QUEUE, state.tenant or "", None,

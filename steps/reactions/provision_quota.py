@@ -44,9 +44,11 @@ from steps.capacity import FlavorSplit, TenantClaim, flavor_capacity, split_capa
 from steps.cluster_queue import (
     LENDING_ANNOTATION,
     LENT_ANNOTATION,
+    WRITTEN_ANNOTATION,
     Loan,
     admit_namespace,
     cohort_of,
+    declared_gpus,
     fit_lending_limit,
     gpu_lending_limits,
     gpu_quotas,
@@ -60,6 +62,7 @@ from steps.cluster_queue import (
     read_loans,
     return_loan_patch,
     set_gpu_quota,
+    written_annotation,
 )
 from steps.names import is_dns_label, is_dns_subdomain
 from steps.plan import ActionResult, Outcome, RejectedInput, StepReport
@@ -405,9 +408,12 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
                 spec_patch["namespaceSelector"] = {**{k: None for k in (selector or {}) if k not in widened}, **widened}
                 why.append(f"let namespace {request.namespace} use ClusterQueue {request.tenant}")
         if spec_patch:
+            metadata: JSON = {"resourceVersion": cq["metadata"].get("resourceVersion")}
+            if "resourceGroups" in spec_patch:
+                metadata["annotations"] = {WRITTEN_ANNOTATION: written_annotation(new_groups)}
             actions.append(QuotaAction(
                 "patch-cluster-queue", target, "; ".join(why),
-                patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion")}, "spec": spec_patch},
+                patch={"metadata": metadata, "spec": spec_patch},
                 before={request.flavor: current.get(request.flavor)}, after={request.flavor: wanted}))
     if request.namespace:
         lq_name = settings.local_queue or request.tenant
@@ -453,20 +459,24 @@ def _plan_loan(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
                             "return the loan first (on-finished) or lend the same flavor")
     if delta == 0:
         return QuotaPlan((), (f"{request.gpus} GPU(s) of {request.flavor} already lent to {key}",), observed)
+    declared, redeclared = declared_gpus(cq, request.flavor)
     loans[key] = Loan(request.flavor, request.gpus, (workload.get("metadata") or {}).get("uid", ""),
                       state.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
     groups = (cq.get("spec") or {}).get("resourceGroups") or []
-    new_total = max(gpus_in_use(cq).get(request.flavor, 0), current + delta)
+    lent = sum(loan.gpus for loan in loans.values() if loan.flavor == request.flavor)
+    new_total = max(gpus_in_use(cq).get(request.flavor, 0), declared + lent)
+    new_groups = set_gpu_quota(groups, request.flavor, new_total, extra_resources(settings, new_total))
     action = QuotaAction(
         "patch-cluster-queue", {"kind": "ClusterQueue", "name": request.tenant},
-        f"lend {request.gpus} GPU(s) of {request.flavor} to Workload {key}: nominalQuota {current} -> {new_total}",
+        f"lend {request.gpus} GPU(s) of {request.flavor} to Workload {key}: nominalQuota {current} -> {new_total}"
+        + (f" ({declared} declared + {lent} lent)" if redeclared else ""),
         patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion"),
-                            "annotations": {LENT_ANNOTATION: loans_annotation(loans)}},
-               "spec": {"resourceGroups": set_gpu_quota(groups, request.flavor, new_total,
-                                                        extra_resources(settings, new_total))}},
+                            "annotations": {LENT_ANNOTATION: loans_annotation(loans),
+                                            WRITTEN_ANNOTATION: written_annotation(new_groups)}},
+               "spec": {"resourceGroups": new_groups}},
         before={request.flavor: current, "loan": previous.gpus if previous else 0},
         after={request.flavor: new_total, "loan": request.gpus})
-    return QuotaPlan((action,), (), observed)
+    return QuotaPlan((action,), (redeclared,) if redeclared else (), observed)
 
 
 def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSettings) -> QuotaPlan:
@@ -532,17 +542,24 @@ def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSett
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
         annotations = (cq.get("metadata") or {}).get("annotations") or {}
         lending = lending_annotation(remembered[name])
-        if groups_equal(groups, new_groups[name]) and annotations.get(LENDING_ANNOTATION) == lending:
+        written = written_annotation(new_groups[name])
+        # A queue gpuaas never wrote and that has no loan keeps no record: nothing to tell a later return.
+        stale_record = annotations.get(WRITTEN_ANNOTATION, written if not read_loans(cq) else None) != written
+        if groups_equal(groups, new_groups[name]) and annotations.get(LENDING_ANNOTATION) == lending \
+                and not stale_record:
             if after[name]:
                 reasons.append(f"ClusterQueue {name} unchanged: " + ", ".join(
                     f"{f}={n}" for f, n in sorted(after[name].items())))
             continue
-        metadata: JSON = {"resourceVersion": cq["metadata"].get("resourceVersion")}
+        metadata: JSON = {"resourceVersion": cq["metadata"].get("resourceVersion"),
+                          "annotations": {WRITTEN_ANNOTATION: written}}
         if annotations.get(LENDING_ANNOTATION) != lending:
-            metadata["annotations"] = {LENDING_ANNOTATION: lending}
+            metadata["annotations"][LENDING_ANNOTATION] = lending
         actions.append(QuotaAction(
             "patch-cluster-queue", {"kind": "ClusterQueue", "name": name},
-            f"capacity tracking for ClusterQueue {name}: " + "; ".join(why[name] or ["lending limits remembered"]),
+            f"capacity tracking for ClusterQueue {name}: " + "; ".join(why[name] or [
+                "lending limits remembered" if annotations.get(LENDING_ANNOTATION) != lending
+                else f"the quota it holds recorded ({WRITTEN_ANNOTATION}) for its loans' return"]),
             patch={"metadata": metadata, "spec": {"resourceGroups": new_groups[name]}},
             before=before[name], after=after[name]))
     return QuotaPlan(tuple(actions), tuple(reasons), observed, tuple(splits))

@@ -275,7 +275,7 @@ def candidates(workloads: list[JSON], workflows: list[JSON], now: datetime, grac
             attempts = sorted(history.get((uid, reaction, transition_hash(uid, transition.key)), []),
                               key=lambda a: a.attempt)
             # Adopted only when the sweep never delivered it: a CronWorkflow re-created after the transition
-            # (helm upgrade --force-replace, a reinstall, a GitOps replace) moves the install time, and a
+            # (a reinstall, a GitOps replace) moves the install time, and a
             # transition with a sweep run of its own was seen by this product (its retries go on).
             if installed_at is not None and transition.at is not None and transition.at < installed_at \
                     and not current and not attempts:

@@ -445,3 +445,59 @@ def test_returning_a_loan_lowers_a_lending_limit_above_the_returned_quota() -> N
     assert resource == {"name": "nvidia.com/gpu", "nominalQuota": 6, "lendingLimit": 6}
     assert json.loads(patch["metadata"]["annotations"]["gpuaas.io/lending-limits"]) == {
         "a100": {"configured": 8, "set": 6}}
+
+
+def _declare(gateway: KubernetesGateway, name: str, gpus: int) -> None:
+    """Write the GPU quota as a chart upgrade, `kubectl apply -k` or a hand edit does: the declared number (it knows
+    nothing of loans), the product's annotations left as they are."""
+    cq = gateway.get(R.CLUSTER_QUEUE, name)
+    groups = cq["spec"]["resourceGroups"]
+    for group in groups:
+        for flavor in group["flavors"]:
+            for resource in flavor["resources"]:
+                if resource["name"] == "nvidia.com/gpu":
+                    resource["nominalQuota"] = gpus
+    gateway.merge_patch(R.CLUSTER_QUEUE, name, {"spec": {"resourceGroups": groups}})
+
+
+@pytest.mark.parametrize("declared", [5, 8])
+def test_a_loan_returned_after_the_quota_was_declared_again_leaves_the_declared_quota(
+        declared: int, gateway: KubernetesGateway, kueue: KueueController) -> None:
+    """Re-applying a kustomize overlay (or a Helm upgrade that changes the tenant, or a hand edit) puts the declared
+    quota back while a loan is out: the live quota no longer holds the loan. Its return must then leave the declared
+    quota, not lower it by the loan (which took GPUs from the tenant for good)."""
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    assert run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="5"), POLICY).outcome == "applied"
+    gateway.create(R.WORKLOAD, K.workload("team-b", "burst", gpus=2))
+    kueue.reconcile()
+    lent = run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="2", workload="burst"), POLICY)
+    assert lent.outcome == "applied", lent.errors
+    assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-b")) == {"a100": 7}
+
+    _declare(gateway, "team-b", declared)
+    patch = return_loan_patch(gateway.get(R.CLUSTER_QUEUE, "team-b"), "team-b/burst")
+    gateway.merge_patch(R.CLUSTER_QUEUE, "team-b", patch)
+    cq = gateway.get(R.CLUSTER_QUEUE, "team-b")
+    assert gpu_quotas(cq) == {"a100": declared}, "the declared quota stays: the loan was no longer in it"
+    assert LENT_ANNOTATION not in (cq["metadata"].get("annotations") or {})
+    assert_valid_kueue(cq)
+
+
+def test_a_loan_made_after_the_quota_was_declared_again_adds_every_outstanding_loan(
+        gateway: KubernetesGateway, kueue: KueueController) -> None:
+    """A second loan after a re-declaration: the quota becomes the declared one plus both loans, and returning
+    them one by one comes back to the declared quota."""
+    gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
+    run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="5"), POLICY)
+    for name in ("first", "second"):
+        gateway.create(R.WORKLOAD, K.workload("team-b", name, gpus=1))
+    kueue.reconcile()
+    run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="2", workload="first"), POLICY)
+    _declare(gateway, "team-b", 5)
+    second = run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="1", workload="second"),
+                 POLICY)
+    assert second.outcome == "applied", second.errors
+    assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-b")) == {"a100": 8}
+    for key, left in (("team-b/first", 6), ("team-b/second", 5)):
+        gateway.merge_patch(R.CLUSTER_QUEUE, "team-b", return_loan_patch(gateway.get(R.CLUSTER_QUEUE, "team-b"), key))
+        assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-b")) == {"a100": left}, key

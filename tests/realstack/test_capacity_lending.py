@@ -24,8 +24,11 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.support.real_cluster import RealCluster
+from steps.cluster_queue import LENT_ANNOTATION
+from steps.gateways import resources as R
+from tests.support.real_cluster import RealCluster, eventually
 from tests.support.real_steps import RealSteps
+from tests.support.real_workloads import Kind, RealWorkloads, condition, job
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAVOR = "lending-check"
@@ -133,3 +136,97 @@ def _lend(real_cluster: RealCluster, tmp_path: Path) -> None:
         assert outcome == "applied", record.get("data", {}).get("errors")
         assert _gpu(real_cluster, "lend-a") == {"name": GPU, "nominalQuota": 3, "lendingLimit": 3}
         assert _gpu(real_cluster, "lend-b")["nominalQuota"] == 1
+
+
+LOAN_FLAVOR = LOAN_QUEUE = LOAN_NAMESPACE = "loan-check"
+
+
+def test_a_loan_returned_after_its_quota_was_declared_again_leaves_the_declared_quota(real_cluster: RealCluster,
+                                                                                      tmp_path: Path) -> None:
+    """A loan on real Kueue, through the steps as their pods run them: a Job asking 3 GPUs waits in a queue of 2;
+    provision-quota lends it 1 (quota 3, the loan and the quota gpuaas wrote recorded on the ClusterQueue) and
+    Kueue admits it. An admin then declares the queue's quota again (2: a re-applied overlay, a hand edit), the Job
+    finishes, and on-finished returns the loan: the quota stays the declared 2 (before the record, the return
+    lowered it by the loan, to 1, for good)."""
+    for path in PRODUCT:
+        real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f",
+                             str(path))
+    # the flavor tolerates the KWOK GPU node's taints, as the stack's tenants' flavor does
+    node = client.CoreV1Api(real_cluster.admin).read_node("gpu-node-2")
+    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value or "", "effect": t.effect}
+                   for t in node.spec.taints or []]
+    # cpu and memory covered too (the Job's pod asks for them: a resource no group covers makes it inadmissible)
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": LOAN_QUEUE},
+             "spec": {"cohortName": LOAN_QUEUE, "namespaceSelector": {}, "resourceGroups": [{
+                 "coveredResources": ["cpu", "memory", GPU], "flavors": [{"name": LOAN_FLAVOR, "resources": [
+                     {"name": "cpu", "nominalQuota": "8"}, {"name": "memory", "nominalQuota": "32Gi"},
+                     {"name": GPU, "nominalQuota": 2}]}]}]}}
+    objects = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": LOAN_FLAVOR},
+         "spec": {"nodeLabels": {"kubernetes.io/hostname": "gpu-node-2"}, "tolerations": tolerations}},
+        queue,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LOAN_NAMESPACE}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": LOAN_QUEUE, "namespace": LOAN_NAMESPACE}, "spec": {"clusterQueue": LOAN_QUEUE}},
+    ]
+    real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuaas-tests", "-f", "-",
+                         input_text=yaml.safe_dump_all(objects))
+    try:
+        _lend_declare_return(real_cluster, tmp_path)
+    finally:
+        real_cluster.kubectl("delete", "namespace", LOAN_NAMESPACE, "--ignore-not-found", "--wait=true")
+        real_cluster.kubectl("delete", "clusterqueue", LOAN_QUEUE, "--ignore-not-found")
+        real_cluster.kubectl("delete", "resourceflavor", LOAN_FLAVOR, "--ignore-not-found")
+
+
+def _lend_declare_return(real_cluster: RealCluster, tmp_path: Path) -> None:
+    steps = RealSteps(real_cluster, tmp_path)
+    custom = client.CustomObjectsApi(real_cluster.admin)
+    tenant = RealWorkloads(real_cluster, LOAN_NAMESPACE)
+    submitted = tenant.submit(Kind("Job", R.JOB, lambda name, ns, q: job(name, ns, LOAN_QUEUE, pods=1, gpus=3),
+                                   3, "deactivate"), "wide")
+    pending = eventually(lambda: (w := tenant.workload(submitted)) and GPU in _quota_message(w) and w, timeout_s=60,
+                         what="the Job's Workload waiting for GPU quota (3 GPUs in a queue of 2, a cohort of one)")
+    assert condition(pending, "Admitted") != "True", pending.get("status")
+
+    lent = steps.run("provision-quota", mode="hand", tenant=LOAN_QUEUE, namespace=LOAN_NAMESPACE,
+                     flavor=LOAN_FLAVOR, gpus="1", workload=pending["metadata"]["name"])
+    assert lent.outcome == "applied", lent.describe()
+    assert _loan_gpus(custom) == 3
+    admitted = tenant.admitted(submitted, timeout_s=120)
+
+    # The admin declares the queue's quota again: 2, as their files say (field manager of their own).
+    queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE)
+    groups = queue["spec"]["resourceGroups"]
+    for resource in groups[0]["flavors"][0]["resources"]:
+        if resource["name"] == GPU:
+            resource["nominalQuota"] = 2
+    custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE,
+                                       {"spec": {"resourceGroups": groups}}, field_manager="admin-files")
+
+    eventually(lambda: tenant.finish_pods(submitted) >= 0 and condition(
+        tenant.get_workload(admitted["metadata"]["name"]) or {}, "Finished") == "True",
+        timeout_s=180, what="the Job's Workload Finished")
+    returned = steps.run("on-finished", namespace=LOAN_NAMESPACE, workload=admitted["metadata"]["name"], event="")
+    assert returned.outcome == "applied", returned.describe()
+    actions = [a["action"] for a in returned.plan.get("actions") or []]
+    assert "return-lent-quota" in actions, actions
+    reasons = " ".join(returned.plan.get("reasons") or [])
+    assert "declared again since gpuaas wrote 3" in reasons, reasons
+    queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE)
+    assert _loan_gpus(custom) == 2, queue["spec"]
+    assert LENT_ANNOTATION not in (queue["metadata"].get("annotations") or {}), queue["metadata"]["annotations"]
+
+
+def _loan_gpus(custom: client.CustomObjectsApi) -> int:
+    queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", LOAN_QUEUE)
+    (gpu,) = [r for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU]
+    return int(gpu["nominalQuota"])
+
+
+def _quota_message(workload: JSON) -> str:
+    """Why Kueue has not reserved quota for the Workload (its QuotaReserved condition), or ""."""
+    for item in (workload.get("status") or {}).get("conditions") or []:
+        if item.get("type") == "QuotaReserved" and item.get("status") != "True":
+            return item.get("message") or ""
+    return ""

@@ -216,6 +216,7 @@ def _install(cluster: RealCluster, platform: str, receiver: Receiver, workdir: P
     for line in lines:
         line = line.replace(WEBHOOK_PLACEHOLDER, receiver.url).replace(IMAGE_PLACEHOLDER, repository)
         if line.startswith("helm install "):
+            assert "#" not in line, f"a comment after `helm install` would swallow the values this test adds: {line}"
             line += f" -f {values}"
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=600, check=False)

@@ -35,6 +35,7 @@ import yaml
 from kubernetes import client
 
 from benchmarks.burst import server
+from gpuaas.cluster import audit
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.install import LISTENING, wait_listening
 from gpuaas.cluster.product import stack_values
@@ -51,7 +52,7 @@ from tests.realstack.argo_product import (
 )
 from tests.realstack.test_kueue_admission import _condition
 from tests.support.helm import pinned_helm
-from tests.support.real_cluster import RealCluster, eventually
+from tests.support.real_cluster import RealCluster, audited_since, eventually
 from tests.support.run_attribution import expect_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +123,37 @@ def stack_values_file(path: Path) -> Path:
     return path
 
 
+def _judge_the_hooks_grants(env: dict[str, str], seen: list[audit.Request]) -> None:
+    """Least privilege for the chart's install hook, from kube-apiserver's audit log (what
+    test_least_privilege does for manifests/base/rbac.yaml, which does not hold the hook): every grant of
+    the hook's Role, as this release installed it (`helm get hooks`), was used by the hook's own requests
+    since the install began, each of its resourceNames named, and nothing the hook asked was denied."""
+    hooks = _run("helm get hooks gpuaas -n gpuaas", env)
+    assert hooks.returncode == 0, hooks.stderr
+    granted = audit.grants([o for o in yaml.safe_load_all(hooks.stdout) if o])
+    assert granted, f"expected the release's hooks to grant the install hook a Role, found none in:\n{hooks.stdout}"
+    users = {g.user for g in granted}
+    mine = [r for r in seen if r.user in users]
+    denied = sorted({(r.verb, r.rbac_resource, r.namespace, r.name) for r in mine if r.denied})
+    assert not denied, f"kube-apiserver denied the install hook: {denied}"
+    unused = [g.describe() for g in audit.unused(granted, mine)]
+    assert not unused, "grants of the install hook its requests never needed (remove them):\n  " + "\n  ".join(unused)
+    names = {g.describe(): audit.unused_names(g, mine) for g in granted}
+    assert not any(names.values()), f"resourceNames the install hook never named: {names}"
+
+
+def _raise_gpu_quota(custom: client.CustomObjectsApi, cluster_queue: str, by: int) -> None:
+    """Change the ClusterQueue's nvidia.com/gpu nominalQuota by `by`, as the steps write it."""
+    groups = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues",
+                                              cluster_queue)["spec"]["resourceGroups"]
+    changed = [r for g in groups for f in g["flavors"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
+    assert changed, f"ClusterQueue {cluster_queue} has no nvidia.com/gpu quota: {groups}"
+    for resource in changed:
+        resource["nominalQuota"] = int(resource["nominalQuota"]) + by
+    custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", cluster_queue,
+                                       {"spec": {"resourceGroups": groups}}, field_manager="gpuaas")
+
+
 def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster: RealCluster, tmp_path: Path) -> None:
     pinned_helm()
     assert shutil.which("openssl"), "the README's install block runs `openssl rand`: install openssl"
@@ -130,6 +162,8 @@ def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster:
     assert installs and "-f my-values.yaml" in installs[0], f"expected `helm install ... -f my-values.yaml`: {lines}"
     values = stack_values_file(tmp_path / "my-values.yaml")
     env = _env(argo_cluster, tmp_path / "helm")
+    log = argo_cluster.cluster.audit_log
+    audited = sum(1 for _ in audit.requests(log))
     started = time.monotonic()
     seconds = _follow([line.replace("my-values.yaml", str(values)) for line in lines], env)
 
@@ -171,6 +205,7 @@ def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster:
         assert "gpuaas.io/template-resource-version" in cron["metadata"].get("annotations", {}), cron["metadata"]
         assert not batch.list_namespaced_job(PRODUCT_NAMESPACE, label_selector="app.kubernetes.io/component="
                                              "install-hook").items, "the hook's Job was not deleted after it succeeded"
+        _judge_the_hooks_grants(env, audited_since(log, audited))
         job_workload = eventually(lambda: (w := workload_of(custom, TENANT, job.metadata.uid))
                                   and _condition(w, "Admitted") == "True" and w["metadata"]["name"], timeout_s=90,
                                   what=f"the Workload of Job {job.metadata.name} admitted")
@@ -184,11 +219,21 @@ def test_the_readme_helm_install_runs_a_reaction_on_the_argo_stack(argo_cluster:
         assert len(reaction_runs(custom, "on-admitted", TENANT, job_workload)) == 1
         swept = time.monotonic() - started
 
-        # An admin changes a value: helm upgrade rewrites the policy the steps read.
+        # The product owns the quota after install: a loan or capacity tracking rewrites team-a's resource
+        # groups as the steps do (a merge patch; field manager "gpuaas", their User-Agent). CI once saw the
+        # product's quota here by chance: with server-side apply, the upgrade then failed on a conflict.
+        _raise_gpu_quota(custom, TENANT, by=1)
+        # An admin changes a value: helm upgrade rewrites the policy the steps read, and leaves the quota to the
+        # product (the values' quota did not change). Judged by who wrote the field, not by its value: the
+        # product's capacity tracking (Sensor gpuaas-provision-quota, on Node events) may set it again meanwhile.
         upgrade = _run(f"helm upgrade gpuaas charts/gpuaas -n gpuaas -f {values} --set policy.idle.mode=dry-run", env)
         assert upgrade.returncode == 0, upgrade.stderr
         policy = core.read_namespaced_config_map("gpuaas-policy", PRODUCT_NAMESPACE).data["policy.yaml"]
         assert yaml.safe_load(policy) == {"idle": {"mode": "dry-run"}}, policy
+        live = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", TENANT)
+        writers = {entry["manager"] for entry in live["metadata"]["managedFields"]
+                   if "f:resourceGroups" in json.dumps(entry.get("fieldsV1") or {})}
+        assert "gpuaas" in writers and "helm" not in writers, (writers, live["spec"]["resourceGroups"])
     finally:
         batch.delete_namespaced_job(job.metadata.name, TENANT, propagation_policy="Background")
         apps.delete_namespaced_stateful_set(served, TENANT)

@@ -554,7 +554,7 @@ def test_transitions_older_than_the_install_are_adopted_not_answered(api: ApiSer
 
 def test_a_transition_the_sweep_already_tried_is_retried_not_adopted_when_the_cronworkflow_is_recreated(
         api: ApiServer, step: Runner) -> None:
-    """Review of the merge (S4): re-creating CronWorkflow gpuaas-sweep (helm upgrade --force-replace, uninstall and
+    """Review of the merge (S4): re-creating CronWorkflow gpuaas-sweep (uninstall and
     reinstall, a GitOps replace) moves the install time the sweep adopts before. A transition the sweep had already
     delivered, whose run failed, was then adopted (marked handled, no run): its retries were silently dropped. Its
     history says the product saw it after all, so it is retried as before."""

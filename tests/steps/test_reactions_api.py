@@ -614,3 +614,33 @@ def test_a_server_at_zero_comes_back_only_once_its_old_pods_are_gone(api: ApiSer
     code, resumed = run_step("resume-workers", namespace=NS, target="Deployment/train")
     assert code == 0 and resumed["outcome"] == "applied", resumed["plan"]
     assert api.store.get(R.DEPLOYMENT, "train", NS)["spec"]["replicas"] == 3
+
+
+def test_on_finished_waits_for_kueue_to_release_the_finished_workloads_quota(api: ApiServer,
+                                                                              run_step: StepRunner) -> None:
+    """Real Kueue writes the ClusterQueue's usage after the Workload's Finished condition: an on-finished read right
+    after the finish saw the finished Job's GPUs still in use (tests/realstack/test_capacity_lending.py), and the
+    in-use floor kept the lent quota for good while the loan left the books. It now retries (exit 75) until Kueue's
+    usage no longer counts them, then returns the loan."""
+    scene = Scene.of("Job", status="finished", workers=2, gpus_per_pod=2)
+    scene.seed(api.store)
+    key = f"{NS}/{wl_name(scene)}"
+    live_uid = api.store.get(R.WORKLOAD, wl_name(scene), NS)["metadata"]["uid"]
+    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"metadata": {"annotations": {"gpuaas.io/lent-gpus": json.dumps(
+        {key: {"flavor": "a100", "gpus": 2, "uid": live_uid, "lentAt": "2026-01-01T12:00:00Z"}})}}})
+
+    def usage(gpus: int) -> None:
+        api.store.patch(R.CLUSTER_QUEUE, "team-a", {"status": {"flavorsUsage": [
+            {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": gpus}]}]}}, subresource="status")
+
+    usage(8)  # 4 of another Job, and the finished Job's 4 still counted
+    code, out = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 75, out["record"]["data"]
+    assert "still counts 8 GPU(s) of a100 in use" in " ".join(out["record"]["data"]["errors"])
+    cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
+    assert key in cq["metadata"]["annotations"]["gpuaas.io/lent-gpus"], "the loan stays on the books until returned"
+    usage(4)  # Kueue has released the finished Job's GPUs
+    code, out = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    assert code == 0 and out["outcome"] == "applied", out["record"]["data"]
+    cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 6

@@ -80,7 +80,7 @@ def cron_finding(facts: Facts) -> Finding | Skipped:
         return blocks(check, f"CronWorkflow {CRON_NAME} is missing from {ns}: no catch-up sweep answers a Kueue "
                              "transition the event path lost, and the job kinds' transitions are not recorded",
                       "install or upgrade the product: helm upgrade --install gpuaas charts/gpuaas -n "
-                      f"{ns} -f my-values.yaml\n# or: kubectl apply -k manifests/overlays/<yours>, then (docs/install.md, "
+                      f"{ns} -f my-values.yaml --server-side=false\n# or: kubectl apply -k manifests/overlays/<yours>, then (docs/install.md, "
                       f"step 4): sleep 10; {revalidate_fix(ns)}")
     schedule = ", ".join(cron.schedules) or "none"
     details = [f"schedule {schedule}" + (f" ({cron.timezone})" if cron.timezone else ""),
