@@ -179,9 +179,28 @@ def read_loans(cluster_queue: Mapping) -> dict[str, Loan]:
     return loans
 
 
-def written_annotation(groups: Iterable[Mapping]) -> str:
-    """WRITTEN_ANNOTATION's value for the resource groups gpuaas is about to write."""
-    return json.dumps(gpu_quotas({"spec": {"resourceGroups": list(groups)}}), sort_keys=True, separators=(",", ":"))
+def written_record(cluster_queue: Mapping) -> dict[str, int]:
+    """WRITTEN_ANNOTATION read: flavor -> the GPU quota gpuaas last wrote ({} when none or unreadable)."""
+    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(WRITTEN_ANNOTATION)
+    try:
+        record = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return {str(k): _whole(v) for k, v in record.items()} if isinstance(record, dict) else {}
+
+
+def written_annotation(groups: Iterable[Mapping], cluster_queue: Mapping | None = None,
+                       flavors: Iterable[str] | None = None) -> str:
+    """WRITTEN_ANNOTATION's value once gpuaas writes `groups` for `flavors` (None: every flavor).
+
+    Only the flavors written are recorded anew: another flavor's live quota may have been declared again since
+    gpuaas wrote it, and recording it would hide that from its loans' return."""
+    record = written_record(cluster_queue) if cluster_queue is not None else {}
+    quotas = gpu_quotas({"spec": {"resourceGroups": list(groups)}})
+    for flavor in (quotas if flavors is None else flavors):
+        if flavor in quotas:
+            record[flavor] = quotas[flavor]
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
 def declared_gpus(cluster_queue: Mapping, flavor: str) -> tuple[int, str]:
@@ -191,13 +210,9 @@ def declared_gpus(cluster_queue: Mapping, flavor: str) -> tuple[int, str]:
     declared again meanwhile (WRITTEN_ANNOTATION) neither loses GPUs at the return nor keeps a loan for good."""
     current = gpu_quotas(cluster_queue).get(flavor, 0)
     lent = sum(loan.gpus for loan in read_loans(cluster_queue).values() if loan.flavor == flavor)
-    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(WRITTEN_ANNOTATION)
-    try:
-        written = json.loads(text) if text else None
-    except ValueError:
-        written = None
-    if isinstance(written, dict) and flavor in written and _whole(written[flavor]) != current and lent:
-        return current, (f"the {flavor} GPU quota was declared again since gpuaas wrote {_whole(written[flavor])} "
+    written = written_record(cluster_queue)
+    if flavor in written and written[flavor] != current and lent:
+        return current, (f"the {flavor} GPU quota was declared again since gpuaas wrote {written[flavor]} "
                          f"(now {current}, not holding the {lent} lent GPU(s))")
     return max(0, current - lent), ""
 
@@ -224,7 +239,8 @@ def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
     current = gpu_quotas(cluster_queue).get(loan.flavor)
     groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
     patch: JSON = {"metadata": {"annotations": {LENT_ANNOTATION: loans_annotation(loans),
-                                                WRITTEN_ANNOTATION: written_annotation(groups)}}}
+                                                WRITTEN_ANNOTATION: written_annotation(
+                                                    groups, cluster_queue, [loan.flavor])}}}
     rv = (cluster_queue.get("metadata") or {}).get("resourceVersion")
     if rv:
         patch["metadata"]["resourceVersion"] = rv
@@ -245,7 +261,8 @@ def return_loan_patch(cluster_queue: Mapping, key: str) -> JSON | None:
                     remembered[loan.flavor] = lending.remembered
                 patch["metadata"]["annotations"][LENDING_ANNOTATION] = lending_annotation(remembered)
             patch["spec"] = {"resourceGroups": set_gpu_quota(groups, loan.flavor, target, {}, limits)}
-            patch["metadata"]["annotations"][WRITTEN_ANNOTATION] = written_annotation(patch["spec"]["resourceGroups"])
+            patch["metadata"]["annotations"][WRITTEN_ANNOTATION] = written_annotation(
+                patch["spec"]["resourceGroups"], cluster_queue, [loan.flavor])
     return patch
 
 

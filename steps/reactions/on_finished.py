@@ -44,15 +44,25 @@ def observe(context: Any, request: ReactionRequest) -> WorkloadState:
     return state
 
 
+KUEUE_STATUS_GRACE_S = 30.0
+"""How long after a Workload's finish its loan's return may wait for Kueue's ClusterQueue status. Kueue drops the
+Workload from its own books at once and writes the status within about a second (v0.19 `UpdatesBatchPeriod`);
+past this, usage above the return is other work (a queued Workload admitted into the lent quota meanwhile), which
+the in-use floor keeps, as before."""
+
+
 def _wait_for_kueue_to_release(state: WorkloadState) -> None:
-    """A transient error (exit 75: Argo retries) while Kueue still counts this finished Workload's GPUs on the
-    ClusterQueue it borrowed quota for (steps.cluster_queue.return_waits_for_kueue)."""
+    """A transient error (exit 75: Argo retries) while Kueue may still count this finished Workload's GPUs on the
+    ClusterQueue it borrowed quota for (steps.cluster_queue.return_waits_for_kueue), for KUEUE_STATUS_GRACE_S after
+    the finish at most: Argo's retries (5, 10, 20, 40 s) outlast it, so the return always happens."""
     from steps.cluster_queue import read_loans, return_waits_for_kueue
     from steps.gateways.errors import TransientError
 
     wl, cq = state.workload, state.tenant_info.cluster_queue_object
-    if wl is None or cq is None or not wl.is_finished:
+    if wl is None or cq is None or wl.finished_at is None:
         return
+    if (state.now - wl.finished_at).total_seconds() >= KUEUE_STATUS_GRACE_S:
+        return  # long enough for Kueue's status (batched every second): usage above the return is other work
     loan = read_loans(cq).get(f"{wl.namespace}/{wl.name}")
     if loan is None or (loan.uid and wl.uid and loan.uid != wl.uid):
         return

@@ -22,9 +22,10 @@ nvidia.com/gpu) goes up by `gpus` and the loan is recorded on the ClusterQueue a
                            "uid": "<workload uid>", "lentAt": "<RFC 3339>"}}'
 
 (one JSON object, one key per loan; helpers in `steps.cluster_queue`). on-finished returns it:
-`return_loan_patch(cq, key)` gives the single merge patch that lowers nominalQuota by the loan
-(never below what the queue uses) and removes the key, conditional on the ClusterQueue's
-resourceVersion. Capacity tracking keeps
+`return_loan_patch(cq, key)` gives the single merge patch that sets nominalQuota to the declared
+quota plus the other loans (never below what the queue uses) and removes the key, conditional on the
+ClusterQueue's resourceVersion. Every write records the GPU quota written
+(`gpuaas.io/gpu-quota-written`), so a quota declared again by another writer is told apart. Capacity tracking keeps
 loans: lent GPUs are set aside from the capacity before the split and added back on top.
 
 Every write is a merge patch carrying `metadata.resourceVersion`; on 409 the reaction re-reads
@@ -63,6 +64,7 @@ from steps.cluster_queue import (
     return_loan_patch,
     set_gpu_quota,
     written_annotation,
+    written_record,
 )
 from steps.names import is_dns_label, is_dns_subdomain
 from steps.plan import ActionResult, Outcome, RejectedInput, StepReport
@@ -390,8 +392,14 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
         new_groups = set_gpu_quota(groups, request.flavor, wanted, extras, request.limits)
         spec_patch: JSON = {}
         why: list[str] = []
+        # A quota already as asked, but declared again by someone else while loans are out: recording it makes
+        # the loans' return leave the quota asked for (steps.cluster_queue.WRITTEN_ANNOTATION).
+        record_stale = bool(lent) and written_record(cq).get(request.flavor) != wanted
         if groups_equal(groups, new_groups):
             reasons.append(f"ClusterQueue {request.tenant} already has {wanted} GPU(s) of {request.flavor}")
+            if record_stale:
+                why.append(f"record that ClusterQueue {request.tenant}'s {wanted} GPU(s) of {request.flavor} hold "
+                           f"the {lent} lent ({WRITTEN_ANNOTATION})")
         else:
             spec_patch["resourceGroups"] = new_groups
             why.append(f"resize {request.flavor} GPUs of ClusterQueue {request.tenant} from "
@@ -407,10 +415,10 @@ def _plan_hand(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
                 # merge patch: keys the new selector drops must be nulled, or they would stay
                 spec_patch["namespaceSelector"] = {**{k: None for k in (selector or {}) if k not in widened}, **widened}
                 why.append(f"let namespace {request.namespace} use ClusterQueue {request.tenant}")
-        if spec_patch:
+        if spec_patch or record_stale:
             metadata: JSON = {"resourceVersion": cq["metadata"].get("resourceVersion")}
-            if "resourceGroups" in spec_patch:
-                metadata["annotations"] = {WRITTEN_ANNOTATION: written_annotation(new_groups)}
+            if "resourceGroups" in spec_patch or record_stale:
+                metadata["annotations"] = {WRITTEN_ANNOTATION: written_annotation(new_groups, cq, [request.flavor])}
             actions.append(QuotaAction(
                 "patch-cluster-queue", target, "; ".join(why),
                 patch={"metadata": metadata, "spec": spec_patch},
@@ -472,7 +480,8 @@ def _plan_loan(request: QuotaRequest, state: QuotaState, settings: QuotaSettings
         + (f" ({declared} declared + {lent} lent)" if redeclared else ""),
         patch={"metadata": {"resourceVersion": cq["metadata"].get("resourceVersion"),
                             "annotations": {LENT_ANNOTATION: loans_annotation(loans),
-                                            WRITTEN_ANNOTATION: written_annotation(new_groups)}},
+                                            WRITTEN_ANNOTATION: written_annotation(new_groups, cq,
+                                                                                   [request.flavor])}},
                "spec": {"resourceGroups": new_groups}},
         before={request.flavor: current, "loan": previous.gpus if previous else 0},
         after={request.flavor: new_total, "loan": request.gpus})
@@ -542,7 +551,7 @@ def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSett
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
         annotations = (cq.get("metadata") or {}).get("annotations") or {}
         lending = lending_annotation(remembered[name])
-        written = written_annotation(new_groups[name])
+        written = written_annotation(new_groups[name], cq, list(after[name]))
         # A queue gpuaas never wrote and that has no loan keeps no record: nothing to tell a later return.
         stale_record = annotations.get(WRITTEN_ANNOTATION, written if not read_loans(cq) else None) != written
         if groups_equal(groups, new_groups[name]) and annotations.get(LENDING_ANNOTATION) == lending \
@@ -559,7 +568,7 @@ def _plan_capacity(request: QuotaRequest, state: QuotaState, settings: QuotaSett
             "patch-cluster-queue", {"kind": "ClusterQueue", "name": name},
             f"capacity tracking for ClusterQueue {name}: " + "; ".join(why[name] or [
                 "lending limits remembered" if annotations.get(LENDING_ANNOTATION) != lending
-                else f"the quota it holds recorded ({WRITTEN_ANNOTATION}) for its loans' return"]),
+                else f"the quota gpuaas holds it at recorded ({WRITTEN_ANNOTATION})"]),
             patch={"metadata": metadata, "spec": {"resourceGroups": new_groups[name]}},
             before=before[name], after=after[name]))
     return QuotaPlan(tuple(actions), tuple(reasons), observed, tuple(splits))

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -622,25 +623,49 @@ def test_on_finished_waits_for_kueue_to_release_the_finished_workloads_quota(api
     after the finish saw the finished Job's GPUs still in use (tests/realstack/test_capacity_lending.py), and the
     in-use floor kept the lent quota for good while the loan left the books. It now retries (exit 75) until Kueue's
     usage no longer counts them, then returns the loan."""
-    scene = Scene.of("Job", status="finished", workers=2, gpus_per_pod=2)
-    scene.seed(api.store)
-    key = f"{NS}/{wl_name(scene)}"
-    live_uid = api.store.get(R.WORKLOAD, wl_name(scene), NS)["metadata"]["uid"]
-    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"metadata": {"annotations": {"gpuaas.io/lent-gpus": json.dumps(
-        {key: {"flavor": "a100", "gpus": 2, "uid": live_uid, "lentAt": "2026-01-01T12:00:00Z"}})}}})
+    key = _finished_with_a_loan(api, finished_seconds_ago=1)
 
     def usage(gpus: int) -> None:
         api.store.patch(R.CLUSTER_QUEUE, "team-a", {"status": {"flavorsUsage": [
             {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": gpus}]}]}}, subresource="status")
 
     usage(8)  # 4 of another Job, and the finished Job's 4 still counted
-    code, out = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    code, out = run_step("on-finished", namespace=NS, workload=key.split("/")[1])
     assert code == 75, out["record"]["data"]
     assert "still counts 8 GPU(s) of a100 in use" in " ".join(out["record"]["data"]["errors"])
     cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
     assert key in cq["metadata"]["annotations"]["gpuaas.io/lent-gpus"], "the loan stays on the books until returned"
     usage(4)  # Kueue has released the finished Job's GPUs
-    code, out = run_step("on-finished", namespace=NS, workload=wl_name(scene))
+    code, out = run_step("on-finished", namespace=NS, workload=key.split("/")[1])
     assert code == 0 and out["outcome"] == "applied", out["record"]["data"]
     cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
     assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 6
+
+
+def _finished_with_a_loan(api: ApiServer, finished_seconds_ago: float) -> str:
+    """team-a's Job (2 pods x 2 GPUs) Finished that long ago, with 2 GPUs of a100 lent to it; the loan's key."""
+    scene = Scene.of("Job", status="finished", workers=2, gpus_per_pod=2)
+    scene.seed(api.store)
+    workload = api.store.get(R.WORKLOAD, wl_name(scene), NS)
+    at = (datetime.now(UTC) - timedelta(seconds=finished_seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [dict(c, lastTransitionTime=at) if c["type"] == "Finished" else c
+                  for c in workload["status"]["conditions"]]
+    api.store.patch(R.WORKLOAD, wl_name(scene), {"status": {"conditions": conditions}}, NS, subresource="status")
+    key = f"{NS}/{wl_name(scene)}"
+    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"metadata": {"annotations": {"gpuaas.io/lent-gpus": json.dumps(
+        {key: {"flavor": "a100", "gpus": 2, "uid": workload["metadata"]["uid"], "lentAt": "2026-01-01T12:00:00Z"}})}}})
+    return key
+
+
+def test_on_finished_waits_for_kueue_only_shortly_after_the_finish(api: ApiServer, run_step: StepRunner) -> None:
+    """Review of the wait (F1): usage above the return a minute after the finish is other work, say a queued
+    Workload Kueue admitted into the lent quota the moment the finished one left it. Waiting for it would keep the
+    loan on the books for good; the return happens, and the in-use floor keeps what that work holds."""
+    key = _finished_with_a_loan(api, finished_seconds_ago=60)
+    api.store.patch(R.CLUSTER_QUEUE, "team-a", {"status": {"flavorsUsage": [
+        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": 8}]}]}}, subresource="status")
+    code, out = run_step("on-finished", namespace=NS, workload=key.split("/")[1])
+    assert code == 0 and out["outcome"] == "applied", out["record"]["data"]
+    cq = api.store.get(R.CLUSTER_QUEUE, "team-a")
+    assert "gpuaas.io/lent-gpus" not in (cq["metadata"].get("annotations") or {})
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 8, "the floor holds"
