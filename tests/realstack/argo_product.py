@@ -45,9 +45,21 @@ def own_tenant(name: str, gpus: int = 2, flavor: str = "gpu-a100") -> list[dict]
     ]
 
 
-def remove_tenant(cluster: RealCluster, name: str) -> None:
+def remove_tenant(cluster: RealCluster, name: str, *, timeout_s: float = 180.0) -> None:
+    """Delete the tenant's namespace and ClusterQueue, and wait until the ClusterQueue is gone: Kueue keeps a
+    deleted one, inactive (reason Terminating), while an admitted Workload holds its quota, and the next module
+    on the shared cluster must not find it so (CI run ciE: test_doctor right after test_argo_warn, whose Job
+    `keep` was still admitted, found it and blocked). The namespace's deletion removes those Workloads."""
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
     cluster.kubectl("delete", "clusterqueue", name, "--wait=false", check=False)
+
+    def gone() -> bool:
+        found = cluster.kubectl("get", "clusterqueue", name, "--ignore-not-found", "-o", "name", check=False)
+        return found.returncode == 0 and not found.stdout.strip()
+
+    eventually(gone, timeout_s=timeout_s, poll_s=1.0,
+               what=f"ClusterQueue {name} deleted (Kueue keeps it while a Workload admitted to it is left: "
+                    f"kubectl get workloads -n {name})")
 
 
 def policy_with(text: str, section: str) -> str:
