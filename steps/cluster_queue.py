@@ -81,15 +81,20 @@ class LendingFit:
     note: str = ""
 
 
-def lowered_lending_limits(cluster_queue: Mapping) -> dict[str, JSON]:
-    """flavor -> {"configured", "set"} from LENDING_ANNOTATION (malformed entries read as absent)."""
-    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(LENDING_ANNOTATION)
+def _json_annotation(cluster_queue: Mapping, key: str) -> dict[str, Any]:
+    """The JSON object in annotation `key`; {} when missing, malformed or not an object (never blocks a decision)."""
+    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(key)
     try:
-        raw = json.loads(text) if text else {}
+        value = json.loads(text) if text else {}
     except ValueError:
         return {}
+    return value if isinstance(value, dict) else {}
+
+
+def lowered_lending_limits(cluster_queue: Mapping) -> dict[str, JSON]:
+    """flavor -> {"configured", "set"} from LENDING_ANNOTATION (malformed entries read as absent)."""
     out = {}
-    for flavor, value in (raw.items() if isinstance(raw, dict) else []):
+    for flavor, value in _json_annotation(cluster_queue, LENDING_ANNOTATION).items():
         if isinstance(value, dict) and all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
                                            and value[k] >= 0 for k in ("configured", "set")):
             out[str(flavor)] = {"configured": value["configured"], "set": value["set"]}
@@ -181,12 +186,7 @@ def read_loans(cluster_queue: Mapping) -> dict[str, Loan]:
 
 def written_record(cluster_queue: Mapping) -> dict[str, int]:
     """WRITTEN_ANNOTATION read: flavor -> the GPU quota gpuaas last wrote ({} when none or unreadable)."""
-    text = ((cluster_queue.get("metadata") or {}).get("annotations") or {}).get(WRITTEN_ANNOTATION)
-    try:
-        record = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return {str(k): _whole(v) for k, v in record.items()} if isinstance(record, dict) else {}
+    return {str(k): _whole(v) for k, v in _json_annotation(cluster_queue, WRITTEN_ANNOTATION).items()}
 
 
 def written_annotation(groups: Iterable[Mapping], cluster_queue: Mapping | None = None,

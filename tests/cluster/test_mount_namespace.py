@@ -139,15 +139,20 @@ def _inside(namespace: MountNamespace, argv: list[str]) -> subprocess.Popen:
     return program
 
 
+def _namespace_running_sleep(tmp_path: Path, folder: str) -> tuple[MountNamespace, Path, subprocess.Popen]:
+    """A namespace whose folder is tmp_path/folder, binding one machine path, with `sleep 600` in it."""
+    target = tmp_path / "machine-path"
+    target.mkdir(exist_ok=True)
+    namespace = MountNamespace(tmp_path / folder, paths=(target,))
+    namespace.start()
+    return namespace, target, _inside(namespace, ["sleep", "600"])
+
+
 def test_a_node_killed_before_it_stopped_leaves_what_reap_kills(tmp_path: Path) -> None:
     """What `python -m gpuaas.cluster.node` leaves when SIGKILLed: the holder and its programs in the namespace
     (the namespace and its mounts stay while they run). The next node on that folder, or `cluster down`,
     reaps them from the record; the machine's mount table never had the namespace's binds."""
-    target = tmp_path / "machine-path"
-    target.mkdir()
-    namespace = MountNamespace(tmp_path / "host", paths=(target,))
-    namespace.start()
-    program = _inside(namespace, ["sleep", "600"])
+    namespace, target, program = _namespace_running_sleep(tmp_path, "host")
     try:
         assert (tmp_path / "host" / RECORD).exists()
         assert not _mounted(target), "expected the bind in the node's namespace only"
@@ -165,11 +170,7 @@ def test_a_node_killed_before_it_stopped_leaves_what_reap_kills(tmp_path: Path) 
 
 
 def test_stop_kills_everything_inside_and_removes_the_record(tmp_path: Path) -> None:
-    target = tmp_path / "machine-path"
-    target.mkdir()
-    namespace = MountNamespace(tmp_path / "host", paths=(target,))
-    namespace.start()
-    program = _inside(namespace, ["sleep", "600"])
+    namespace, target, program = _namespace_running_sleep(tmp_path, "host")
     namespace.stop()
     assert program.wait(10) == -9
     assert not (tmp_path / "host" / RECORD).exists()
@@ -177,14 +178,10 @@ def test_stop_kills_everything_inside_and_removes_the_record(tmp_path: Path) -> 
 
 
 def test_reap_never_kills_a_namespace_that_only_has_the_recorded_inode_number(tmp_path: Path) -> None:
-    """The kernel reuses a gone namespace's inode number at once (a sharded CI run saw three processes of
-    another namespace under a stopped node's number). A record naming node B's folder and a namespace number
+    """The kernel reuses a gone namespace's inode number at once (a sharded CI run saw three unidentified pids
+    under a stopped node's number, inferred to be such a reuse). A record naming node B's folder and a namespace number
     now held by node A's namespace kills nothing of A: A's processes do not see B's folder at the bound path."""
-    target = tmp_path / "machine-path"
-    target.mkdir()
-    first = MountNamespace(tmp_path / "a", paths=(target,))
-    first.start()
-    program = _inside(first, ["sleep", "600"])
+    first, target, program = _namespace_running_sleep(tmp_path, "a")
     try:
         other = tmp_path / "b" / target.relative_to("/")
         other.mkdir(parents=True)

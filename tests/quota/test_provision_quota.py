@@ -509,15 +509,11 @@ def test_a_write_of_another_flavor_does_not_hide_a_quota_declared_again(gateway:
     would take the a100 quota declared again (5) for one holding its loan, and the loan's return would lower it."""
     for flavor in ("a100", "h100"):
         gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor(flavor))
-    run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="5"), POLICY)
-    gateway.create(R.WORKLOAD, K.workload("team-b", "burst", gpus=2))
-    kueue.reconcile()
-    run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="2", workload="burst"), POLICY)
+    _lend_two_of_five(gateway, kueue)
     _declare(gateway, "team-b", 5)
     added = run(gateway, hand(tenant="team-b", namespace="team-b", flavor="h100", gpus="4"), POLICY)
     assert added.outcome == "applied", added.errors
-    gateway.merge_patch(R.CLUSTER_QUEUE, "team-b", return_loan_patch(gateway.get(R.CLUSTER_QUEUE, "team-b"),
-                                                                     "team-b/burst"))
+    _return(gateway, "team-b/burst")
     assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-b")) == {"a100": 5, "h100": 4}
 
 
@@ -527,14 +523,23 @@ def test_a_hand_resize_to_the_live_quota_records_it_for_the_loans_return(gateway
     loan is the live 3: nothing to resize, but the record must say gpuaas holds it at 3, or the return leaves 3
     instead of the 1 asked for."""
     gateway.create(R.RESOURCE_FLAVOR, K.resource_flavor("a100"))
-    run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="5"), POLICY)
-    gateway.create(R.WORKLOAD, K.workload("team-b", "burst", gpus=2))
-    kueue.reconcile()
-    run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="2", workload="burst"), POLICY)
+    _lend_two_of_five(gateway, kueue)
     _declare(gateway, "team-b", 3)
     resized = run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="1"), POLICY)
     assert resized.outcome == "applied", resized.errors
     assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-b")) == {"a100": 3}
-    gateway.merge_patch(R.CLUSTER_QUEUE, "team-b", return_loan_patch(gateway.get(R.CLUSTER_QUEUE, "team-b"),
-                                                                     "team-b/burst"))
+    _return(gateway, "team-b/burst")
     assert gpu_quotas(gateway.get(R.CLUSTER_QUEUE, "team-b")) == {"a100": 1}
+
+
+def _lend_two_of_five(gateway: KubernetesGateway, kueue: KueueController) -> None:
+    """team-b with 5 GPUs of a100 (by hand), and 2 of them lent to its Workload `burst`: 7."""
+    run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="5"), POLICY)
+    gateway.create(R.WORKLOAD, K.workload("team-b", "burst", gpus=2))
+    kueue.reconcile()
+    run(gateway, hand(tenant="team-b", namespace="team-b", flavor="a100", gpus="2", workload="burst"), POLICY)
+
+
+def _return(gateway: KubernetesGateway, key: str) -> None:
+    """on-finished's return of loan `key` to team-b, as one merge patch."""
+    gateway.merge_patch(R.CLUSTER_QUEUE, "team-b", return_loan_patch(gateway.get(R.CLUSTER_QUEUE, "team-b"), key))

@@ -343,11 +343,17 @@ def _released_through_argo(cluster: RealCluster, namespace: str, uid: str, *, al
                           and w, timeout_s=120, what="the idle workload admitted")
     workload = admitted["metadata"]["name"]
     started = time.monotonic()
-    firing = eventually(lambda: [a for a in _get(f"{alerts}/api/v1/alerts")["data"]["alerts"]
-                                 if a["labels"].get("alertname") == obs.ALERT_NAME and a["state"] == "firing"
-                                 and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == namespace],
-                        timeout_s=240, what=f"GPUWorkloadIdle firing for {namespace}")
-    assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
+    # The product's alert is the one labelled namespace="gpuaas" (the namespace of its PrometheusRule). On openshift
+    # the enforced probe in team-b fires the same alert name for team-b's idle workloads, labelled
+    # namespace="team-b" by the enforcement: which of the two the API lists first is not defined (CI run of c0c28f7
+    # saw the probe's first), so the product's is picked by that label and the others are checked to be the probe's.
+    def idle_alerts() -> list[dict]:
+        return [a for a in _get(f"{alerts}/api/v1/alerts")["data"]["alerts"]
+                if a["labels"].get("alertname") == obs.ALERT_NAME and a["state"] == "firing"
+                and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == namespace]
+    firing = eventually(lambda: (a := idle_alerts()) and [x for x in a if x["labels"].get("namespace") == "gpuaas"]
+                        and a, timeout_s=240, what=f"GPUWorkloadIdle of the product's rule firing for {namespace}")
+    assert all(a["labels"].get("namespace") in ("gpuaas", namespace) for a in firing), [a["labels"] for a in firing]
     fired = time.monotonic()
 
     def released() -> dict | None:
@@ -585,11 +591,12 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
         "Kueue made a Workload for a batch Job: OpenShift AI's default frameworks do not include batch/job"
 
     # The idle alert from Thanos Ruler (the platform's series through the querier), for the dry-run tenant's server.
+    # Only the product's rule sees team-a's series (the probe's selectors are forced to team-b).
     firing = eventually(lambda: [a for a in _get(f"{ruler}/api/v1/alerts")["data"]["alerts"]
                                  if a["labels"].get("alertname") == obs.ALERT_NAME and a["state"] == "firing"
                                  and a["labels"].get(obs.WORKLOAD_NAMESPACE_LABEL) == TENANT],
                         timeout_s=240, what="GPUWorkloadIdle firing in Thanos Ruler for the idle server")
-    assert firing[0]["labels"]["namespace"] == "gpuaas", firing[0]["labels"]
+    assert all(a["labels"].get("namespace") == "gpuaas" for a in firing), [a["labels"] for a in firing]
     # An idle PyTorchJob (a kind OpenShift AI's Kueue manages) of the enforcing tenant: released through Thanos
     # Ruler, the user-workload Alertmanager, the webhook EventSource and real Argo; the on-idle step reads its
     # evidence from thanos-querier with its ServiceAccount token and the service CA.
