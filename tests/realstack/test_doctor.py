@@ -24,13 +24,10 @@ import yaml
 
 from gpuaas.doctor.permissions import cluster_role
 from tests.realstack.argo_product import IDLE_LISTENING, install
-from tests.support.doctor import Doctor, changed, finding, not_ok
+from tests.support.doctor import STACK_GAPS, Doctor, changed, finding, not_ok
 from tests.support.real_cluster import RealCluster
 
 NS = "gpuaas"
-STACK_GAPS = {"kube-state-metrics": "warn"}
-"""Findings the plain stack cannot pass: no kube-state-metrics runs on it."""
-
 
 @pytest.fixture(scope="module")
 def stack(argo_cluster: RealCluster) -> RealCluster:

@@ -66,7 +66,7 @@ from gpuaas.cluster.stack import Cluster, ClusterError
 from gpuaas.manifests import observability as obs
 from tests.realstack.argo_product import reaction_run, workload_of
 from tests.realstack.test_kueue_admission import _condition
-from tests.support.doctor import Doctor, changed, finding, not_ok
+from tests.support.doctor import STACK_GAPS, Doctor, changed, finding, not_ok
 from tests.support.helm import pinned_helm
 from tests.support.real_cluster import LogSince, RealCluster, eventually
 
@@ -310,11 +310,22 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
     _doctor_names_the_unlabelled_rule(kps, prometheus)
 
 
+def _passes_with_its_probe(code: int, report: dict[str, Any], platform: str) -> None:
+    """The doctor passes on the profile right after its install (exit 0, nothing but the stack's gaps not ok), and
+    its probe went through the operator-configured Alertmanager to a gpuaas-on-idle run that released nothing."""
+    ours = {check: status for check, status in not_ok(report).items() if not check.startswith("tenant:")}
+    assert code == 0 and ours == STACK_GAPS, (platform, json.dumps([f for f in report["findings"] if f["status"] != "ok"], indent=1))
+    assert finding(report, "tenant:team-a")["status"] == finding(report, "tenant:team-b")["status"] == "ok"
+    probe = finding(report, "probe")
+    assert "nothing was released" in probe["summary"], (platform, probe)
+
+
 def _doctor_names_the_unlabelled_rule(cluster: RealCluster, prometheus: str) -> None:
     doctor = Doctor(cluster, prometheus, cluster.cluster.status()["endpoints"]["alertmanager"])
-    _, report, seconds = doctor()
+    code, report, seconds = doctor("--probe")
     baseline = not_ok(report)
-    print(f"gpuaas doctor on kube-prometheus-stack: {seconds:.1f}s; not ok: {baseline}")
+    print(f"gpuaas doctor --probe on kube-prometheus-stack: {seconds:.1f}s; not ok: {baseline}")
+    _passes_with_its_probe(code, report, "kube-prometheus-stack")
     assert not set(baseline) & {"prometheus.rules", "alertmanager.routing", "webhook.token", "prometheus-operator",
                                 "kueue.namespaces", "prometheus", "dcgm-exporter"}, json.dumps(report, indent=1)
     cluster.kubectl("-n", "gpuaas", "label", "prometheusrule", "gpuaas-gpu", "release-")
@@ -489,7 +500,7 @@ ADMINS_UWM_CONFIG = "prometheus:\n  retention: 24h\n"
 @pytest.fixture
 def openshift(receiver: Receiver, tmp_path: Path) -> Iterator[RealCluster]:
     """The cluster with an admin's user-workload-monitoring-config in place before the install (the docs' path
-    for it: check, then append; the plain `create` was proven before, by the same block on an empty cluster)."""
+    for it: check, then append; the block's plain `create` line is run as written at the test's end)."""
     from gpuaas.cluster import openshift_platform as osp
 
     for cluster in _start("openshift"):
@@ -639,6 +650,48 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     # cluster-monitoring-operator setting that lifts it), alertmanager-main reading no AlertmanagerConfig.
     _doctor_on_openshift(openshift, url, ruler, ca, tmp_path)
 
+    # Last (it takes the exemption and the user-workload Alertmanager away for a while): the block's own `create`
+    # line as written, on a cluster without the ConfigMap (the fixture took the docs' path for an existing one).
+    _the_blocks_create_line(openshift, tmp_path)
+
+
+def _the_blocks_create_line(cluster: RealCluster, workdir: Path) -> None:
+    """docs/install.md's openshift `create configmap` line, run as written where no user-workload-monitoring-config
+    exists: kubectl accepts it, CMO's strict parser (transcribed) reads exactly the two keys, and CMO's translation
+    (the stand-in) exempts gpuaas in Thanos Ruler and starts the user-workload Alertmanager reading
+    AlertmanagerConfigs. Without the ConfigMap first neither is there (the translation saw it gone)."""
+    from gpuaas.cluster import openshift_platform as osp
+
+    core, custom = client.CoreV1Api(cluster.admin), client.CustomObjectsApi(cluster.admin)
+
+    def exempt() -> list[str]:
+        ruler = custom.get_namespaced_custom_object("monitoring.coreos.com", "v1", osp.UWM, "thanosrulers",
+                                                    "user-workload")
+        return [e["namespace"] for e in ruler["spec"].get("excludedFromEnforcement") or []]
+
+    def user_alertmanager() -> dict | None:
+        found = custom.list_namespaced_custom_object("monitoring.coreos.com", "v1", osp.UWM, "alertmanagers")["items"]
+        return next((a for a in found if a["metadata"]["name"] == osp.UWM_ALERTMANAGER.name), None)
+
+    (create,) = [line for line in install_block("openshift") if UWM_CONFIG_CREATE in line]
+    cluster.kubectl("-n", osp.UWM, "delete", "configmap", osp.UWM_CONFIGMAP)
+    eventually(lambda: not exempt() and user_alertmanager() is None, timeout_s=120,
+               what="CMO's translation (stand-in) without user-workload-monitoring-config: no exemption, no "
+                    "user-workload Alertmanager")
+    tools = str(program("kubernetes", "kubectl").parent)
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", create], cwd=workdir, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, f"the block's create line failed ({done.returncode}): {create}\n{done.stderr}"
+    parsed = osp.parse_uwm_config(core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"])
+    assert parsed == {"namespacesWithoutLabelEnforcement": ["gpuaas"],
+                      "alertmanager": {"enabled": True, "enableAlertmanagerConfig": True}}, parsed
+    eventually(lambda: exempt() == ["gpuaas"], timeout_s=120,
+               what="Thanos Ruler's excludedFromEnforcement = [gpuaas] from the block's create line")
+    alertmanager = eventually(user_alertmanager, timeout_s=120,
+                              what="the user-workload Alertmanager from the block's create line")
+    assert alertmanager["spec"].get("alertmanagerConfigSelector") is not None, alertmanager["spec"]
+
 
 def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Path, tmp_path: Path) -> None:
     from gpuaas.cluster import openshift_platform as osp
@@ -666,9 +719,10 @@ def _doctor_on_openshift(cluster: RealCluster, querier: str, ruler: str, ca: Pat
     # the ruler's rules, this stand-in querier serves the platform Prometheus' only); its Alertmanager is found
     # from the ruler's own alerting (the user-workload one).
     doctor = Doctor(cluster, ruler)
-    _, report, seconds = doctor()
+    code, report, seconds = doctor("--probe")
     baseline = not_ok(report)
-    print(f"gpuaas doctor on OpenShift (Thanos Ruler): {seconds:.1f}s; not ok: {baseline}")
+    print(f"gpuaas doctor --probe on OpenShift (Thanos Ruler): {seconds:.1f}s; not ok: {baseline}")
+    _passes_with_its_probe(code, report, "openshift")
     assert not set(baseline) & {"prometheus.rules", "alertmanager.routing", "webhook.token", "kueue.namespaces"}, \
         json.dumps(report, indent=1)
     core = client.CoreV1Api(cluster.admin)
