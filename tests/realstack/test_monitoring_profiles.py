@@ -234,6 +234,25 @@ def kps(receiver: Receiver, tmp_path: Path) -> Iterator[RealCluster]:
         yield cluster
 
 
+def _overlay_accepted(cluster: RealCluster, platform: str) -> None:
+    """The kustomize form of the platform's values (manifests/overlays/PLATFORM, what docs/install.md's kustomize
+    path applies) accepted by this profile's apiserver: a server-side dry run against the real operator's
+    monitoring CRDs and the admission webhooks of Kueue and KEDA, beside the Helm release that holds the same
+    objects (tests/artifacts/test_chart.py proves them equal object for object, and the Helm release is what the
+    rest of the test runs). Not applied for real: it would replace the stack's values (image, EventBus,
+    placement) with the example's. The node pool's ScaledObject is left out: it targets the example's MachineSet
+    (OpenShift's Machine API, a Cluster API MachineDeployment on Kubernetes), which the stack has no API for;
+    tests/realstack/test_node_pool.py proves the node pool on the stack's own target."""
+    overlay = ROOT / "manifests" / "overlays" / platform
+    done = cluster.kubectl("apply", "-k", str(overlay), "-l", "app.kubernetes.io/component!=node-pool",
+                           "--dry-run=server", "-o", "name", check=False, timeout=300)
+    assert done.returncode == 0, f"kubectl apply -k {overlay.relative_to(ROOT)} --dry-run=server: {done.stderr[-2000:]}"
+    names = set(done.stdout.split())
+    for expected in ("prometheusrule.monitoring.coreos.com/gpuaas-gpu", "alertmanagerconfig.monitoring.coreos.com/gpuaas-idle",
+                     "sensor.argoproj.io/gpuaas-on-idle", "clusterqueue.kueue.x-k8s.io/team-a"):
+        assert expected in names, f"expected {expected} from the {platform} overlay; found {sorted(names)}"
+
+
 def _short_window_rule(cluster: RealCluster) -> dict[str, Any]:
     """The PrometheusRule as the install left it, with the stack's idle window (timing only)."""
     rule = json.loads(cluster.kubectl("get", "prometheusrule", "gpuaas-gpu", "-n", "gpuaas", "-o", "json").stdout)
@@ -253,6 +272,7 @@ def test_kube_prometheus_stack_loads_the_rules_routes_the_alerts_and_serves_keda
     profile = profiles.KUBE_PROMETHEUS_STACK
     (router,) = profile.routers
     prometheus = kps.endpoint("prometheus")
+    _overlay_accepted(kps, "kube-prometheus-stack")
 
     # 1. The operator's rule selection: the product's rule (labelled release: kube-prometheus-stack by the
     # overlay) loads; the same rule without the label never does.
@@ -550,6 +570,7 @@ def test_openshift_user_workload_monitoring_evaluates_routes_and_serves_the_quer
     custom, batch = client.CustomObjectsApi(openshift.admin), client.BatchV1Api(openshift.admin)
     status = openshift.cluster.status()
     ruler = status["endpoints"][f"thanos-ruler-user-workload:{osp.UWM}/user-workload"]
+    _overlay_accepted(openshift, "openshift")
 
     # The admin's setting kept, the two keys appended, and the whole file still valid for CMO's strict parser.
     config = core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"]
