@@ -44,6 +44,9 @@ Progress = Callable[[str], None]
 IDLE_WINDOW_SECONDS = 6
 IDLE_FOR_SECONDS = 3
 IDLE_THRESHOLD_PERCENT = 5
+IDLE_WARN_SECONDS = 3
+"""The Ray cluster's owner is warned this many wall seconds before its release (idle.warnFor; steps.warning): the
+catch-up sweep, a pass every few wall seconds at the demo's speed, delivers the warning once it is due."""
 
 DEMO_POLICY = f"""\
 # gpuaas policy for the local demo (same format as manifests/base/policy.yaml), with windows in
@@ -55,6 +58,9 @@ idle:
   minCoverage: 0.5
   minRuntime: 0s
   maxReleasesPerHour: 100
+  kinds:
+    ray:
+      warnFor: {IDLE_WARN_SECONDS}s    # warn the owner (an Event on the RayCluster), release if still idle after
 quota:
   cohort: {cluster.COHORT}
   queueingStrategy: BestEffortFIFO
@@ -306,6 +312,12 @@ class Scenario:
         return workload is not None and any(
             c.get("type") == "Finished" and c.get("status") == "True"
             for c in (workload.get("status") or {}).get("conditions") or [])
+
+    def warned(self, namespace: str, owner: str) -> bool:
+        """The Workload carries a pending idle warning (annotation gpuaas.io/idle-warning, state warned)."""
+        workload = self.workload_of(namespace, owner)
+        text = ((workload or {}).get("metadata", {}).get("annotations") or {}).get("gpuaas.io/idle-warning") or ""
+        return '"state":"warned"' in text
 
     def released(self, namespace: str, owner: str) -> bool:
         workload = self.workload_of(namespace, owner)
@@ -566,6 +578,14 @@ class Scenario:
         backend.set_activity(vision.namespace, "ray-vision", 0)
         self.mark(vision, "GPUs idle")
         idle_runs_before = len(self.runs_of("gpuaas-on-idle"))
+        self.wait_workload("ray-vision warned by gpuaas-on-idle", vision.namespace, "ray-vision",
+                           lambda namespace, owner: self.warned(namespace, owner) or self.released(namespace, owner) or (
+                               self.fallback_metrics and len(self.runs_of("gpuaas-on-idle")) > idle_runs_before),
+                           timeout=max(self.options.wait_timeout, self.options.idle_timeout))
+        if self.warned(vision.namespace, "ray-vision"):
+            backend.note(f"vision: the owner of ray-vision is warned (Event GPUIdleWarning on the RayCluster); "
+                         f"released after {IDLE_WARN_SECONDS}s unless used", "warning")
+            self.mark(vision, "warned (on-idle)")
         self.wait_workload("ray-vision released by gpuaas-on-idle", vision.namespace, "ray-vision",
                            lambda namespace, owner: self.released(namespace, owner) or (
                                self.fallback_metrics and len(self.runs_of("gpuaas-on-idle")) > idle_runs_before),
@@ -666,7 +686,7 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
     reactions: dict[str, dict[str, Any]] = {}
     released: set[str] = set()
     gpus_released = 0
-    sweep = {"passes": 0, "recorded": 0, "delivered": 0}
+    sweep = {"passes": 0, "recorded": 0, "delivered": 0, "idle_warnings": 0}
     passes = [run for run in runs if workflow_template(run) == SWEEP_TEMPLATE]
     for run in passes:
         sweep["passes"] += 1
@@ -674,6 +694,7 @@ def build_summary(runs: list[dict[str, Any]], samples: list[Sample], timeline: l
             metrics = (record.get("data") or {}).get("metrics") or {}
             sweep["recorded"] += int(metrics.get("recorded") or 0)
             sweep["delivered"] += int(metrics.get("delivered") or 0)
+            sweep["idle_warnings"] += int(metrics.get("idleWarningsDelivered") or 0)
     runs = [run for run in runs if workflow_template(run) != SWEEP_TEMPLATE]
     for run in runs:
         template = workflow_template(run)

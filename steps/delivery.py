@@ -220,23 +220,28 @@ class Marker:
         return age is None or age > CLAIM_LEASE_SECONDS
 
 
-def read_marker(obj: Mapping[str, Any] | None, reaction: str) -> Marker | None:
-    """The marker for `reaction` on a Workload, or None (absent or unreadable: unreadable reads as
-    not handled, so the worst case is a repeated, idempotent reaction, never a lost one)."""
-    if obj is None:
-        return None
-    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(marker_annotation(reaction))
+def annotation_json(obj: Mapping[str, Any] | None, annotation: str) -> Mapping[str, Any] | None:
+    """The JSON object gpuaas keeps in one annotation of `obj` (a marker, an idle warning), or None when it is
+    absent or not a JSON object (what to make of an unreadable one is the reader's rule)."""
+    text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(annotation)
     if not text:
         return None
     try:
         raw = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("transition"), str):
+    return raw if isinstance(raw, Mapping) else None
+
+
+def read_marker(obj: Mapping[str, Any] | None, reaction: str) -> Marker | None:
+    """The marker for `reaction` on a Workload, or None (absent or unreadable: unreadable reads as
+    not handled, so the worst case is a repeated, idempotent reaction, never a lost one)."""
+    raw = annotation_json(obj, marker_annotation(reaction))
+    if raw is None or not isinstance(raw.get("transition"), str):
         return None
     state = CLAIMED if raw.get("state") == CLAIMED else HANDLED
     return Marker(reaction, raw["transition"], str(raw.get("run") or ""), str(raw.get("at") or ""),
-                  str(raw.get("via") or ""), state, text)
+                  str(raw.get("via") or ""), state, marker_text(obj, reaction) or "")
 
 
 def marker_text(obj: Mapping[str, Any] | None, reaction: str) -> str | None:
@@ -257,8 +262,9 @@ def marker_patch(reaction: str, key: str, run: str, now: datetime, via: str) -> 
     return {"metadata": {"annotations": {marker_annotation(reaction): marker_value(reaction, key, run, now, via)}}}
 
 
-def _pointer_token(text: str) -> str:
-    return text.replace("~", "~0").replace("/", "~1")
+def annotation_path(name: str) -> str:
+    """The JSON pointer of annotation `name` (RFC 6901: "~" and "/" escaped), for a JSON patch."""
+    return "/metadata/annotations/" + name.replace("~", "~0").replace("/", "~1")
 
 
 def marker_write(workload: Mapping[str, Any], reaction: str, value: str, expected: str | None
@@ -270,7 +276,7 @@ def marker_write(workload: Mapping[str, Any], reaction: str, value: str, expecte
     the patch holds the Workload's resourceVersion (409 when anything changed: read again, decide
     again). Either failure is a Conflict to the reaction (steps.reactions.apply_actions)."""
     meta = workload.get("metadata") or {}
-    path = f"/metadata/annotations/{_pointer_token(marker_annotation(reaction))}"
+    path = annotation_path(marker_annotation(reaction))
     if expected is not None:
         return [{"op": "test", "path": path, "value": expected}, {"op": "replace", "path": path, "value": value}], None
     if meta.get("annotations") is None:

@@ -12,6 +12,8 @@ below is the documented, tested example the manifests embed):
       mode: enforce             # enforce | dry-run (plan and record only)
       maxReleasesPerHour: 10    # per tenant; 0 = never release
       releaseOn: idle           # idle | demand (only when queued work would use the GPUs) | never
+      warnFor: 0                # warn the owner this long before a release (steps.warning); 0 = release at once
+      # warnWebhook: http://... # where a warning is also POSTed as JSON (optional)
       kinds:                    # per kind (KINDS; the owner chain decides, kind_of): any key above but
         notebook: {window: 2h40m}   # maxReleasesPerHour, and the kind's own: signal, withoutSignal,
         training: {progressMetric: train_steps_total}   # progressMetric, requestMetric, signalUrl
@@ -102,6 +104,7 @@ idle:
   mode: enforce            # enforce | dry-run
   maxReleasesPerHour: 10   # per tenant; 0 = never release
   releaseOn: idle          # idle | demand (only when queued work would use the GPUs) | never
+  warnFor: 0               # warn the owner this long before a release; activity or the exempt annotation cancels
   kinds:                   # per kind of workload (the owner's kind); chosen with gpuaas simulate (docs/simulate.md)
     notebook:
       window: 2h40m        # every kernel idle, no client connected (Jupyter's API), and the GPUs idle
@@ -163,6 +166,12 @@ class IdleSettings:
     progress_metric: str = ""
     request_metric: str = ""
     signal_url: str = ""
+    warn_seconds: float = 0.0
+    """The grace period (idle.warnFor): the owner is warned, and the release waits this long for activity or an
+    opt-out (steps.warning); 0 releases at once, as before warnings existed."""
+    warn_webhook: str = ""
+    """Where a warning is also POSTed as JSON (idle.warnWebhook): a chat or mail bridge that reads gpuaas' own flat
+    body (steps.warning.notice; not Alertmanager's webhook payload)."""
     kind: str | None = None
     """The kind these settings were resolved for (None: the tenant's general settings)."""
 
@@ -176,6 +185,10 @@ class IdleSettings:
                "mode": self.mode, "maxReleasesPerHour": self.max_releases_per_hour, "releaseOn": self.release_on}
         if self.node_pool_autoscaled:
             out["nodePoolAutoscaled"] = True
+        if self.warn_seconds:
+            out["warnForSeconds"] = self.warn_seconds
+        if self.warn_webhook:
+            out["warnWebhook"] = self.warn_webhook
         if self.kind is not None:
             out.update(kind=self.kind, signal=self.signal, withoutSignal=self.without_signal)
             for key, value in (("progressMetric", self.progress_metric), ("requestMetric", self.request_metric),
@@ -225,6 +238,12 @@ IDLE_FIELDS: tuple[Field, ...] = (
           "besides the known ones (vLLM, Triton, TGI)"),
     Field("signalUrl", "signal_url", "url", "notebook: the Jupyter server's base URL; ray: the Ray dashboard's; "
           "{name} and {namespace} are the owner's, {domain} the cluster's (defaults: Kubeflow's and KubeRay's services)"),
+    Field("warnFor", "warn_seconds", "duration", "warn the owner (an Event on their object, the annotation "
+          "gpuaas.io/idle-warning, warnWebhook) and release only when the work is still idle this long after; "
+          "activity or gpuaas.io/idle-policy: exempt cancels; 0 = release at once"),
+    Field("warnWebhook", "warn_webhook", "url", "an http(s) URL that receives each warning and its cancellation "
+          "as a POST of gpuaas' own flat JSON (docs/reactions.md; a chat or mail bridge reads it, not Alertmanager's "
+          "webhook format); {name}, {namespace} and {domain} are filled as in signalUrl"),
 )
 FIELDS_BY_KEY = {f.key: f for f in IDLE_FIELDS}
 _ALIASES = {"windowSeconds": "window", "minRuntimeSeconds": "minRuntime"}

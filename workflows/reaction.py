@@ -200,11 +200,13 @@ def restricted_security_context() -> SecurityContext:
 
 def step_env(needs_prometheus: bool, retry: bool = True) -> list[Env | FieldEnv]:
     """The step's environment. GPUAAS_RUN_ID (the workflow uid) lets a retried attempt recognise
-    what an earlier attempt of the same run wrote; GPUAAS_ATTEMPT/GPUAAS_RETRY_LIMIT let it say
+    what an earlier attempt of the same run wrote; GPUAAS_RUN_NAME (the workflow name) is what a record written on
+    an object names for a reader (`gpuaas audit show <name>`: an idle warning's run); GPUAAS_ATTEMPT/GPUAAS_RETRY_LIMIT let it say
     whether Argo will retry it (the `final` output)."""
     env: list[Env | FieldEnv] = [FieldEnv(name="GPUAAS_NAMESPACE", field_path="metadata.namespace"),
                                  Env(name="GPUAAS_OUTPUTS_DIR", value=OUTPUTS_DIR),
-                                 Env(name="GPUAAS_RUN_ID", value="{{workflow.uid}}")]
+                                 Env(name="GPUAAS_RUN_ID", value="{{workflow.uid}}"),
+                                 Env(name="GPUAAS_RUN_NAME", value="{{workflow.name}}")]
     if retry:
         env += [Env(name="GPUAAS_ATTEMPT", value="{{retries}}"), Env(name="GPUAAS_RETRY_LIMIT", value=str(RETRY_LIMIT))]
     # Where Prometheus is (GPUAAS_PROMETHEUS_URL, ...) comes from ConfigMap PROMETHEUS_CONFIGMAP (envFrom), so a

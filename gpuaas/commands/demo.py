@@ -261,7 +261,9 @@ def _run_into(args: argparse.Namespace, folder: Any, real: bool) -> int:
     sweep = summary.get("sweep") or {}
     if sweep.get("passes"):
         print(f"catch-up sweep: {sweep['passes']} passes; recorded {sweep['recorded']} of the runs above without a pod, "
-              f"delivered {sweep['delivered']} to a step")
+              f"delivered {sweep['delivered']} to a step" + (f"; delivered {sweep['idle_warnings']} idle warning(s) "
+                                                             "past their grace to gpuaas-on-idle"
+                                                             if sweep.get("idle_warnings") else ""))
     print(f"metrics: {summary['metrics']}")
     if summary.get("stack") == "real":
         print(f"stand-ins: {'; '.join(summary['stand_ins'])}")

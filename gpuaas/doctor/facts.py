@@ -302,6 +302,8 @@ class ClusterQueueFact:
     gpu_quota: float = 0.0
     active: bool = True
     message: str = ""
+    terminating: bool = False
+    """Deleted (metadata.deletionTimestamp): Kueue keeps it, inactive, until its admitted Workloads are gone."""
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,21 @@ def _images(node: Any) -> Iterator[str]:
             yield from _images(value)
 
 
+def cluster_queue_fact(cq: JSON) -> ClusterQueueFact:
+    """A ClusterQueue's GPU quota (nominal, all flavors), its Active condition, and whether it is being deleted."""
+    quota = 0.0
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") == "nvidia.com/gpu":
+                    quota += _quantity(resource.get("nominalQuota"))
+    meta = cq.get("metadata") or {}
+    active = _conditions(cq).get("Active")
+    return ClusterQueueFact(str(meta.get("name")), quota, active is None or active[0] == "True",
+                            "" if active is None else f"{active[1]}: {active[2]}",
+                            terminating=bool(meta.get("deletionTimestamp")))
+
+
 def pod_fact(pod: JSON) -> PodFact:
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
@@ -338,16 +353,7 @@ class Gatherer:
         tenants = self.facts.tenants
         version = "v1beta2" if "v1beta2" in self.serves("kueue.x-k8s.io", "clusterqueues") else "v1beta1"
         for cq in self.kube.items(f"/apis/kueue.x-k8s.io/{version}/clusterqueues"):
-            quota = 0.0
-            for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-                for flavor in group.get("flavors") or []:
-                    for resource in flavor.get("resources") or []:
-                        if resource.get("name") == "nvidia.com/gpu":
-                            quota += _quantity(resource.get("nominalQuota"))
-            active = _conditions(cq).get("Active")
-            tenants.cluster_queues.append(ClusterQueueFact(
-                str((cq.get("metadata") or {}).get("name")), quota, active is None or active[0] == "True",
-                "" if active is None else f"{active[1]}: {active[2]}"))
+            tenants.cluster_queues.append(cluster_queue_fact(cq))
         for lq in self.kube.items(f"/apis/kueue.x-k8s.io/{version}/localqueues"):
             meta = lq.get("metadata") or {}
             tenants.local_queues.append(LocalQueueFact(str(meta.get("namespace")), str(meta.get("name")),

@@ -39,9 +39,14 @@ from steps import demand as demand_model
 from steps.gateways.metrics import first_idleness_failure
 from steps.policy import IdleSettings, Policy, kind_of
 from steps.reactions.on_idle import IdleFacts, judge
+from steps.warning import LAPSE_AFTER_DUE_SECONDS, IdleWarning, grace, judged_seconds
 
-FIRE, RESOLVE, FLUSH, STEP = 0, 1, 2, 3
+FIRE, RESOLVE, FLUSH, STEP, SWEEP = 0, 1, 2, 3, 4
 """Event kinds; at equal times alerts change before a flush reads them, and a flush before its steps."""
+SWEEP_PERIOD = 120.0
+"""The catch-up sweep's schedule (workflows/sweep.py: every 2 minutes): it delivers each idle warning whose grace
+is over to on-idle (steps.reactions.sweep.due_warnings) at its first pass after `releaseAfter`, and a warning still
+pending once more at its first pass after it lapsed (`releaseAfter` + steps.warning.LAPSE_AFTER_DUE_SECONDS)."""
 
 NOT_IDLE_REASONS = {
     "no-data": "no DCGM samples in the window: idleness not confirmed",
@@ -110,6 +115,10 @@ class Replay:
         self.target = [f"{ns}/{n}" for ns, n in zip(workloads.namespace.tolist(), self.name, strict=True)]
         self.pod_count = [len(self.pods_of.get(w, [])) for w in range(len(workloads))]
         self.released_at: dict[int, float] = {}
+        self.warnings: dict[int, IdleWarning] = {}
+        """The annotation gpuaas.io/idle-warning each workload would carry (steps.warning), by workload."""
+        self.fired_at: dict[int, float] = {}
+        """When each pod's current alert episode fired (its startsAt): a workload's episode is the earliest."""
         self.releases_by_tenant: dict[str, list[float]] = {}
         self.settings: dict[tuple[str, str], IdleSettings] = {}
         self.groups: dict[str, AlertGroup] = {}
@@ -143,6 +152,8 @@ class Replay:
                 self._resolve(*payload)  # type: ignore[misc]
             elif kind == FLUSH:
                 self._flush(when, *payload)  # type: ignore[misc]
+            elif kind == SWEEP:
+                self._sweep(when, *payload)  # type: ignore[misc]
             else:
                 self._steps(when, payload)  # type: ignore[arg-type]
             handled += 1
@@ -171,6 +182,8 @@ class Replay:
         if version != self.version[pod]:
             return
         group = self._group(pod)
+        if pod not in group.firing:
+            self.fired_at[pod] = when
         flush_at = group.fire(pod, when)
         if flush_at is not None:
             self._push(flush_at, FLUSH, (group.key, group.generation))
@@ -202,20 +215,30 @@ class Replay:
             self.settings[(tenant, kind)] = settings
         return settings
 
-    def facts(self, workload: int, now: float) -> tuple[IdleFacts, IdleSettings]:
-        """What the on-idle step would observe for `workload` at `now` (see IdleState.facts)."""
+    def facts(self, workload: int, now: float, episode: str = "") -> tuple[IdleFacts, IdleSettings]:
+        """What the on-idle step would observe for `workload` at `now` for a delivery of `episode` (see
+        IdleState.facts; with a pending warning it acts on, over the span since the warning, as the step reads it:
+        steps.warning.judged_seconds)."""
         tenant = self.tenant[workload]
         kind = self.kind[workload]
         settings = self._settings(tenant, kind)
+        warning = self.warnings.get(workload)
+        if warning is not None:
+            span = judged_seconds(settings.window_seconds, warning, episode, datetime.fromtimestamp(now, UTC),
+                                  admitted_at=datetime.fromtimestamp(self.admitted[workload], UTC))
+            if span != settings.window_seconds:
+                settings = replace(settings, window_seconds=span)
         start, end = self.start[workload], self.end[workload]
         released = self.released_at.get(workload)
         alive = start <= now < end
         not_idle = evidence = demand = None
+        busy = False
         if alive and released is None:
             reading = self.window.read(workload, now, settings.window_seconds)
             failed = first_idleness_failure(reading.observations, reading.coverage, reading.max_activity,
                                             settings.threshold, settings.min_coverage)
             not_idle = None if failed is None else NOT_IDLE_REASONS[failed]
+            busy = reading.max_activity is not None and reading.max_activity > settings.threshold
             evidence = self.signal_window.evidence(workload, kind, settings, now)
             if settings.release_on == "demand" and self.cohort is not None:
                 waiting, free = self.cohort.waiting(now)
@@ -229,21 +252,60 @@ class Replay:
             target=self.target[workload], finished=now >= end, released=released is not None,
             released_at=released_at, admitted=now >= start, exempt_by=self.exempt_by[workload],
             runtime_seconds=max(0.0, now - self.admitted[workload]), pods=self.pod_count[workload] if alive else 0,
-            not_idle=not_idle, idle_summary=f"idle for {settings.window_seconds:g}s", releases_last_hour=last_hour,
+            not_idle=not_idle, busy=busy, idle_summary=f"idle for {settings.window_seconds:g}s", releases_last_hour=last_hour,
             tenant=tenant, gpus=self.gpus[workload], kind=kind, evidence=evidence, demand=demand,
         ), settings
 
-    def _steps(self, now: float, workloads: list[int]) -> None:
+    def _episode(self, workload: int) -> str:
+        """The workload's idle episode as the step keys it (steps.delivery.idle_episode): the earliest startsAt
+        of its pods' firing alerts."""
+        firing = [self.fired_at[p] for p in self.pods_of.get(workload, []) if p in self._group(p).firing
+                  and p in self.fired_at]
+        if not firing:
+            return ""
+        return "idle@" + datetime.fromtimestamp(min(firing), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _steps(self, now: float, workloads: list[int], *, by_hand: bool = False) -> None:
+        """One on-idle step per workload; `by_hand`: the sweep's delivery (no alert, so no episode)."""
         for workload in workloads:
-            facts, settings = self.facts(workload, now)
+            episode = "" if by_hand else self._episode(workload)
+            facts, settings = self.facts(workload, now, episode)
             decision = judge(facts, settings)
             self.result.outcomes[decision.gate] += 1
+            if settings.warn_seconds > 0 or workload in self.warnings:
+                # the grace period, with the step's own code (steps.warning.grace)
+                period = grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
+                               self.warnings.get(workload), episode, datetime.fromtimestamp(now, UTC), "replay",
+                               activity=bool(decision.details.get("activity", True)),
+                               admitted_at=datetime.fromtimestamp(self.admitted[workload], UTC))
+                if period.step in ("warn", "cancel", "wait", "lapse"):
+                    self.result.outcomes[f"warning-{period.step}"] += 1
+                if period.step == "warn" and not decision.dry_run:
+                    self.warnings[workload] = period.warning  # type: ignore[assignment]
+                    due, t0 = now + settings.warn_seconds, self.history.t0
+                    given = (workload, period.warning.warned_at)  # type: ignore[union-attr]
+                    self._push(t0 + np.ceil((due - t0) / SWEEP_PERIOD) * SWEEP_PERIOD, SWEEP, given)
+                    lapse = due + LAPSE_AFTER_DUE_SECONDS
+                    self._push(t0 + (np.floor((lapse - t0) / SWEEP_PERIOD) + 1) * SWEEP_PERIOD, SWEEP, given)
+                elif period.step in ("cancel", "release", "lapse") and (period.warning or period.superseded):
+                    self.warnings[workload] = period.warning or period.superseded  # type: ignore[assignment]
+                if period.step in ("warn", "wait"):
+                    continue
             if not decision.releases:
                 continue
             if decision.dry_run:
                 self._dry_runs.append((workload, now))
                 continue
             self._release(workload, now, facts.tenant or "")
+
+    def _sweep(self, now: float, workload: int, warned_at: str) -> None:
+        """A sweep pass for the warning given at `warned_at`: if it is still the workload's, pending and due, it is
+        delivered to the step (the second pass: the warning the first left pending, lapsed by now)."""
+        warning = self.warnings.get(workload)
+        if warning is not None and warning.warned_at == warned_at and warning.pending and \
+                warning.due(datetime.fromtimestamp(now, UTC)):
+            self.result.outcomes["warning-swept"] += 1
+            self._steps(now, [workload], by_hand=True)
 
     def _release(self, workload: int, now: float, tenant: str) -> None:
         self.released_at[workload] = now

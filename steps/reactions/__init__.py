@@ -131,6 +131,11 @@ class StepContext:
         return (self.environ.get("GPUAAS_RUN_ID") or "").strip()
 
     @property
+    def run_name(self) -> str:
+        """The Argo run's name (env GPUAAS_RUN_NAME), "" by hand: what `gpuaas audit show` takes."""
+        return (self.environ.get("GPUAAS_RUN_NAME") or "").strip()
+
+    @property
     def namespace(self) -> str:
         """The product's own namespace (policy ConfigMap lives there)."""
         return self.environ.get("GPUAAS_NAMESPACE") or "gpuaas"

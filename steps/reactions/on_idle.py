@@ -33,6 +33,7 @@ from typing import Any
 from steps.demand import DemandVerdict
 from steps.gateways.metrics import GpuActivity
 from steps.model.workload import Workload
+from steps.plan import Plan
 from steps.policy import EXEMPT_KEY, EXEMPT_VALUE, IdleSettings, exempt_by
 from steps.reactions.idle_alerts import IdleAlert
 from steps.signals import SIGNAL_OF_KIND, Evidence
@@ -66,7 +67,10 @@ class IdleState:
     resolution: str = ""
     """How the workload was found, or why it was not."""
     tenant: str | None = None
-    owner: JSON | None = None
+    owners: tuple[JSON, ...] = ()
+    """The Workload's owner chain, direct owner first (steps.model.owners.OwnerChain.objects): the opt-out is read
+    on every one of them, as release-workers reads it, so a tenant who annotates the object they know (a Notebook
+    above its StatefulSet, a PyTorchJob above its Job) is not warned."""
     pods: tuple[str, ...] = ()
     activity: GpuActivity | None = None
     pod_gpus: Mapping[str, int] = field(default_factory=dict)
@@ -107,9 +111,15 @@ class IdleState:
         return int(self.model.gpus_admitted)
 
     @property
+    def owner(self) -> JSON | None:
+        """The direct owner (the record names it)."""
+        return self.owners[0] if self.owners else None
+
+    @property
     def exempt_by(self) -> str | None:
-        """"Workload <name>" or "<Kind> <name>" carrying gpuaas.io/idle-policy: exempt, else None."""
-        return exempt_by(self.workload, self.owner)
+        """"Workload <name>" or "<Kind> <name>" carrying gpuaas.io/idle-policy: exempt anywhere up the owner chain,
+        else None."""
+        return exempt_by(self.workload, *self.owners)
 
     def facts(self, request: IdleRequest, policy: IdlePolicy) -> IdleFacts:
         """The plain facts `judge` reads; idleness is judged over the tenant's window and threshold."""
@@ -132,6 +142,7 @@ class IdleState:
             released_at=(self.released_record or {}).get("releasedAt"), admitted=self.is_true("Admitted"),
             exempt_by=self.exempt_by, runtime_seconds=self.runtime_seconds or 0.0, pods=len(self.pods),
             metrics_error=self.metrics_error, activity_observed=activity is not None, not_idle=not_idle,
+            busy=activity is not None and (activity.max_activity or 0.0) > policy.threshold,
             idle_summary=idle_summary or "", releases_last_hour=self.releases_last_hour, tenant=self.tenant,
             gpus=self.gpus, kind=self.kind, evidence=self.evidence, demand=self.demand)
 
@@ -214,6 +225,9 @@ class IdleFacts:
     activity_observed: bool = True
     not_idle: str | None = None
     """Why the GPUs are not provably idle (steps.gateways.metrics); None when idleness is confirmed."""
+    busy: bool = False
+    """A GPU went above the threshold in the window (activity), as opposed to samples missing: activity cancels a
+    pending idle warning (steps.warning), a hole in the data does not."""
     idle_summary: str = ""
     """How idle they were, for the release reason ("all 4 GPU(s) of 2 pod(s) stayed at or below ...")."""
     releases_last_hour: int = 0
@@ -291,7 +305,8 @@ def judge(facts: IdleFacts, policy: IdlePolicy, *, dry_run_requested: bool = Fal
         else:
             evidence_used = f"{source}: {evidence.reason}; GPU activity as the guard"
     if facts.not_idle:
-        return IdleDecision("no-op", (facts.not_idle,), gate="not-idle", evidence=evidence_used)
+        return IdleDecision("no-op", (facts.not_idle,), gate="not-idle", evidence=evidence_used,
+                            details={"activity": facts.busy})
     if policy.max_releases_per_hour <= 0 or facts.releases_last_hour >= policy.max_releases_per_hour:
         return IdleDecision("skipped-by-policy", (
             (f"tenant {facts.tenant} already had {facts.releases_last_hour} release(s) in the last hour "
@@ -397,6 +412,12 @@ class OnIdleState:
     workload_state: Any
     idle: IdleState
     request: IdleRequest
+    run_name: str = ""
+    """The Argo run's name (StepContext.run_name): what a warning names for a reader."""
+    warning_event_missing: bool = False
+    """A pending warning not yet marked notified (its run wrote the annotation and stopped before telling the owner)
+    has no Event (GPUIdleWarning on the owner's object): the next delivery within the grace writes it. Read only
+    for such a warning: a notified warning's Event may have expired (--event-ttl), and is never written again."""
 
     @property
     def workload_object(self) -> JSON | None:
@@ -423,7 +444,11 @@ class OnIdleState:
                 "subject": f"{alert.namespace}/{alert.pod}", "fingerprint": alert.fingerprint, "time": alert.starts_at}
 
     def observed(self) -> JSON:
-        return {**self.workload_state.observed(), "idle": self.idle.observed()}
+        from steps.warning import read_warning
+
+        warning = read_warning(self.idle.workload)
+        return {**self.workload_state.observed(),
+                "idle": {**self.idle.observed(), "warning": warning.to_dict() if warning else None}}
 
 
 def observe_step(context: Any, request: Any) -> OnIdleState:
@@ -460,7 +485,7 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
     from steps.policy import kind_of
 
     kind = kind_of(ws.owners.kinds())
-    settings = context.policy.idle_for(ws.tenant, kind)
+    settings = judged_settings(context.policy.idle_for(ws.tenant, kind), workload, idle_request.alert, now)
     pod_gpus = pod_gpus_of_workload(kube, workload)
     pods = tuple(sorted(pod_gpus))
     activity, metrics_error = None, None
@@ -481,10 +506,25 @@ def observe_step(context: Any, request: Any) -> OnIdleState:
         if settings.release_on == "demand":
             demand = observe_demand(kube, ws, workload, pod_gpus, settings)
     idle = IdleState(now=now, workload=workload, resolution=resolution or f"Workload {name} read by name",
-                     tenant=ws.tenant, owner=ws.owners.direct, pods=pods, pod_gpus=pod_gpus, activity=activity,
+                     tenant=ws.tenant, owners=ws.owners.objects, pods=pods, pod_gpus=pod_gpus, activity=activity,
                      metrics_error=metrics_error, releases_last_hour=releases_in_last_hour(kube, ws.tenant, now),
                      released_record=ws.release, kind=kind, evidence=evidence, demand=demand)
-    return OnIdleState(ws, idle, idle_request)
+    return OnIdleState(ws, idle, idle_request, getattr(context, "run_name", "") or "",
+                       _warning_event_missing(kube, ws.owners.top or workload, workload, idle_request.namespace))
+
+
+def _warning_event_missing(kube: Any, owner: JSON, workload: JSON, namespace: str) -> bool:
+    """Whether the pending warning on the Workload lacks its Event (one read, only when a warning is pending and its
+    owner was not told yet)."""
+    from steps.gateways.resources import EVENT
+    from steps.warning import WARNING_REASON, event_key, event_name, read_warning
+
+    warning = read_warning(workload)
+    if warning is None or not warning.pending or warning.notified_at:
+        return False
+    meta = owner.get("metadata") or {}
+    name = event_name(str(meta.get("name", "")), str(meta.get("uid") or ""), event_key(warning), WARNING_REASON)
+    return kube.get(EVENT, name, meta.get("namespace") or namespace) is None
 
 
 def read_evidence(context: Any, kind: str, settings: IdleSettings, owners: Any, namespace: str,
@@ -631,25 +671,221 @@ def plan_step(request: Any, state: OnIdleState, policy: Any) -> Any:
             return _with_episode(Plan(completion.actions, completion.reasons, completion.empty_outcome,
                                       {"gpusReleased": gpus, "gpuHoursFreedPerHour": gpus} if gpus else {},
                                       completion.event), state, request.dry_run)
-    settings = policy.idle_for(state.tenant, state.idle.kind)
+    settings = judged_settings(policy.idle_for(state.tenant, state.idle.kind), state.idle.workload, state.request.alert,
+                               state.idle.now)
     decision = decide(state.request, state.idle, settings)
     if decision.verdict == "retry":
         raise MetricsUnavailable(decision.reasons[0])
+    period = grace_of(state, settings, decision)
+    if period.step == "cancel":
+        return _warning_plan(state, settings, period, decision.reasons, request.dry_run)
+    if period.step == "lapse":
+        # recorded on the annotation and in the run's record; the owner is told by the next warning, if any
+        return WarningPlan((_warning_write(state, period.warning, conditional=True, why="record that the warning lapsed"),),
+                           (*period.reasons, *decision.reasons), Outcome.NO_OP, {}, None, request.dry_run)
     if decision.verdict != "release":
         outcome = Outcome.SKIPPED_BY_POLICY if decision.verdict == "skipped-by-policy" else Outcome.NO_OP
         return Plan.nothing(*decision.reasons, outcome=outcome)
+    if period.step == "wait":
+        told = period.warning is None or not period.warning.pending or period.warning.notified_at
+        if not told and not (request.dry_run or decision.dry_run):
+            return _warning_plan(state, settings, dc_replace(period, step="warn"), decision.reasons, False,
+                                 complete=True)
+        return Plan.nothing(*period.reasons, *decision.reasons)
+    if period.step == "warn":
+        return _warning_plan(state, settings, period, decision.reasons,
+                             request.dry_run or decision.dry_run)
     named = dc_replace(request, namespace=state.request.namespace,
                        workload=(state.idle.workload or {}).get("metadata", {}).get("name", ""))
+    linked = f"; after the warning {period.warning.describe()}" if period.warning is not None else ""
     release = release_workers.plan(named, state.workload_state, policy, by=REACTION,
-                                   reason=f"idle: {decision.reasons[0]}")
+                                   reason=f"idle: {decision.reasons[0]}{linked}")
     dry_run = decision.dry_run or release.dry_run or request.dry_run
     gpus = float(release.metrics.get("gpusReleased", 0)) if release.actions else 0.0
     metrics = {"gpusReleased": 0.0 if dry_run else gpus, "gpuHoursFreedPerHour": 0.0 if dry_run else gpus}
     if dry_run:
         metrics["gpusReleasedIfEnforced"] = gpus
-    reasons = (*release.reasons, *decision.reasons[1:])
-    return _with_episode(Plan(release.actions, reasons, release.empty_outcome, metrics, release.event, dry_run),
-                         state, request.dry_run)
+    reasons = (*release.reasons, *decision.reasons[1:], *period.reasons)
+    actions = release.actions
+    if period.warning is not None and release.actions:
+        actions = (*actions, _warning_write(state, period.warning, conditional=False,
+                                            why="record on the warning that the release followed it"))
+    elif period.superseded is not None and release.actions:
+        actions = (*actions, _warning_write(state, period.superseded, conditional=False,
+                                            why="record that the warning lapsed (released without it: warnFor 0)"))
+    # A release the sweep delivered (no alert) answers the warned episode: marked too, so a later re-send of that
+    # alert is a repeat.
+    episode = period.warning.episode if period.warning is not None else ""
+    return _with_episode(Plan(actions, reasons, release.empty_outcome, metrics, release.event, dry_run),
+                         state, request.dry_run, episode=episode)
+
+
+def judged_settings(settings: IdleSettings, workload: JSON | None, alert: IdleAlert | None, now: datetime
+                    ) -> IdleSettings:
+    """The tenant's idle settings with the span this judgement reads (steps.warning.judged_seconds): the window, or
+    all the time since a pending warning this delivery acts on. observe reads Prometheus and the kind's evidence
+    over it, and plan judges with it (same inputs, same span)."""
+    from dataclasses import replace as dc_replace
+
+    from steps.warning import judged_seconds, read_warning
+
+    model = Workload(workload or {})
+    span = judged_seconds(settings.window_seconds, read_warning(workload), (alert.episode if alert else "") or "", now,
+                          uid=model.uid or "", admitted_at=model.admitted_at)
+    return settings if span == settings.window_seconds else dc_replace(settings, window_seconds=span)
+
+
+def grace_of(state: OnIdleState, settings: IdleSettings, decision: IdleDecision) -> Any:
+    """The grace period (steps.warning.grace) applied to this run's decision, with the live warning."""
+    from steps.warning import grace, read_warning
+
+    alert = state.request.alert
+    model = state.idle.model
+    return grace(decision.verdict, decision.gate, decision.reasons, settings.warn_seconds,
+                 read_warning(state.idle.workload), (alert.episode if alert else "") or "", state.idle.now,
+                 state.run_name or state.workload_state.run_id or "hand", activity=bool(decision.details.get("activity", True)),
+                 uid=model.uid or "", admitted_at=model.admitted_at)
+
+
+def _warning_write(state: OnIdleState, warning: Any, *, conditional: bool, why: str) -> Any:
+    """The annotation gpuaas.io/idle-warning on the Workload (merge patch; conditional on the version this run read,
+    so of two runs that warn for one episode only one writes: the other re-reads and finds the warning)."""
+    from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
+    from steps.plan import Action
+    from steps.warning import WARNING_ANNOTATION
+
+    workload = state.idle.workload or {}
+    meta = workload.get("metadata") or {}
+    resource = WORKLOAD_V1BETA1 if str(workload.get("apiVersion", "")).endswith("/v1beta1") else WORKLOAD
+    before = ((meta.get("annotations") or {}).get(WARNING_ANNOTATION))
+    return Action(f"idle-warning-{warning.state}", resource, str(meta.get("name")), str(meta.get("namespace")),
+                  f"{why} (annotation {WARNING_ANNOTATION})",
+                  patch={"metadata": {"annotations": {WARNING_ANNOTATION: warning.text()}}},
+                  resource_version=(str(meta.get("resourceVersion") or "") or None) if conditional else None,
+                  before={"metadata": {"annotations": {WARNING_ANNOTATION: before}}})
+
+
+def _warning_plan(state: OnIdleState, settings: IdleSettings, period: Any, decision_reasons: tuple[str, ...],
+                  dry_run: bool, *, complete: bool = False) -> Any:
+    """Warn (or cancel a warning): the annotation on the Workload, then an Event on the owner's object (the
+    Workload when it has none), then the mark `notifiedAt` on the annotation, then the tenant's webhook
+    (steps.reactions.on_idle.apply_with_notice). `complete`: a pending warning whose run stopped before the mark:
+    the Event if it is missing, the mark, the webhook."""
+    from steps.gateways.resources import EVENT
+    from steps.plan import Action, Outcome
+    from steps.warning import CANCELLED_REASON, WARNING_REASON, event_body, event_key, notice, warning_message
+
+    warning = period.warning
+    workload = state.idle.workload or {}
+    owner = state.workload_state.owners.top or workload
+    namespace = state.request.namespace
+    target = f"{namespace}/{(workload.get('metadata') or {}).get('name', '')}"
+    gpus = state.idle.gpus
+    if period.step == "warn":
+        message = warning_message(warning, f"{owner.get('kind', 'Workload')} {target.split('/')[0]}/"
+                                           f"{(owner.get('metadata') or {}).get('name', '')}", gpus)
+        reason, kind, why = WARNING_REASON, "Warning", "warn the owner that the idle GPUs will be released"
+        reasons = (*period.reasons, *decision_reasons)
+    else:
+        message = f"{target}: the idle warning is cancelled ({warning.reason}); nothing will be released for it"
+        reason, kind, why = CANCELLED_REASON, "Normal", "record that the warning is cancelled"
+        reasons = period.reasons
+    annotations = {"gpuaas.io/idle-warning-release-after": warning.release_after,
+                   "gpuaas.io/idle-warning-run": warning.run if period.step == "warn" else warning.by}
+    body = event_body(owner, namespace, reason, message, kind, state.idle.now, event_key(warning), annotations)
+    event = Action(f"event-{reason}", EVENT, body["metadata"]["name"], body["metadata"]["namespace"],
+                   f"{why}: Event {reason} on {owner.get('kind', 'Workload')} "
+                   f"{(owner.get('metadata') or {}).get('name', '')}", operation="create", body=body)
+    if complete:
+        # the warning's run wrote the annotation and stopped before it marked the owner told (so before the webhook)
+        told = "no Event" if state.warning_event_missing else "its Event but no mark that its owner was told"
+        reasons = (f"the pending warning has {told} (its run stopped before telling the owner): told now",
+                   *period.reasons)
+        actions: tuple[Any, ...] = ((event,) if state.warning_event_missing else ()) + (
+            _notified_write(state, warning, warning.raw),)
+    elif period.step == "warn":
+        actions = (_warning_write(state, warning, conditional=True, why=why), event)
+        if not dry_run:
+            actions += (_notified_write(state, warning, warning.text()),)
+    else:
+        actions = (_warning_write(state, warning, conditional=True, why=why), event)
+    hook = None
+    if settings.warn_webhook:
+        from steps.gateways.workload_apis import cluster_domain
+
+        meta = owner.get("metadata") or {}
+        url = settings.warn_webhook.format(name=meta.get("name", ""), namespace=meta.get("namespace") or namespace,
+                                           domain=cluster_domain())
+        hook = (url, notice(warning, target, owner, state.tenant, gpus, message))
+    return WarningPlan(actions, reasons, Outcome.NO_OP, {}, None, dry_run, notice=hook)
+
+
+def _notified_write(state: OnIdleState, warning: Any, expected: str) -> Any:
+    """The mark `notifiedAt` on a pending warning, written after its Event and before its webhook: a JSON patch that
+    tests the annotation is still `expected` (the text this run wrote or read), so of two runs that would tell the
+    owner only one marks (the other meets a Conflict, reads again and finds the mark) and only that one POSTs.
+    gpuaas' own bookkeeping (never an effect of its own)."""
+    from dataclasses import replace as dc_replace
+
+    from steps.delivery import annotation_path
+    from steps.gateways.resources import WORKLOAD, WORKLOAD_V1BETA1
+    from steps.plan import Action
+    from steps.warning import WARNING_ANNOTATION, rfc3339
+
+    workload = state.idle.workload or {}
+    meta = workload.get("metadata") or {}
+    resource = WORKLOAD_V1BETA1 if str(workload.get("apiVersion", "")).endswith("/v1beta1") else WORKLOAD
+    marked = dc_replace(warning, notified_at=rfc3339(state.idle.now), raw="")
+    path = annotation_path(WARNING_ANNOTATION)
+    return Action("idle-warning-notified", resource, str(meta.get("name")), str(meta.get("namespace")),
+                  f"record on the warning that its owner is told (annotation {WARNING_ANNOTATION}, notifiedAt): no "
+                  "later delivery tells them again, even once the Event has expired",
+                  operation="json-patch", patch=[{"op": "test", "path": path, "value": expected},
+                                                 {"op": "replace", "path": path, "value": marked.text()}],
+                  before={"metadata": {"annotations": {WARNING_ANNOTATION: expected}}}, bookkeeping=True)
+
+
+@dataclass(frozen=True)
+class WarningPlan(Plan):
+    """A warning's (or a cancel's) plan: its writes, and the tenant's webhook to tell (url, JSON body)."""
+
+    notice: tuple[str, JSON] | None = None
+
+
+def apply_with_notice(kube: Any, plan: Any, dry_run: bool, results: list[Any] | None = None,
+                      post: Any = None) -> list[Any]:
+    """steps.reactions.apply_actions, then, for a warning whose writes were applied, the tenant's webhook.
+
+    The webhook is told after the annotation, the Event and the mark notifiedAt exist, so a run that fails before
+    them tells nobody, and a re-sent alert finds the warning and tells nobody twice. A webhook that fails is an
+    error of the run (result `failed`, the run's outcome failed: the tenant was not told as its policy asks, and
+    `gpuaas audit` lists it), not retried: the Event and the annotation carry the warning."""
+    from steps.plan import ActionResult
+    from steps.reactions import apply_actions
+
+    results = apply_actions(kube, plan, dry_run, results)
+    hook = getattr(plan, "notice", None)
+    if hook is None:
+        return results
+    url, body = hook
+    target = {"apiVersion": "http", "kind": "Webhook", "name": url}
+    if dry_run:
+        results.append(ActionResult("notify-webhook", target, "dry-run", None, body))
+        return results
+    if not results or any(r.result != "applied" for r in results):
+        return results
+    try:
+        from steps.gateways.notify import post_json
+
+        status = (post or post_json)(url, body)
+    except OSError as error:
+        results.append(ActionResult("notify-webhook", target, "failed", None, None,
+                                    f"the webhook {url} failed ({error}); the Event and the annotation carry the "
+                                    "warning, and the webhook is not told again for it"))
+        return results
+    results.append(ActionResult("notify-webhook", target, "applied", None, {"status": status}))
+    return results
+
 
 
 def _repeat(state: OnIdleState) -> str | None:
@@ -672,20 +908,24 @@ def _repeat(state: OnIdleState) -> str | None:
             "alert, nothing changes (a new episode starts when the alert resolves and fires again)")
 
 
-def _with_episode(plan: Any, state: OnIdleState, dry_run_requested: bool) -> Any:
+def _with_episode(plan: Any, state: OnIdleState, dry_run_requested: bool, *, episode: str = "") -> Any:
     """A release (or a policy dry-run's would-be release) is the episode's reaction: claimed on the Workload
     before it acts and marked after (steps.delivery.claimed_and_marked: a second run for the episode fails
-    its claim and records a repeat)."""
+    its claim and records a repeat). `episode`: the warned episode a release without an alert answers (the
+    sweep's delivery of a due warning)."""
     from dataclasses import replace as dc_replace
 
-    from steps.delivery import VIA_EVENT, claimed_and_marked
+    from steps.delivery import VIA_EVENT, VIA_HAND, VIA_SWEEP, claimed_and_marked
 
     alert, workload = state.request.alert, state.idle.workload
-    if alert is None or not alert.episode or workload is None or dry_run_requested or not plan.actions:
+    key = alert.episode if alert is not None and alert.episode else episode
+    if not key or workload is None or dry_run_requested or not plan.actions:
         return plan
     run = state.workload_state.run_id or "hand"
-    actions = claimed_and_marked(plan, workload, REACTION, alert.episode, run=run, now=state.idle.now, via=VIA_EVENT,
-                                 what=f"idle episode {alert.episode}")
+    via = VIA_EVENT if alert is not None and alert.episode else (
+        VIA_SWEEP if state.run_name.startswith("gpuaas-on-idle-w-") else VIA_HAND)
+    actions = claimed_and_marked(plan, workload, REACTION, key, run=run, now=state.idle.now, via=via,
+                                 what=f"idle episode {key}")
     return dc_replace(plan, actions=actions)
 
 
@@ -693,4 +933,4 @@ def step(context: Any) -> Any:
     """`python -m steps on-idle FILE` (one alert of the fan-out)."""
     from steps.reactions import run_planned
 
-    return run_planned(context, observe=observe_step, plan=plan_step, require_workload=False)
+    return run_planned(context, observe=observe_step, plan=plan_step, apply=apply_with_notice, require_workload=False)

@@ -20,7 +20,15 @@ One pass (`python -m steps sweep FILE`, as ServiceAccount gpuaas-sweep):
    - a transition the Sensor should have started a run for, older than `grace`: it was lost on
      the event path (or its run failed). The sweep submits a step run now, with an event that says
      so; the step's record says it came late and why.
-3. Every Workflow it creates has a name derived from the transition (`<template>-s-<hash>`), so a
+3. every Workload whose idle warning (steps.warning, annotation gpuaas.io/idle-warning) is pending and past
+   its `releaseAfter` is delivered once to gpuaas-on-idle (as by hand: namespace and workload), which
+   releases it if it is still idle and cancels the warning otherwise (`due_warnings`): the release after
+   the grace does not wait for Alertmanager's next re-send, and a warning whose alert resolved is not
+   left pending. A warning the step left pending (the release waited) is delivered once more when it has
+   lapsed (steps.warning.lapse_reason), so the step records that even when no alert is re-sent; a run that
+   exists is found in the list of these runs, not by a create that fails every pass;
+4. Every Workflow it creates has a name derived from the transition (`<template>-s-<hash>`; a warning's:
+   `gpuaas-on-idle-w-<hash>`), so a
    pass that dies between creating a run and marking it, and the next pass, cannot create two.
 
 Settings (parameters of the template, from the CronWorkflow): `grace` (default 5m), `max-per-pass`
@@ -355,6 +363,56 @@ def workflow_body(candidate: Candidate, namespace: str, event: JSON, *, record: 
                      "arguments": {"parameters": [{"name": n, "value": v} for n, v in parameters]}}}
 
 
+IDLE_TEMPLATE = "gpuaas-on-idle"
+"""The template of the runs the sweep creates for idle warnings whose grace has passed (steps.warning)."""
+DELIVERS_LABEL, DELIVERS_WARNING = "gpuaas.io/delivers", "idle-warning"
+"""The label of those runs: a pass lists them to know which warnings it has delivered."""
+
+
+def due_warnings(workloads: list[JSON], now: datetime) -> list[tuple[JSON, Any]]:
+    """(Workload, its warning) for every pending idle warning whose grace has passed (pure).
+
+    The level-triggered half of "warn, then release": Alertmanager re-sends a still-firing alert every 65
+    minutes as rendered, so without this a release would wait up to that long after its grace; and an alert
+    that resolved (activity) is not sent again at all (send_resolved: false), so the warning would stay
+    pending on the object. The sweep delivers each such Workload once to gpuaas-on-idle (submitted as by
+    hand: namespace and workload, no alert); the step re-judges the live state and releases (linking the
+    warning) or cancels it (activity, the opt-out)."""
+    from steps.warning import read_warning
+
+    due = []
+    for workload in workloads:
+        warning = read_warning(workload)
+        if warning is not None and warning.pending and warning.due(now):
+            due.append((workload, warning))
+    return due
+
+
+def warning_run_body(workload: JSON, warning: Any, namespace: str, now: datetime) -> JSON:
+    """The gpuaas-on-idle run for one due warning: its name is the warning's (one run per warning, whichever
+    pass creates it), with `-lapse` once the warning has lapsed (steps.warning.lapse_reason: a second and last
+    delivery, for a warning the first one left pending)."""
+    import hashlib
+
+    from steps.model.workload import Workload
+    from steps.names import label_value
+    from steps.warning import lapse_reason
+
+    meta = workload.get("metadata") or {}
+    uid, name = str(meta.get("uid") or ""), str(meta.get("name"))
+    digest = hashlib.sha256(f"{uid}/{warning.episode}/{warning.warned_at}".encode()).hexdigest()[:12]
+    lapsed = lapse_reason(warning, now, uid=uid, admitted_at=Workload(workload).admitted_at) is not None
+    tenant = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or ""
+    parameters = [("namespace", str(meta.get("namespace"))), ("workload", name), ("event", ""), ("dry-run", "false"),
+                  ("tenant", str(tenant))]
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": f"{IDLE_TEMPLATE}-w-{digest}" + ("-lapse" if lapsed else ""), "namespace": namespace,
+                         "labels": {REACTION_LABEL: "on-idle", UID_LABEL: uid, TEMPLATE_LABEL: IDLE_TEMPLATE,
+                                    WORKLOAD_LABEL: label_value(name), DELIVERS_LABEL: DELIVERS_WARNING}},
+            "spec": {"workflowTemplateRef": {"name": IDLE_TEMPLATE},
+                     "arguments": {"parameters": [{"name": n, "value": v} for n, v in parameters]}}}
+
+
 def _rfc3339(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
@@ -426,7 +484,7 @@ def installed_at(kube: Any, namespace: str, report: PassReport) -> datetime | No
 
 
 def step(context: Any) -> StepReport:
-    from steps.gateways.errors import KubernetesError
+    from steps.gateways.errors import Conflict, KubernetesError
     from steps.gateways.resources import WORKFLOW, WORKLOAD
 
     started = time.perf_counter()
@@ -443,15 +501,23 @@ def step(context: Any) -> StepReport:
                                                             label_selector=f"{ATTEMPT_LABEL},{TRANSITION_LABEL}",
                                                             limit=settings.page_size) for wf in page])
     install = settings.installed_at or installed_at(kube, context.namespace, report)
+    try:
+        delivered = {str((wf.get("metadata") or {}).get("name")) for wf in kube.list(
+            WORKFLOW, context.namespace, label_selector=f"{DELIVERS_LABEL}={DELIVERS_WARNING}")}
+    except KubernetesError as error:
+        delivered = set()
+        report.notes.append(f"the idle warnings' runs were not listed ({error}): a run that exists meets a Conflict")
     # The Workloads one page at a time (D5: a cluster of 10,000 Workloads is not held in a 512Mi pod at
     # once); only the transitions to act on are kept, the oldest `max-per-pass` of them.
     found: list[Candidate] = []
+    warnings: list[tuple[JSON, Any]] = []
     workloads = 0
     try:
         for page in kube.list_pages(WORKLOAD, limit=settings.page_size):
             workloads += len(page)
             for workload in page:
                 (workload.get("metadata") or {}).pop("managedFields", None)
+            warnings.extend(due_warnings(page, now)[:max(0, settings.max_per_pass - len(warnings))])
             found = _oldest([*found, *candidates(page, workflows, now, settings.grace_seconds, report,
                                                  history=history, installed_at=install)], settings.max_per_pass,
                             report)
@@ -527,11 +593,44 @@ def step(context: Any) -> StepReport:
             if run is not None:
                 listed(entry, "applied", {"run": run})
 
+    def warned(item: tuple[JSON, Any]) -> None:
+        workload, warning = item
+        meta = workload.get("metadata") or {}
+        body = warning_run_body(workload, warning, context.namespace, now)
+        if body["metadata"]["name"] in delivered:
+            with lock:
+                report.count("idle warning run existed (an earlier pass)")
+            return
+        entry = {"action": "deliver-idle-warning",
+                 "target": {"kind": "Workflow", "namespace": context.namespace, "name": body["metadata"]["name"]},
+                 "reason": (f"on-idle for {meta.get('namespace')}/{meta.get('name')}: the idle warning's grace is "
+                            f"over ({warning.describe()}); the step releases it if still idle, else cancels it")}
+        if settings.dry_run:
+            with lock:
+                report.count("would deliver idle warning")
+                listed(entry, "dry-run", None)
+            return
+        try:
+            created = kube.create(WORKFLOW, body, context.namespace)
+            counted, run = "idle warning delivered", str((created.get("metadata") or {}).get("uid") or "")
+        except Conflict:
+            counted, run = "idle warning run existed (an earlier pass)", ""
+        except KubernetesError as error:
+            with lock:
+                report.count("idle warning not delivered (API error)")
+                report.errors.append(f"create {body['metadata']['name']}: {error}")
+            return
+        with lock:
+            report.count(counted)
+            if run:
+                listed(entry, "applied", {"run": run})
+
     with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(handle, found))
+        list(pool.map(warned, warnings))
     plan_s, apply_s = timing["plan"], timing["apply"]
     made = sum(report.counts.get(k, 0) for k in ("recorded without a pod", "delivered to a step",
-                                                 "adopted (before install)"))
+                                                 "adopted (before install)", "idle warning delivered"))
     reasons = [f"{key}: {value}" for key, value in sorted(report.counts.items())] + report.notes
     if len(found) > LISTED_IN_RECORD:
         reasons.append(f"the first {LISTED_IN_RECORD} runs are listed; the counts cover all")
@@ -546,7 +645,8 @@ def step(context: Any) -> StepReport:
                   "installedAt": _rfc3339(install) if install else None},
         metrics={"recorded": float(report.counts.get("recorded without a pod", 0)),
                  "delivered": float(report.counts.get("delivered to a step", 0)),
-                 "adopted": float(report.counts.get("adopted (before install)", 0))},
+                 "adopted": float(report.counts.get("adopted (before install)", 0)),
+                 "idleWarningsDelivered": float(report.counts.get("idle warning delivered", 0))},
         timings={"observeSeconds": observe_s, "planSeconds": plan_s, "applySeconds": apply_s,
                  "totalSeconds": time.perf_counter() - started})
 

@@ -33,7 +33,7 @@ NORMALIZE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b[0-9a-f]{32}\b"), "<id>"),
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?Z?"), "<time>"),
     (re.compile(r"\b\d\d:\d\d(?::\d\d)?\b"), "<clock>"),
-    (re.compile(rf"\b(gpuaas-(?:{'|'.join(TEMPLATES)}))-(?:s-[0-9a-f]{{12}}|[a-z0-9]{{5}})\b"), r"\1-<name>"),
+    (re.compile(rf"\b(gpuaas-(?:{'|'.join(TEMPLATES)}))-(?:[sw]-[0-9a-f]{{12}}|[a-z0-9]{{5}})\b"), r"\1-<name>"),
     (re.compile(rf"\b((?:{'|'.join(OWNER_KINDS)})-[a-z0-9-]+?)-[0-9a-f]{{5}}\b"), r"\1-<hash>"),
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
     (re.compile(r"(?<![\w.])\d+\.\d+(?:e-?\d+)?(?![.\d])"), "<n>"),  # 0.016s, 4.29, 1.4e-05

@@ -8,7 +8,7 @@ import time
 
 from gpuaas.doctor import probe, versions
 from gpuaas.doctor.facts import ClaimFact, StatefulSetFact
-from gpuaas.doctor.gather import _quantity, pod_fact, workflow_fact
+from gpuaas.doctor.gather import _quantity, cluster_queue_fact, pod_fact, workflow_fact
 from gpuaas.manifests import observability as obs
 
 
@@ -33,6 +33,20 @@ def test_a_workflow_fact_carries_its_template_phase_parameters_and_outputs() -> 
     fact = workflow_fact(workflow, time.time())
     assert (fact.template, fact.phase, fact.parameters) == ("gpuaas-on-idle", "Succeeded", {"event": "{...}"})
     assert fact.outputs == {"idle-alerts": {"outcome": "no-op"}} and 25 < fact.age_s < 60
+
+
+def test_a_cluster_queue_fact_has_its_gpu_quota_its_active_condition_and_whether_it_is_being_deleted() -> None:
+    cq = {"metadata": {"name": "team-a", "deletionTimestamp": "2026-12-07T03:33:00Z",
+                       "finalizers": ["kueue.x-k8s.io/resource-in-use"]},
+          "spec": {"resourceGroups": [{"flavors": [{"name": "a100", "resources": [
+              {"name": "cpu", "nominalQuota": "8"}, {"name": "nvidia.com/gpu", "nominalQuota": "2"}]}]}]},
+          "status": {"conditions": [{"type": "Active", "status": "False", "reason": "Terminating",
+                                     "message": "Can't admit new workloads; clusterQueue is terminating"}]}}
+    fact = cluster_queue_fact(cq)
+    assert (fact.name, fact.gpu_quota, fact.active, fact.terminating) == ("team-a", 2.0, False, True)
+    assert fact.message == "Terminating: Can't admit new workloads; clusterQueue is terminating"
+    del cq["metadata"]["deletionTimestamp"], cq["status"]
+    assert (cluster_queue_fact(cq).active, cluster_queue_fact(cq).terminating) == (True, False)
 
 
 def test_quantities_and_versions() -> None:

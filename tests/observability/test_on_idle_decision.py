@@ -47,7 +47,7 @@ def activity(*values: float, coverage: float = 1.0, coverages: tuple[float, ...]
 PODS = {"demo-worker-0": 2, "demo-worker-1": 2}
 IDLE = IdleState(now=NOW, workload=workload(), tenant="tenant-a", pods=("demo-worker-0", "demo-worker-1"),
                  activity=activity(0.0, 0.0, 0.01, 0.0),
-                 owner={"kind": "RayCluster", "metadata": {"name": "demo", "annotations": {}}}, pod_gpus=PODS)
+                 owners=({"kind": "RayCluster", "metadata": {"name": "demo", "annotations": {}}},), pod_gpus=PODS)
 
 CASES: list[tuple[str, IdleState, IdleRequest, IdlePolicy, str, str]] = [
     ("idle-releases", IDLE, REQUEST, POLICY, "release", "all 4 GPU(s) of 2 pod(s) stayed at or below 5%"),
@@ -66,9 +66,12 @@ CASES: list[tuple[str, IdleState, IdleRequest, IdlePolicy, str, str]] = [
     ("not-admitted", replace(IDLE, workload=workload(admitted_minutes_ago=None)), REQUEST, POLICY, "no-op", "not admitted"),
     ("exempt-workload", replace(IDLE, workload=workload(annotations={"gpuaas.io/idle-policy": "exempt"})), REQUEST, POLICY,
      "skipped-by-policy", "Workload raycluster-demo-1a2b3 is annotated gpuaas.io/idle-policy: exempt"),
-    ("exempt-owner-label", replace(IDLE, owner={"kind": "RayCluster", "metadata": {
-        "name": "demo", "labels": {"gpuaas.io/idle-policy": "Exempt"}}}), REQUEST, POLICY,
+    ("exempt-owner-label", replace(IDLE, owners=({"kind": "RayCluster", "metadata": {
+        "name": "demo", "labels": {"gpuaas.io/idle-policy": "Exempt"}}},)), REQUEST, POLICY,
      "skipped-by-policy", "RayCluster demo is annotated"),
+    ("exempt-top-owner", replace(IDLE, owners=({"kind": "StatefulSet", "metadata": {"name": "nb"}}, {
+        "kind": "Notebook", "metadata": {"name": "nb", "annotations": {"gpuaas.io/idle-policy": "exempt"}}})),
+     REQUEST, POLICY, "skipped-by-policy", "Notebook nb is annotated"),
     ("exempt-even-when-prometheus-down", replace(IDLE, workload=workload(annotations={"gpuaas.io/idle-policy": "exempt"}),
                                                  activity=None, metrics_error="down"),
      REQUEST, POLICY, "skipped-by-policy", "exempt"),

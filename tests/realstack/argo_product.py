@@ -7,18 +7,99 @@ Installing is idempotent (server-side apply), so each module asks for it and the
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 from kubernetes import client
 
 from gpuaas.cluster import install as product_install
 from gpuaas.cluster.install import IDLE_LISTENING, LISTENING, PRODUCT_NAMESPACE, logs, running_pod
 from tests.support.real_cluster import RealCluster, eventually
 
-__all__ = ["IDLE_LISTENING", "LISTENING", "PRODUCT_NAMESPACE", "apply", "gpu_job", "install", "logs", "reaction_run",
-           "running_pod", "workload_of"]
+__all__ = ["IDLE_LISTENING", "LISTENING", "PRODUCT_NAMESPACE", "apply", "gpu_job", "install", "logs", "own_tenant",
+           "policy_with", "product_with_tenant", "reaction_run", "remove_tenant", "running_pod", "tenant_policy", "workload_of"]
 
 
 def apply(cluster: RealCluster, objects: list[dict]) -> None:
     product_install.apply(cluster.kubeconfig, objects, field_manager="gpuaas-tests")
+
+
+def own_tenant(name: str, gpus: int = 2, flavor: str = "gpu-a100") -> list[dict]:
+    """A test module's own tenant: its namespace, a ClusterQueue outside the cohort with `gpus` GPUs (so no
+    other Job takes its quota and provision-quota, which splits the cohort, leaves it alone), its LocalQueue."""
+    labels = {"app.kubernetes.io/part-of": "gpuaas-tests"}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": name, "labels": {**labels, "gpuaas.io/tenant": name}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+         "metadata": {"name": name, "labels": labels},
+         "spec": {"namespaceSelector": {"matchLabels": {"gpuaas.io/tenant": name}},
+                  "queueingStrategy": "BestEffortFIFO",
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
+                      {"name": flavor, "resources": [{"name": "cpu", "nominalQuota": "8"},
+                                                     {"name": "memory", "nominalQuota": "32Gi"},
+                                                     {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": name, "namespace": name, "labels": labels}, "spec": {"clusterQueue": name}},
+    ]
+
+
+def remove_tenant(cluster: RealCluster, name: str, *, timeout_s: float = 180.0) -> None:
+    """Delete the tenant's namespace and ClusterQueue, and wait until the ClusterQueue is gone: Kueue keeps a
+    deleted one, inactive (reason Terminating), while an admitted Workload holds its quota, and the next module
+    on the shared cluster must not find it so (CI run ciE: test_doctor right after test_argo_warn, whose Job
+    `keep` was still admitted, found it and blocked). The namespace's deletion removes those Workloads."""
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    cluster.kubectl("delete", "clusterqueue", name, "--wait=false", check=False)
+
+    def gone() -> bool:
+        found = cluster.kubectl("get", "clusterqueue", name, "--ignore-not-found", "-o", "name", check=False)
+        return found.returncode == 0 and not found.stdout.strip()
+
+    eventually(gone, timeout_s=timeout_s, poll_s=1.0,
+               what=f"ClusterQueue {name} deleted (Kueue keeps it while a Workload admitted to it is left: "
+                    f"kubectl get workloads -n {name})")
+
+
+def policy_with(text: str, section: str) -> str:
+    """The policy document with a tenant's `section` added under `tenants:`, which must be its last section."""
+    if not text.rstrip().splitlines()[-1].startswith(" ") or "\ntenants:" not in text:
+        raise AssertionError(f"expected the policy's last section to be `tenants:`, found:\n{text}")
+    return text.rstrip("\n") + section
+
+
+@contextmanager
+def tenant_policy(cluster: RealCluster, section: str, added: Callable[[str], str]) -> Iterator[None]:
+    """A tenant's `section` in the product's policy ConfigMap while the block runs, removed after. `added(text)`
+    is the document with the section added (and checked). The section is put back each second whenever it is
+    gone: on a shared cluster another module's `install` re-applies the rendered policy (seen: the on-idle step
+    then judged the tenant by the defaults, minimum runtime 1 h)."""
+    from steps.policy import CONFIG_MAP, KEY
+
+    core = client.CoreV1Api(cluster.admin)
+
+    def keep(stop: threading.Event | None) -> None:
+        while True:
+            current = core.read_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE).data[KEY]
+            if section not in current:
+                core.patch_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE, {"data": {KEY: added(current)}})
+            if stop is None or stop.wait(1.0):
+                return
+
+    stop = threading.Event()
+    keeper = threading.Thread(target=keep, args=(stop,), daemon=True)
+    keep(None)
+    keeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        keeper.join(timeout=10)
+        current = core.read_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE).data[KEY]
+        if section in current:
+            core.patch_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE,
+                                             {"data": {KEY: current.replace(section, "\n")}})
 
 
 def install(cluster: RealCluster, listening: tuple[tuple[str, str], ...] = LISTENING) -> RealCluster:
@@ -97,3 +178,17 @@ def finished_workflow(custom: client.CustomObjectsApi, name: str, timeout_s: flo
 def reaction_run(custom: client.CustomObjectsApi, reaction: str, namespace: str, workload: str) -> dict | None:
     """The first Workflow of `reaction` whose parameters name this Workload, once made."""
     return next(iter(reaction_runs(custom, reaction, namespace, workload)), None)
+
+
+@contextmanager
+def product_with_tenant(argo_cluster: RealCluster, tenant: str, section: str, added: Callable[[str], str], *,
+                        flavor: str = "gpu-a100") -> Iterator[RealCluster]:
+    """The product installed (idle listening), a module's own tenant (`own_tenant`) and its policy `section`
+    (`tenant_policy`) while the block runs; the tenant removed after."""
+    cluster = install(argo_cluster, IDLE_LISTENING)
+    apply(cluster, own_tenant(tenant, flavor=flavor))
+    try:
+        with tenant_policy(cluster, section, added):
+            yield cluster
+    finally:
+        remove_tenant(cluster, tenant)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import threading
 import urllib.parse
 import urllib.request
 import uuid
@@ -56,14 +55,13 @@ from gpuaas.cluster import processes
 from gpuaas.cluster.binaries import program
 from gpuaas.cluster.gpu_exporter import UTILIZATION_ANNOTATION
 from gpuaas.manifests import observability as obs
-from steps.policy import CONFIG_MAP, KEY, parse_duration, parse_policy
+from steps.policy import KEY, parse_duration, parse_policy
 from tests.realstack.argo_product import (
-    IDLE_LISTENING,
     PRODUCT_NAMESPACE,
-    apply,
     gpu_job,
-    install,
     logs,
+    policy_with,
+    product_with_tenant,
     workload_of,
 )
 from tests.realstack.test_kueue_admission import _condition
@@ -86,24 +84,6 @@ def _time(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def _tenant_objects() -> list[dict]:
-    labels = {"app.kubernetes.io/part-of": "gpuaas-tests"}
-    return [
-        {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": {"name": TENANT, "labels": {**labels, "gpuaas.io/tenant": TENANT}}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-         "metadata": {"name": TENANT, "labels": labels},
-         "spec": {"namespaceSelector": {"matchLabels": {"gpuaas.io/tenant": TENANT}},
-                  "queueingStrategy": "BestEffortFIFO",
-                  "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
-                      {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": "8"},
-                                                     {"name": "memory", "nominalQuota": "32Gi"},
-                                                     {"name": "nvidia.com/gpu", "nominalQuota": "2"}]}]}]}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"name": TENANT, "namespace": TENANT, "labels": labels}, "spec": {"clusterQueue": TENANT}},
-    ]
-
-
 POLICY = (f"\n  {TENANT}:            # added by tests/realstack/test_argo_idle.py, removed after\n"
           f"    idle:\n      window: {WINDOW_S}s\n      minRuntime: {MIN_RUNTIME_S}s\n      mode: enforce\n"
           f"      maxReleasesPerHour: 10\n")
@@ -111,48 +91,17 @@ POLICY = (f"\n  {TENANT}:            # added by tests/realstack/test_argo_idle.p
 
 def _with_tenant_policy(text: str) -> str:
     """The policy document with this module's tenant added under `tenants:` (the last section)."""
-    if not text.rstrip().splitlines()[-1].startswith(" ") or "\ntenants:" not in text:
-        raise AssertionError(f"expected the policy's last section to be `tenants:`, found:\n{text}")
-    changed = text.rstrip("\n") + POLICY
+    changed = policy_with(text, POLICY)
     settings = parse_policy(changed).idle_for(TENANT)
     assert (settings.window_seconds, settings.min_runtime_seconds, settings.mode) == (WINDOW_S, MIN_RUNTIME_S,
                                                                                       "enforce"), settings
     return changed
 
 
-def _keep_tenant_policy(core: client.CoreV1Api, stop: threading.Event | None) -> None:
-    """Put this module's tenant into the policy ConfigMap, and with `stop`, put it back whenever it is
-    gone until stopped: on a shared cluster another module's `install` re-applies the rendered policy
-    (seen: the on-idle step then judged the tenant by the defaults, minimum runtime 1 h)."""
-    while True:
-        current = core.read_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE).data[KEY]
-        if POLICY not in current:
-            core.patch_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE,
-                                             {"data": {KEY: _with_tenant_policy(current)}})
-        if stop is None or stop.wait(1.0):
-            return
-
-
 @pytest.fixture(scope="module")
 def product(argo_cluster: RealCluster) -> Iterator[RealCluster]:
-    cluster = install(argo_cluster, IDLE_LISTENING)
-    core = client.CoreV1Api(cluster.admin)
-    apply(cluster, _tenant_objects())
-    stop = threading.Event()
-    keeper = threading.Thread(target=_keep_tenant_policy, args=(core, stop), daemon=True)
-    _keep_tenant_policy(core, None)
-    keeper.start()
-    try:
+    with product_with_tenant(argo_cluster, TENANT, POLICY, _with_tenant_policy, flavor=FLAVOR) as cluster:
         yield cluster
-    finally:
-        stop.set()
-        keeper.join(timeout=10)
-        current = core.read_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE).data[KEY]
-        if POLICY in current:
-            core.patch_namespaced_config_map(CONFIG_MAP, PRODUCT_NAMESPACE,
-                                             {"data": {KEY: current.replace(POLICY, "\n")}})
-        cluster.kubectl("delete", "namespace", TENANT, "--wait=false", check=False)
-        cluster.kubectl("delete", "clusterqueue", TENANT, "--wait=false", check=False)
 
 
 def _transition(workload: dict, kind: str, status: str = "True") -> str | None:

@@ -18,6 +18,7 @@ from engine.apiserver import ApiServer
 from steps import delivery
 from steps.gateways import resources as R
 from steps.reactions import sweep
+from steps.warning import read_warning
 from tests.steps.objects import NS, Scene, ts
 
 JSON = dict[str, Any]
@@ -573,6 +574,69 @@ def test_a_transition_the_sweep_already_tried_is_retried_not_adopted_when_the_cr
     assert "adopted (before install)" not in counts, counts
     marker = delivery.read_marker(live(api, scene), "on-admitted")
     assert marker is None or marker.via != "adopted", marker
+
+
+# -- idle warnings whose grace is over (steps.warning) ----------------------------------------------------
+def _warned(api: ApiServer, scene: Scene, release_after: datetime, state: str = "warned") -> None:
+    warning = {"episode": "idle@2026-12-01T00:00:00Z", "warnedAt": "2026-12-01T00:05:00Z",
+               "releaseAfter": release_after.strftime("%Y-%m-%dT%H:%M:%SZ"), "run": "wf-warn", "state": state}
+    api.store.patch(R.WORKLOAD, name_of(scene), {"metadata": {"annotations": {
+        "gpuaas.io/idle-warning": json.dumps(warning)}}}, NS)
+
+
+def test_the_sweep_delivers_each_due_idle_warning_once_to_gpuaas_on_idle(api: ApiServer, step: Runner) -> None:
+    due, early, done = Scene.of("Job", name="due"), Scene.of("Job", name="early"), Scene.of("Job", name="done")
+    seed(api, due, early, done)
+    now = datetime.now(UTC)
+    _warned(api, due, now - timedelta(seconds=30))
+    _warned(api, early, now + timedelta(hours=1))
+    _warned(api, done, now - timedelta(hours=1), state="cancelled")
+    code, out = step("sweep", run="s1", installed_at="2020-01-01T00:00:00Z")
+    assert code == 0, out["record"]["data"]["errors"]
+    runs = [w for w in api.store.list(R.WORKFLOW, "gpuaas") if w["spec"]["workflowTemplateRef"]["name"] == "gpuaas-on-idle"]
+    assert len(runs) == 1 and runs[0]["metadata"]["labels"]["gpuaas.io/reaction"] == "on-idle"
+    assert {p["name"]: p["value"] for p in runs[0]["spec"]["arguments"]["parameters"]} == {
+        "namespace": NS, "workload": name_of(due), "event": "", "dry-run": "false",
+        "tenant": due.workload["status"]["admission"]["clusterQueue"]}
+    assert out["record"]["data"]["observed"]["counts"]["idle warning delivered"] == 1
+    # the next pass finds the run (its name is the warning's) in the list it reads: no second one, and no create
+    # tried (the step may leave the warning pending: the budget, no demand; a failing create every pass is noise)
+    api.reset_counters()
+    code, out = step("sweep", run="s2", installed_at="2020-01-01T00:00:00Z")
+    assert out["record"]["data"]["observed"]["counts"]["idle warning run existed (an earlier pass)"] == 1
+    assert len([w for w in api.store.list(R.WORKFLOW, "gpuaas")
+                if w["spec"]["workflowTemplateRef"]["name"] == "gpuaas-on-idle"]) == 1
+    assert api.write_count == 0 and not out["record"]["data"]["errors"]
+
+
+def test_the_sweep_delivers_a_warning_again_once_it_is_past_its_lapse(api: ApiServer, step: Runner) -> None:
+    # Delivered at releaseAfter and left pending by the step (the release waited); 2 h later it lapses
+    # (steps.warning.LAPSE_AFTER_DUE_SECONDS), and the sweep delivers it a second time so the step records that,
+    # even when no alert is re-sent. Never a third time.
+    due = Scene.of("Job", name="due")
+    seed(api, due)
+    now = datetime.now(UTC)
+    _warned(api, due, now - timedelta(hours=3))
+    workload = live(api, due)
+    api.store.create(R.WORKFLOW, sweep.warning_run_body(workload, read_warning(workload), "gpuaas", now - timedelta(
+        hours=2, minutes=58)), "gpuaas")  # the delivery at releaseAfter, by an earlier pass; the step left it pending
+    code, out = step("sweep", run="s1", installed_at="2020-01-01T00:00:00Z")
+    assert code == 0 and out["record"]["data"]["observed"]["counts"]["idle warning delivered"] == 1
+    runs = sorted(w["metadata"]["name"] for w in api.store.list(R.WORKFLOW, "gpuaas")
+                  if w["spec"]["workflowTemplateRef"]["name"] == "gpuaas-on-idle")
+    assert len(runs) == 2 and runs[1] == runs[0] + "-lapse", runs
+    code, out = step("sweep", run="s2", installed_at="2020-01-01T00:00:00Z")
+    assert out["record"]["data"]["observed"]["counts"]["idle warning run existed (an earlier pass)"] == 1
+
+
+def test_the_sweep_in_dry_run_lists_the_due_warning_and_creates_nothing(api: ApiServer, step: Runner) -> None:
+    due = Scene.of("Job", name="due")
+    seed(api, due)
+    _warned(api, due, datetime.now(UTC) - timedelta(seconds=1))
+    api.reset_counters()
+    code, out = step("sweep", run="s", dry_run="true", installed_at="2020-01-01T00:00:00Z")
+    assert code == 0 and api.write_count == 0
+    assert out["record"]["data"]["observed"]["counts"]["would deliver idle warning"] == 1
 
 
 def test_an_admission_being_evicted_is_no_new_transition() -> None:

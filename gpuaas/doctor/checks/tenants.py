@@ -31,6 +31,16 @@ def tenant_findings(facts: Facts) -> list[Finding | Skipped]:
         queues = [lq for lq in facts.tenants.local_queues if lq.cluster_queue == cq.name]
         details = [f"ClusterQueue {cq.name}: {cq.gpu_quota:g} GPU(s) nominal",
                    f"LocalQueues: {', '.join(f'{q.namespace}/{q.name}' for q in queues) or 'none'}"]
+        if cq.terminating:
+            # An admin's delete, not a defect: Kueue keeps the queue (Active False, reason Terminating; kueue
+            # pkg/controller/core/clusterqueue_controller.go) until no admitted Workload reserves its quota.
+            out.append(warn(check, f"ClusterQueue {cq.name} is being deleted: it admits nothing new, and Kueue "
+                                   "removes it once no admitted Workload holds its quota",
+                            "kubectl get workloads -A -o custom-columns=NAMESPACE:.metadata.namespace,"
+                            f"NAME:.metadata.name,QUEUE:.status.admission.clusterQueue | grep -w {cq.name}  "
+                            "(the Workloads that hold it; they go when they finish or their namespace is deleted)",
+                            *details))
+            continue
         if not cq.active:
             out.append(blocks(check, f"ClusterQueue {cq.name} is not active: {cq.message}",
                               f"kubectl describe clusterqueue {cq.name}  (a ResourceFlavor or Cohort it names is "
