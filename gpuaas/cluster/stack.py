@@ -227,16 +227,17 @@ class Cluster:
                 argo_events.start(self)
         except BaseException as error:
             # a failure, Ctrl-C or SIGTERM (gpuaas.stops.Stopped), a defect: everything started so far is stopped,
-            # nothing was handed over yet (the stack is the user's only once `up` returns ready)
+            # nothing was handed over yet (the stack is the user's only once `up` returns ready). The stop works
+            # from the records in memory: a state file that cannot be written (a full disk) must not leave the
+            # processes running with nothing to find them by.
             state.phase = "failed"
-            state.save()
-            self.stopped_on_failure = len(self.running())
+            _save_if_possible(state)
+            self.stopped_on_failure = len([r for r in state.processes.values() if processes.alive(r)])
             if isinstance(error, Exception):  # an interrupted start says it in its one line (gpuaas cluster up)
                 self.progress(f"start-up failed: stopping the {self.stopped_on_failure} processes started")
-            self.down(quiet=True)
-            stopped = self.load() or state  # down() marked each process stopped
-            stopped.phase = "failed"
-            stopped.save()
+            self.down(quiet=True, state=state)
+            state.phase = "failed"  # down() marked each process stopped
+            _save_if_possible(state)
             # BuildFailed: a program is missing; ImageBuildError, ToolMissing: the real node's images or packages
             if isinstance(error, (readiness.NotReady, ClusterError, BuildFailed, ImageBuildError, ToolMissing)):
                 raise ClusterError(str(error)) from None
@@ -846,9 +847,10 @@ class Cluster:
         return f"127.0.0.1:{self.state.port(service.state_port)}"
 
     # -- down and status -------------------------------------------------------------------------
-    def down(self, quiet: bool = False) -> list[str]:
-        """Stop every recorded process, last started first; the names stopped."""
-        state = self.load()
+    def down(self, quiet: bool = False, state: ClusterState | None = None) -> list[str]:
+        """Stop every recorded process, last started first; the names stopped. `state`: the records to stop (up's
+        own, when its start failed), else the state dir's."""
+        state = state or self.load()
         if state is None:
             return []
         stopped = []
@@ -864,7 +866,7 @@ class Cluster:
         if reaped and not quiet:
             self.progress(f"  killed {len(reaped)} processes left in the node's mount namespace")
         state.phase = "stopped"
-        state.save()
+        _save_if_possible(state)
         return stopped
 
     def status(self) -> dict[str, Any]:
@@ -898,3 +900,15 @@ def running_parts(state: ClusterState) -> bool:
 
 def state_as_json(state: ClusterState) -> str:
     return json.dumps(asdict(state), indent=2)
+
+
+def _save_if_possible(state: ClusterState) -> bool:
+    """Save the state; on a full or read-only disk say so on stderr and go on (what is being stopped is stopped
+    from the records in memory)."""
+    try:
+        state.save()
+    except OSError as error:
+        print(f"gpuaas cluster: could not write {state.state_dir}: {error}; stopping the processes anyway",
+              file=sys.stderr, flush=True)
+        return False
+    return True

@@ -132,3 +132,35 @@ def test_a_state_dir_of_an_earlier_service_range_starts_from_an_empty_etcd(tmp_p
                for line in lines), lines
     state = ClusterState.load(state_dir)
     assert state is not None and state.service_range == "10.97.0.0/16"
+
+
+def test_a_start_that_fails_on_a_full_disk_still_stops_what_it_started(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failure path's state saves fail too (ENOSPC, as when the step image's archive filled the disk): the
+    processes started are stopped from the records in memory, and the start's own error is what is raised.
+    Before, the first save's OSError skipped the stop and left the components running."""
+    import errno
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    serving = fake / "etcd"
+    serving.write_text("#!/bin/sh\nexec sleep 300\n")
+    failing = fake / "kube-apiserver"
+    failing.write_text("#!/bin/sh\necho 'E0101 no space left on device' >&2\nexit 1\n")
+    for script in (serving, failing):
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(stack, "program", lambda component, name: fake / name)
+    monkeypatch.setattr(stack.readiness, "http_ok",
+                        lambda url, **_: lambda: None if url.endswith("/health") else f"GET {url}: refused")
+    save = ClusterState.save
+
+    def full_disk_once_failed(self: ClusterState) -> None:
+        if self.phase in ("failed", "stopped"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        save(self)
+    monkeypatch.setattr(ClusterState, "save", full_disk_once_failed)
+
+    cluster = Cluster(tmp_path / "state", progress=lambda line: None)
+    with pytest.raises(ClusterError, match="kube-apiserver exited during start-up"):
+        cluster.up(timeout_s=30)
+    assert cluster.running() == []  # the state dir still lists etcd (saved while it started): it is not running
