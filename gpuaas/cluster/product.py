@@ -63,13 +63,27 @@ ADMIN_VALUES = "values.yaml"
 """The file `gpuaas cluster up --with events` writes into its state dir for an admin's `helm install`."""
 
 
+OTHER_BUS_FORMS = ("jetstream", "nats", "kafka")
+"""EventBus forms besides the stack's jetstreamExotic: Helm merges maps key by key, and Argo Events v1.9.11
+takes a native `jetstream` before `jetstreamExotic` (pkg/reconciler/eventbus/installer/installer.go getInstaller),
+so an admin's file that sets one would bring back a bus the stack cannot run; null removes them (Helm drops a
+key a later values file sets to null)."""
+
+
 def admin_values(monitoring: str = "plain") -> JSON:
-    """What an admin's `helm install` on this stack adds after their own values file (`-f theirs.yaml -f this`,
-    so the stack's settings win): stack_values()'s step image, EventBus, event pods' placement and sweep timing.
-    No Namespace (`cluster up` made it, with the webhook Secret its Alertmanager already sends: a new token
-    would break the alert path), no node pool (the examples' MachineSet or MachineDeployment does not exist
-    here), and on a monitoring profile no Prometheus URL (the platform's values file has the documented one)."""
-    values = {**stack_values(create_namespace=False), "nodePool": {"enabled": False}}
+    """What an admin's `helm install` on this stack adds after their own values file (`-f theirs.yaml -f this`):
+    stack_values()'s step image, EventBus, event pods' placement and sweep timing, and the webhook Secret `cluster
+    up` made (its Alertmanager sends that token: a new one would break the alert path). A later values file wins
+    key by key, but maps merge: the other EventBus forms are nulled here; the event pods' placement cannot be, so
+    an admin's file for this stack sets no `events.podTemplate` (docs/real-stack.md). No Namespace (`cluster up`
+    made it), no node pool (the examples' MachineSet or MachineDeployment does not exist here), and on a
+    monitoring profile no Prometheus URL (the platform's values file has the documented one)."""
+    from gpuaas.cluster.argo_events import WEBHOOK_SECRET
+
+    values = stack_values(create_namespace=False)
+    values["eventBus"] = {"spec": {**{form: None for form in OTHER_BUS_FORMS}, **values["eventBus"]["spec"]}}
+    values["secrets"] = {"webhookToken": {"name": WEBHOOK_SECRET, "key": "token"}}
+    values["nodePool"] = {"enabled": False}
     if monitoring != "plain":
         values.pop("prometheus")
     return values
@@ -82,7 +96,10 @@ def write_admin_values(state_dir: Path, monitoring: str = "plain") -> Path:
     path = state_dir / ADMIN_VALUES
     path.write_text("# Written by `gpuaas cluster up`: this stack's settings for `helm install` (docs/real-stack.md).\n"
                     "# Give it after your own values file: helm install gpuaas charts/gpuaas -n gpuaas -f YOURS.yaml "
-                    f"-f {path} --server-side=false\n" + yaml.safe_dump(admin_values(monitoring), sort_keys=False))
+                    f"-f {path} --server-side=false\n"
+                    "# Start YOURS from examples/values/kubernetes.yaml (tenants, policy); leave out eventBus, "
+                    "events.podTemplate and image: this file sets them for this stack.\n"
+                    + yaml.safe_dump(admin_values(monitoring), sort_keys=False))
     return path
 
 

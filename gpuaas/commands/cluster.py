@@ -162,33 +162,46 @@ def _up(args: argparse.Namespace) -> int:
             f"stopped the {started} processes it had started; their logs stay in {cluster.logs}" if started
             else "no process of the cluster had started yet"), file=sys.stderr)
         return stop.exit_code
+    # The stack is up and handed over: what follows only helps, and never turns that into a failure.
+    values = _admin_values(cluster.state_dir, args.monitoring or "plain") if "events" in parts else None
     if args.output == "json":
-        print(json.dumps(cluster.status(), indent=2))
+        print(json.dumps({**cluster.status(), **({"adminValues": str(values)} if values else {})}, indent=2))
     else:
         _progress(f"cluster ready in {state.ready_seconds:.1f}s (state in {state.state_dir}); stop it with "
                   f"`{command()} cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
-        if "events" in parts:
-            _admin_hints(cluster.state_dir, args.monitoring or "plain")
+        if values:
+            _progress(f"to install the product with your values (namespace gpuaas and the webhook Secret exist "
+                      f"already): helm install gpuaas charts/gpuaas -n gpuaas -f YOUR-VALUES.yaml -f {values} "
+                      "--server-side=false")
         print(f"export KUBECONFIG={state.kubeconfig}")
-        print(f"export PATH={os.pathsep.join(str(d) for d in _tool_dirs())}{os.pathsep}$PATH")
+        tools = _tool_dirs()
+        if tools:
+            print(f"export PATH={os.pathsep.join(str(d) for d in tools)}{os.pathsep}$PATH")
     return 0
 
 
 def _tool_dirs() -> list[Path]:
-    """Where the built kubectl, helm and argo are (the stack's cache): on PATH after `eval "$(gpuaas cluster up)"`."""
-    from gpuaas.cluster.binaries import program
+    """Where the built kubectl, helm and argo are (the stack's cache), those that are built: on PATH after
+    `eval "$(gpuaas cluster up)"`."""
+    from gpuaas.cluster.binaries import bin_dir
 
-    return list(dict.fromkeys(program(component, name).parent for component, name in
-                              (("kubernetes", "kubectl"), ("helm", "helm"), ("argo-workflows", "argo"))))
+    found = [bin_dir(component) for component, name in
+             (("kubernetes", "kubectl"), ("helm", "helm"), ("argo-workflows", "argo"))
+             if (bin_dir(component) / name).is_file()]
+    return list(dict.fromkeys(found))
 
 
-def _admin_hints(state_dir: Path, monitoring: str) -> None:
-    """The product's install on this stack, as an admin does it: the stack's values file written, and the line."""
+def _admin_values(state_dir: Path, monitoring: str) -> Path | None:
+    """The stack's values file for the product's `helm install` (gpuaas.cluster.product.admin_values), or None
+    with a line on stderr when it cannot be written (the stack is up regardless)."""
     from gpuaas.cluster.product import write_admin_values
 
-    values = write_admin_values(state_dir, monitoring)
-    _progress(f"to install the product with your values (namespace gpuaas and the webhook Secret exist already): "
-              f"helm install gpuaas charts/gpuaas -n gpuaas -f YOUR-VALUES.yaml -f {values} --server-side=false")
+    try:
+        return write_admin_values(state_dir, monitoring)
+    except OSError as error:
+        _progress(f"could not write the stack's values file for `helm install` into {state_dir}: {error}; the "
+                  "stack is up (gpuaas.cluster.product.admin_values has its settings)")
+        return None
 
 
 def _down(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ from gpuaas.cluster import services
 from gpuaas.cluster.images import STEP_IMAGE
 from gpuaas.cluster.product import BASE, SWEEP_GRACE, SWEEP_SCHEDULE, for_this_stack, stack_objects
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def _base() -> list[dict]:
     """The rendered base's files as they are (the same objects kustomize emits: no transformers change them)."""
@@ -69,16 +71,35 @@ def test_an_earlier_releases_base_gets_the_same_changes_as_this_checkouts_values
 
 
 def test_the_admins_values_file_is_the_stacks_settings_without_namespace_or_node_pool(tmp_path: Path) -> None:
-    """`gpuaas cluster up --with events` writes it for `helm install -f YOURS -f it`: the stack's settings win,
-    the Namespace and webhook Secret it made are left alone, no node pool; a profile keeps its platform's URL."""
-    from gpuaas.cluster.product import admin_values, stack_values, write_admin_values
+    """`gpuaas cluster up --with events` writes it for `helm install -f YOURS -f it`: the stack's settings, the
+    webhook Secret it made, no Namespace, no node pool; the other bus forms nulled; a profile keeps its URL."""
+    from gpuaas.cluster.product import OTHER_BUS_FORMS, admin_values, stack_values, write_admin_values
 
     plain = admin_values()
+    stack = stack_values()
     assert plain["namespace"] == {"create": False} and plain["nodePool"] == {"enabled": False}
-    assert {k: v for k, v in plain.items() if k not in ("namespace", "nodePool")} == \
-        {k: v for k, v in stack_values().items() if k != "namespace"}
+    assert plain["secrets"] == {"webhookToken": {"name": "gpuaas-alertmanager-webhook", "key": "token"}}
+    assert plain["eventBus"]["spec"] == {**{form: None for form in OTHER_BUS_FORMS}, **stack["eventBus"]["spec"]}
+    assert {k: plain[k] for k in ("image", "prometheus", "events", "sweep")} == \
+        {k: stack[k] for k in ("image", "prometheus", "events", "sweep")}
     assert "prometheus" not in admin_values("openshift")
     path = write_admin_values(tmp_path, "plain")
     text = path.read_text()
     assert yaml.safe_load(text) == plain
     assert f"-f YOURS.yaml -f {path} --server-side=false" in text.splitlines()[1]
+
+
+def test_helm_with_a_site_file_then_the_stacks_file_renders_the_stacks_bus_and_token(tmp_path: Path) -> None:
+    """The printed line with examples/values/site.yaml as the admin's file (it sets a native jetstream bus with a
+    storage class, and another webhook Secret): the real helm renders one bus form, the stack's, and the
+    EventSource reads the Secret `cluster up` made (a review found both merged before the nulls)."""
+    from gpuaas.cluster.product import write_admin_values
+    from tests.support.helm import template
+
+    objects = template([REPO / "examples" / "values" / "site.yaml", write_admin_values(tmp_path, "plain")], "gpuaas",
+                       tmp_path / "helm", hooks=False)
+    (bus,) = [o for o in objects if o["kind"] == "EventBus"]
+    assert [form for form, value in bus["spec"].items() if value is not None] == ["jetstreamExotic"], bus["spec"]
+    webhook = next(o for o in objects if o["kind"] == "EventSource" and "webhook" in o["spec"])
+    secrets = {e["authSecret"]["name"] for e in webhook["spec"]["webhook"].values()}
+    assert secrets == {"gpuaas-alertmanager-webhook"}, secrets
