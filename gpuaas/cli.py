@@ -152,10 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: stopped by {stop}", file=sys.stderr)
         return stop.exit_code
     except ModuleNotFoundError as error:
+        # `make demo`'s venv has the demo's packages only (pyproject.toml's `demo` extra); the other commands need
+        # the `cli` extra: a set-up to run, not a defect. Only a package of an optional extra counts: any other
+        # missing module (one of gpuaas' own, the standard library's) is a defect, reported as one below.
         if show_tracebacks():
             raise
-        # `make demo`'s venv has the demo's packages only (pyproject.toml's `demo` extra); the other commands need
-        # the `cli` extra: a set-up to run, not a defect.
+        if (error.name or "").split(".")[0] not in _extra_modules():
+            return _defect(name, error)
         print(f"{name}: needs Python package {error.name!r}, which this environment lacks (`make demo` installs the "
               "demo's packages only): run `make setup` (or `pip install -e '.[cli]'`), then again",
               file=sys.stderr)
@@ -163,10 +166,28 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         if show_tracebacks():
             raise
-        lines = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
-        print(f"{name}: failed (a defect of gpuaas): {type(error).__name__}: {lines}; GPUAAS_TRACEBACK=1 shows where",
-              file=sys.stderr)
-        return EXIT_DEFECT
+        return _defect(name, error)
+
+
+def _defect(name: str, error: Exception) -> int:
+    """One line for a failure that is gpuaas' own (EX_SOFTWARE)."""
+    lines = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    print(f"{name}: failed (a defect of gpuaas): {type(error).__name__}: {lines}; GPUAAS_TRACEBACK=1 shows where",
+          file=sys.stderr)
+    return EXIT_DEFECT
+
+
+def _extra_modules() -> frozenset[str]:
+    """The import names of the packages pyproject.toml's optional extras add (from the installed metadata: each
+    of them imports under its distribution name, normalised), or none when gpuaas is not installed."""
+    from importlib import metadata
+
+    try:
+        requirements = metadata.requires("gpuaas") or []
+    except metadata.PackageNotFoundError:
+        return frozenset()
+    return frozenset(re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0].lower().replace("-", "_").replace(".", "_")
+                     for r in requirements if "extra ==" in r) - {"gpuaas"}  # `cli` pulls in gpuaas[demo]
 
 
 if __name__ == "__main__":

@@ -63,3 +63,15 @@ def test_a_command_beyond_the_demos_packages_says_to_run_make_setup(tmp_path: Pa
     (line,) = done.stderr.strip().splitlines()[-1:]
     assert "needs Python package 'cryptography'" in line and "make setup" in line, done.stderr
     assert "defect" not in done.stderr, done.stderr
+
+
+def test_a_missing_module_of_gpuaas_itself_is_a_defect_not_a_set_up(tmp_path: Path) -> None:
+    """Only a package of an optional extra is blamed on set-up: a module of gpuaas' own that cannot be imported
+    (a rename, a stale install) says 'a defect of gpuaas', exit 70, as any other failure of its own."""
+    script = ("import sys\nsys.modules['gpuaas.cluster.stack'] = None  # as if the module were gone\n"
+              "from gpuaas.cli import main\n"
+              f"sys.exit(main(['cluster', 'up', '--no-build', '--state-dir', {str(tmp_path / 'state')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 70, done.stderr
+    assert "a defect of gpuaas" in done.stderr and "make setup" not in done.stderr, done.stderr
