@@ -212,16 +212,17 @@ def test_unreadable_bus_facts_are_not_checked() -> None:
     assert CHECK not in report.by_id() and "HTTP 403" in report.not_checked[CHECK]
 
 
-def test_pods_running_on_kwok_nodes_warn() -> None:
+def test_pods_running_on_kwok_nodes_block() -> None:
     """KWOK (the real stack's simulated nodes) marks the pods bound to its nodes Running and Ready, but no
-    container runs: counted as running they hid that nothing reacts (walk B2, `cpu-node-1`)."""
+    container runs: counted as running they hid that nothing reacts (walk B2, `cpu-node-1`); the product cannot
+    react, so it blocks (a warning left the doctor at exit 0)."""
     facts = healthy()
     facts.kwok_nodes = ("cpu-node-1",)
     facts.event_objects = [dataclasses.replace(o, pods=tuple(dataclasses.replace(p, node="cpu-node-1") for p in o.pods))
                            for o in facts.event_objects]
     facts.event_bus = event_bus(pods=tuple(bus_pod(i, node="cpu-node-1") for i in range(3)))
     report = checks.run(facts)
-    assert report.not_ok() == {CHECK: Status.WARN, "argo-events.pods": Status.WARN}
+    assert report.not_ok() == {CHECK: Status.BLOCKS, "argo-events.pods": Status.BLOCKS}
     pods, bus = report.by_id()["argo-events.pods"], report.by_id()[CHECK]
     assert pods.summary.startswith("8 of the product's EventSource/Sensor pods are Running on KWOK nodes "
                                    "(cpu-node-1): KWOK only simulates them")

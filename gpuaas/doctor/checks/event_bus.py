@@ -257,7 +257,7 @@ def event_bus_finding(facts: Facts) -> Finding | Skipped:
     kwok = [p for p in pods if p.node in facts.kwok_nodes]
     if kwok:
         nodes = ", ".join(sorted({p.node for p in kwok}))
-        return warn(CHECK, f"{len(kwok)} of EventBus {bus.name}'s pods are Running on KWOK nodes ({nodes}): KWOK only "
+        return blocks(CHECK, f"{len(kwok)} of EventBus {bus.name}'s pods are Running on KWOK nodes ({nodes}): KWOK only "
                            f"simulates them, no {servers} server runs",
                     f"place the bus on nodes that run containers: the EventBus's spec.{PERSISTENCE[bus.form][0]}."
                     "nodeSelector and tolerations (Helm: eventBus.spec), then delete its pods",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuaas.doctor.checks.components import not_installed
 from gpuaas.doctor.facts import EventObject, Facts
-from gpuaas.doctor.findings import Finding, Skipped, blocks, ok, warn
+from gpuaas.doctor.findings import Finding, Skipped, blocks, ok
 from sensors import all_event_sources, all_sensors
 
 
@@ -70,7 +70,8 @@ def event_pods_finding(facts: Facts) -> Finding | Skipped:
                              "are not turned into workflows", fix, *down, *details)
     if simulated:
         nodes = ", ".join(sorted({p.node for _, p in simulated}))
-        return warn(check, f"{len(simulated)} of the product's EventSource/Sensor pods are Running on KWOK nodes "
+        # blocks, as `down` does: docs/doctor.md's "the product cannot react" (a review of the walk's B2 fix)
+        return blocks(check, f"{len(simulated)} of the product's EventSource/Sensor pods are Running on KWOK nodes "
                            f"({nodes}): KWOK only simulates them, nothing runs them, so no event is turned into a "
                            "workflow",
                     "place them on nodes that run containers: the values' events.podTemplate (nodeSelector, "
