@@ -117,6 +117,37 @@ def test_several_or_no_storage_classes() -> None:
             "-p '[{\"op\":\"remove\",\"path\":\"/spec/jetstream/persistence\"}]'") in finding.fix.splitlines()
 
 
+def test_no_storage_class_under_helm_nulls_the_persistence_in_the_release() -> None:
+    """A Helm release renders the chart's persistence again on the next upgrade, so removing it from the live
+    EventBus would not last: the fix nulls it in the release, in the whole spec (the chart uses it whole; the real
+    helm, given the one key, rendered a bus without the rest). A review of the walk's B2 fix found the live patch
+    printed for Helm too."""
+    facts = with_bus()
+    facts.event_bus = pending_bus({}, helm_release="gpuaas")
+    finding = judged(facts)
+    lines = finding.fix.splitlines()
+    (helm,) = [line for line in lines if line.startswith("helm upgrade gpuaas charts/gpuaas -n gpuaas --reuse-values")]
+    import shlex
+    spec = json.loads(shlex.split(helm)[-1].split("=", 1)[1])
+    assert spec["jetstream"]["persistence"] is None and spec["jetstream"]["version"] == "latest", spec
+    assert "patch eventbus" not in finding.fix and runs_as_printed(finding.fix)
+
+
+def test_a_spec_with_a_quote_is_quoted_for_the_shell() -> None:
+    """The bus's spec is copied whole into --set-json: a value with a single quote (streamConfig YAML such as
+    `maxAge: '168h'`) must not break the printed line."""
+    facts = with_bus()
+    spec = json.loads(json.dumps(event_bus().spec))
+    spec["jetstream"]["streamConfig"] = "maxAge: '168h'"
+    facts.event_bus = pending_bus({"standard": False}, spec=spec, helm_release="gpuaas")
+    fix = judged(facts).fix
+    (helm,) = [line for line in fix.splitlines() if line.startswith("helm upgrade")]
+    import shlex
+    words = shlex.split(helm)
+    assert json.loads(words[-1].split("=", 1)[1])["jetstream"]["streamConfig"] == "maxAge: '168h'"
+    assert runs_as_printed(fix)
+
+
 def test_the_half_applied_fix_says_what_is_left() -> None:
     """The admin patched the class but kept the StatefulSet: Argo Events' Update of the claim template is refused
     (Deployed=False JetStreamStatefulSetFailed), the pods stay Pending. Worked answer: no patch line any more (the

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 from collections.abc import Iterable
 
 from gpuaas.doctor.checks.components import not_installed
@@ -111,13 +112,23 @@ def _set_class(bus: EventBusFact, ns: str, target: str) -> tuple[str, str]:
             node = node.setdefault(key, {})
         node.setdefault("persistence", {})["storageClassName"] = target
         return ((f"helm upgrade {bus.helm_release} charts/gpuaas -n {ns} --reuse-values --set-json "
-                f"'eventBus.spec={_compact(spec)}'"),
+                f"{shlex.quote('eventBus.spec=' + _compact(spec))}"),
                 "# keep the class in your values file too: the chart uses eventBus.spec whole")
     patch: dict = {"storageClassName": target}
     for key in reversed((*path, "persistence")):
         patch = {key: patch}
-    return (f"kubectl -n {ns} patch eventbus {bus.name} --type=merge -p '{_compact({'spec': patch})}'",
+    return (f"kubectl -n {ns} patch eventbus {bus.name} --type=merge -p {shlex.quote(_compact({'spec': patch}))}",
             "# keep the class in your overlay's EventBus too, for the next install")
+
+
+def _without_persistence(bus: EventBusFact) -> dict:
+    """The bus's spec with its persistence set to null (a later values file's null drops the chart's)."""
+    spec = copy.deepcopy(bus.spec)
+    node = spec
+    for key in PERSISTENCE[bus.form]:
+        node = node.setdefault(key, {})
+    node["persistence"] = None
+    return spec
 
 
 def _recreate(bus: EventBusFact, ns: str, claims: Iterable[ClaimFact], *, statefulset: bool) -> list[str]:
@@ -157,8 +168,13 @@ def _storage_fix(bus: EventBusFact, ns: str, pending: list[ClaimFact], details: 
                 f"StorageClass), set that class in the EventBus ({where.replace('/', '.')}.storageClassName) and "
                 "delete the StatefulSet and claims as below; or run the bus without persistence (events kept in "
                 "memory, lost when a bus pod restarts):"),
-                (f"kubectl -n {ns} patch eventbus {bus.name} --type=json "
-                f"-p '[{{\"op\":\"remove\",\"path\":\"/{where}\"}}]'"),
+                # a Helm release renders the chart's persistence again on the next upgrade: null it there, in the
+                # whole spec (the chart uses it whole; helm v4.3.2 given `eventBus.spec.jetstream.persistence=null`
+                # alone rendered `{"jetstream":{"persistence":null}}`, the rest of the bus gone)
+                (f"helm upgrade {bus.helm_release} charts/gpuaas -n {ns} --reuse-values --set-json "
+                 f"{shlex.quote('eventBus.spec=' + _compact(_without_persistence(bus)))}" if bus.helm_release else
+                 f"kubectl -n {ns} patch eventbus {bus.name} --type=json "
+                 f"-p '[{{\"op\":\"remove\",\"path\":\"/{where}\"}}]'"),
                 *_recreate(bus, ns, pending, statefulset=True)]
     target = names[0] if len(names) == 1 else f"<a StorageClass of yours: {', '.join(names)}>"
     change, keep = _set_class(bus, ns, target)
@@ -170,7 +186,7 @@ def _storage_fix(bus: EventBusFact, ns: str, pending: list[ClaimFact], details: 
         lines.append("# or, instead of the above, make it the cluster's default StorageClass: the pending claims (no "
                      "class set) get it (Kubernetes 1.28+), nothing else changes: "
                      f"kubectl patch storageclass {default} -p "
-                     f"'{_compact({'metadata': {'annotations': {DEFAULT_CLASS: 'true'}}})}'")
+                     f"{shlex.quote(_compact({'metadata': {'annotations': {DEFAULT_CLASS: 'true'}}}))}")
     return lines
 
 
