@@ -124,14 +124,15 @@ demo: demo-setup
 cluster-build: setup
 	$(BIN)/gpuaas cluster build
 
-# Start the real stack on loopback with Argo and the event path (what the product needs); prints `export
-# KUBECONFIG=...` and `export PATH=...` (the built kubectl, helm, argo). STATE_DIR=DIR for a state dir of your own.
-# `make cluster-down` (with the same STATE_DIR) stops it.
+# Start the real stack on loopback with Argo and the event path (what the product needs; the real node needs root:
+# WITH= starts the control plane alone); prints `export KUBECONFIG=...` and `export PATH=...` (the built kubectl,
+# helm, argo). STATE_DIR=DIR for a state dir of your own; `make cluster-down` (with the same STATE_DIR) stops it.
+WITH ?= events
 cluster: cluster-build
-	$(BIN)/gpuaas cluster up --no-build --with events $(if $(STATE_DIR),--state-dir $(STATE_DIR))
+	$(BIN)/gpuaas cluster up --no-build $(if $(WITH),--with $(WITH)) $(if $(STATE_DIR),--state-dir '$(STATE_DIR)')
 
 cluster-down: setup
-	$(BIN)/gpuaas cluster down $(if $(STATE_DIR),--state-dir $(STATE_DIR))
+	$(BIN)/gpuaas cluster down $(if $(STATE_DIR),--state-dir '$(STATE_DIR)')
 
 # Both tiers, side by side: tests/realstack (marker `realstack`: the real components, mostly waiting on controllers,
 # cooldowns and reactions through real Argo) beside everything else (the local engine, Prometheus, unit and fuzz

@@ -176,9 +176,11 @@ def live_endpoints(cluster: Cluster) -> dict[str, str]:
     Why live: the EventSource pods are the product's (applied with the overlay), and a pod's IP
     changes when it restarts. This machine reaches the node's pods on their IPs directly.
     """
+    from gpuaas.cluster.binaries import BuildFailed
+
     try:
         listed = cluster.kubectl("get", "eventsources,pods", "-A", "-o", "json", check=False, timeout=10)
-    except (subprocess.TimeoutExpired, OSError):
+    except (subprocess.TimeoutExpired, OSError, BuildFailed):  # no kubectl built here: `status` still answers
         return {}
     if listed.returncode != 0:
         return {}

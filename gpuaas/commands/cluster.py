@@ -171,13 +171,16 @@ def _up(args: argparse.Namespace) -> int:
                   f"`{command()} cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
         if values:
             _progress(f"to install the product with your values (namespace gpuaas and the webhook Secret exist "
-                      f"already): helm install gpuaas charts/gpuaas -n gpuaas -f YOUR-VALUES.yaml -f {values} "
-                      "--server-side=false")
+                      f"already): helm install gpuaas {CHART} -n gpuaas -f YOURS.yaml -f {values} --server-side=false")
         print(f"export KUBECONFIG={state.kubeconfig}")
         tools = _tool_dirs()
         if tools:
             print(f"export PATH={os.pathsep.join(str(d) for d in tools)}{os.pathsep}$PATH")
     return 0
+
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "gpuaas"
+"""This checkout's chart, by its absolute path: the printed helm line works from any folder."""
 
 
 def _tool_dirs() -> list[Path]:

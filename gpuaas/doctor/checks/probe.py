@@ -19,7 +19,8 @@ def probe_finding(facts: Facts) -> Finding | None:
     if probe.arrived_after_s is None:
         return blocks(check, f"the test alert did not reach the product within {probe.waited_s:.0f}s: no "
                              "gpuaas-on-idle run carries it",
-                      "follow the path: the alertmanager.routing and webhook.token findings, then the webhook "
+                      "follow the path: the alertmanager.routing, webhook.token, argo-events.pods and argo-events.bus "
+                      "findings, then the webhook "
                       "EventSource's and the gpuaas-on-idle Sensor's logs (kubectl -n gpuaas logs -l "
                       "eventsource-name=gpuaas-alertmanager; kubectl -n gpuaas logs -l sensor-name=gpuaas-on-idle)",
                       *details)
