@@ -54,11 +54,7 @@ def test_another_gpuaas_first_on_path_is_not_named(tmp_path: Path) -> None:
 def test_a_command_beyond_the_demos_packages_says_to_run_make_setup(tmp_path: Path) -> None:
     """`gpuaas cluster up` in `make demo`'s venv (no `cli` extra, so no `cryptography`): one line naming the
     package and `make setup`, exit 78, not 'a defect of gpuaas' (a new admin's walk met the latter)."""
-    script = ("import sys\nsys.modules['cryptography'] = None  # as in a venv without it\n"
-              "from gpuaas.cli import main\n"
-              f"sys.exit(main(['cluster', 'up', '--no-build', '--state-dir', {str(tmp_path / 'state')!r}]))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = _cluster_up_without(tmp_path, "cryptography")
     assert done.returncode == 78, done.stderr
     (line,) = done.stderr.strip().splitlines()[-1:]
     assert "needs Python package 'cryptography'" in line and "make setup" in line, done.stderr
@@ -68,10 +64,14 @@ def test_a_command_beyond_the_demos_packages_says_to_run_make_setup(tmp_path: Pa
 def test_a_missing_module_of_gpuaas_itself_is_a_defect_not_a_set_up(tmp_path: Path) -> None:
     """Only a package of an optional extra is blamed on set-up: a module of gpuaas' own that cannot be imported
     (a rename, a stale install) says 'a defect of gpuaas', exit 70, as any other failure of its own."""
-    script = ("import sys\nsys.modules['gpuaas.cluster.stack'] = None  # as if the module were gone\n"
-              "from gpuaas.cli import main\n"
-              f"sys.exit(main(['cluster', 'up', '--no-build', '--state-dir', {str(tmp_path / 'state')!r}]))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = _cluster_up_without(tmp_path, "gpuaas.cluster.stack")
     assert done.returncode == 70, done.stderr
     assert "a defect of gpuaas" in done.stderr and "make setup" not in done.stderr, done.stderr
+
+
+def _cluster_up_without(tmp_path: Path, module: str) -> subprocess.CompletedProcess[str]:
+    """`gpuaas cluster up --no-build` in a Python where `module` cannot be imported (as in a venv without it)."""
+    script = (f"import sys\nsys.modules[{module!r}] = None\nfrom gpuaas.cli import main\n"
+              f"sys.exit(main(['cluster', 'up', '--no-build', '--state-dir', {str(tmp_path / 'state')!r}]))\n")
+    return subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          check=False)

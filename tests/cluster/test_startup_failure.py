@@ -13,20 +13,25 @@ from gpuaas.cluster.stack import Cluster, ClusterError
 from gpuaas.cluster.state import ClusterState
 
 
-def test_a_failing_component_stops_the_cluster_and_shows_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # etcd starts and serves nothing (it stays up, so it must be stopped); the apiserver dies at once.
+def _etcd_then_a_failing_apiserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apiserver_says: str) -> None:
+    """etcd starts and serves nothing (it stays up, so it must be stopped); the apiserver prints `apiserver_says`
+    and dies at once. etcd's /health counts as answered; the apiserver's /readyz never does (it must be seen
+    exiting)."""
     fake = tmp_path / "bin"
     fake.mkdir()
     serving = fake / "etcd"
     serving.write_text("#!/bin/sh\nexec sleep 300\n")
     failing = fake / "kube-apiserver"
-    failing.write_text("#!/bin/sh\necho 'E0101 flag provided but not defined: -bogus' >&2\nexit 1\n")
+    failing.write_text(f"#!/bin/sh\necho '{apiserver_says}' >&2\nexit 1\n")
     for script in (serving, failing):
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setattr(stack, "program", lambda component, name: fake / name)
-    # etcd's /health counts as answered; the apiserver's /readyz never does (it must be seen exiting).
     monkeypatch.setattr(stack.readiness, "http_ok",
                         lambda url, **_: lambda: None if url.endswith("/health") else f"GET {url}: refused")
+
+
+def test_a_failing_component_stops_the_cluster_and_shows_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _etcd_then_a_failing_apiserver(tmp_path, monkeypatch, "E0101 flag provided but not defined: -bogus")
 
     cluster = Cluster(tmp_path / "state", progress=lambda line: None)
     with pytest.raises(ClusterError) as failed:
@@ -141,17 +146,7 @@ def test_a_start_that_fails_on_a_full_disk_still_stops_what_it_started(tmp_path:
     Before, the first save's OSError skipped the stop and left the components running."""
     import errno
 
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    serving = fake / "etcd"
-    serving.write_text("#!/bin/sh\nexec sleep 300\n")
-    failing = fake / "kube-apiserver"
-    failing.write_text("#!/bin/sh\necho 'E0101 no space left on device' >&2\nexit 1\n")
-    for script in (serving, failing):
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setattr(stack, "program", lambda component, name: fake / name)
-    monkeypatch.setattr(stack.readiness, "http_ok",
-                        lambda url, **_: lambda: None if url.endswith("/health") else f"GET {url}: refused")
+    _etcd_then_a_failing_apiserver(tmp_path, monkeypatch, "E0101 no space left on device")
     save = ClusterState.save
 
     def full_disk_once_failed(self: ClusterState) -> None:
