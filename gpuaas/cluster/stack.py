@@ -149,8 +149,9 @@ class Cluster:
     def load(self) -> ClusterState | None:
         return ClusterState.load(self.state_dir)
 
-    def running(self) -> list[ProcessRecord]:
-        state = self.load()
+    def running(self, state: ClusterState | None = None) -> list[ProcessRecord]:
+        """The recorded processes still alive: `state`'s records (up's own, in memory), else the state dir's."""
+        state = state or self.load()
         return [r for r in state.processes.values() if processes.alive(r)] if state else []
 
     # -- up --------------------------------------------------------------------------------------
@@ -232,7 +233,7 @@ class Cluster:
             # processes running with nothing to find them by.
             state.phase = "failed"
             _save_if_possible(state)
-            self.stopped_on_failure = len([r for r in state.processes.values() if processes.alive(r)])
+            self.stopped_on_failure = len(self.running(state))
             if isinstance(error, Exception):  # an interrupted start says it in its one line (gpuaas cluster up)
                 self.progress(f"start-up failed: stopping the {self.stopped_on_failure} processes started")
             self.down(quiet=True, state=state)

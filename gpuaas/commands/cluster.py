@@ -171,7 +171,7 @@ def _up(args: argparse.Namespace) -> int:
                   f"`{command()} cluster down" + (f" --state-dir {args.state_dir}`" if args.state_dir else "`"))
         if values:
             _progress(f"to install the product with your values (namespace gpuaas and the webhook Secret exist "
-                      f"already): helm install gpuaas {CHART} -n gpuaas -f YOURS.yaml -f {values} --server-side=false")
+                      f"already): helm install gpuaas {_chart()} -n gpuaas -f YOURS.yaml -f {values} --server-side=false")
         print(f"export KUBECONFIG={state.kubeconfig}")
         tools = _tool_dirs()
         if tools:
@@ -179,8 +179,12 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "gpuaas"
-"""This checkout's chart, by its absolute path: the printed helm line works from any folder."""
+def _chart() -> Path:
+    """This checkout's chart by its absolute path (the printed helm line works from any folder); imported here,
+    not at the CLI's start-up."""
+    from gpuaas.manifests.chart import CHART
+
+    return Path(__file__).resolve().parents[2] / CHART
 
 
 def _tool_dirs() -> list[Path]:
@@ -188,10 +192,9 @@ def _tool_dirs() -> list[Path]:
     `eval "$(gpuaas cluster up)"`."""
     from gpuaas.cluster.binaries import bin_dir
 
-    found = [bin_dir(component) for component, name in
-             (("kubernetes", "kubectl"), ("helm", "helm"), ("argo-workflows", "argo"))
-             if (bin_dir(component) / name).is_file()]
-    return list(dict.fromkeys(found))
+    return [bin_dir(component) for component, name in
+            (("kubernetes", "kubectl"), ("helm", "helm"), ("argo-workflows", "argo"))
+            if (bin_dir(component) / name).is_file()]
 
 
 def _admin_values(state_dir: Path, monitoring: str) -> Path | None:

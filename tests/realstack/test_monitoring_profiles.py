@@ -698,9 +698,6 @@ def _the_blocks_create_line(cluster: RealCluster, workdir: Path) -> None:
 
     core, custom = client.CoreV1Api(cluster.admin), client.CustomObjectsApi(cluster.admin)
 
-    def exempt() -> list[str]:
-        return _exempt(cluster)
-
     def generated_gone() -> bool:
         return cluster.kubectl("-n", osp.UWM, "get", "secret", UWM_GENERATED, check=False).returncode != 0
 
@@ -710,7 +707,7 @@ def _the_blocks_create_line(cluster: RealCluster, workdir: Path) -> None:
 
     (create,) = [line for line in install_block("openshift") if UWM_CONFIG_CREATE in line]
     cluster.kubectl("-n", osp.UWM, "delete", "configmap", osp.UWM_CONFIGMAP)
-    eventually(lambda: not exempt() and user_alertmanager() is None and generated_gone(), timeout_s=180,
+    eventually(lambda: not _exempt(cluster) and user_alertmanager() is None and generated_gone(), timeout_s=180,
                what="CMO's translation (stand-in) without user-workload-monitoring-config: no exemption, no "
                     "user-workload Alertmanager, its generated configuration collected")
     tools = str(program("kubernetes", "kubectl").parent)
@@ -721,7 +718,7 @@ def _the_blocks_create_line(cluster: RealCluster, workdir: Path) -> None:
     parsed = osp.parse_uwm_config(core.read_namespaced_config_map(osp.UWM_CONFIGMAP, osp.UWM).data["config.yaml"])
     assert parsed == {"namespacesWithoutLabelEnforcement": ["gpuaas"],
                       "alertmanager": {"enabled": True, "enableAlertmanagerConfig": True}}, parsed
-    eventually(lambda: exempt() == ["gpuaas"], timeout_s=120,
+    eventually(lambda: _exempt(cluster) == ["gpuaas"], timeout_s=120,
                what="Thanos Ruler's excludedFromEnforcement = [gpuaas] from the block's create line")
     alertmanager = eventually(user_alertmanager, timeout_s=120,
                               what="the user-workload Alertmanager from the block's create line")
