@@ -11,7 +11,8 @@ runs Argo holds.
     watch = TransitionWatch(api, tenant.namespace_names()); watch.start()
     burst.submit(Mix(jobs=700, pytorchjobs=100, deployments=20, pods_per_deployment=5, statefulsets=100))
     burst.finish()                                        # jobs' pods exit 0; servers are deleted
-    tally = Tally.of(watch.transitions(), reaction_runs(api))
+    tally = Tally.of(watch.transitions(), reaction_runs(api))   # live; or from the Argo Server's archive:
+    tally = Tally.of(watch.transitions(), archived_reaction_runs(server, archived_reaction_uids(server)))
     tally.lost, tally.doubled, tally.duplicates_recorded, tally.latencies
 
 What counts as one transition: `steps.delivery`'s key (an admission: the Admitted condition's
@@ -30,6 +31,9 @@ import json
 import statistics
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -480,6 +484,68 @@ def reaction_runs(api: client.ApiClient, namespace: str = "gpuaas") -> list[Reac
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return runs
+
+
+REACTION_SELECTOR = "gpuaas.io/reaction in (on-admitted,on-finished)"
+ARCHIVE_PAGE = 500
+
+
+def _get_json(url: str, timeout_s: float = 60.0) -> JSON:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raise RuntimeError(f"GET {url}: HTTP {error.code}, expected 200 from the Argo Server's API: "
+                           f"{error.read()[:300]!r}") from error
+
+
+def archived_reaction_uids(server: str, namespace: str = "gpuaas") -> set[str]:
+    """The uids of the Workload reaction runs the Argo Server's archive holds (GET /api/v1/archived-workflows,
+    paged). Why the stop conditions: Argo Server v4.0.5 pages the archive by offset, counts the remaining rows
+    without the label selector, and past a selected list's end answers the same offset again; an empty page, or a
+    continue token seen before, ends the list."""
+    uids: set[str] = set()
+    token, seen_tokens = "", set()
+    while True:
+        query = {"namespace": namespace, "listOptions.labelSelector": REACTION_SELECTOR,
+                 "listOptions.limit": str(ARCHIVE_PAGE)}
+        if token:
+            query["listOptions.continue"] = token
+        page = _get_json(f"{server}/api/v1/archived-workflows?{urllib.parse.urlencode(query)}")
+        items = page.get("items") or []
+        uids |= {str((item.get("metadata") or {}).get("uid")) for item in items}
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not items or not token or token in seen_tokens:
+            return uids
+        seen_tokens.add(token)
+
+
+def archived_reaction_runs(server: str, uids: Iterable[str], threads: int = 8) -> list[ReactionRun]:
+    """The archive's copy of each run of `uids` (GET /api/v1/archived-workflows/{uid}: the list's rows carry no
+    nodes, so no records), parsed as the live ones are. A uid the archive does not hold is left out."""
+    def one(uid: str) -> ReactionRun | None:
+        try:
+            return parse_run(_get_json(f"{server}/api/v1/archived-workflows/{urllib.parse.quote(uid)}"))
+        except RuntimeError as error:
+            if "HTTP 404" in str(error):
+                return None
+            raise
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+        return [run for run in pool.map(one, sorted(uids)) if run is not None]
+
+
+def wait_archived(server: str, expected: set[str], *, timeout_s: float, poll_s: float = 15.0,
+                  progress: Any = None) -> set[str]:
+    """Until the archive holds every run of `expected` (the controller archives a run when it completes, apart from
+    its reconciliation): the uids of `expected` it holds then, all of them or what it had at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        held = archived_reaction_uids(server) & expected
+        if progress is not None:
+            progress(len(held), len(expected))
+        if held >= expected or time.monotonic() > deadline:
+            return held
+        time.sleep(poll_s)
 
 
 # -- the tally -----------------------------------------------------------------------------------------------
