@@ -43,9 +43,9 @@ STEPS_CLUSTER_RULES: list[Rule] = [
      ("steps/gateways/kubernetes.py record_event: get the Event, patch its count, or create it (also in "
       "namespace default for cluster-scoped ClusterQueues); on_idle.py counts a tenant's releases (list)")),
     (["apps"], ["deployments", "statefulsets"], ["get", "patch"],
-     "steps/strategies.py release/resume: read the owner, JSON-patch replicas and the release annotation"),
-    (["apps"], ["deployments"], ["list"],
-     "steps/model/state.py _predictor_of: find the Deployment KServe created for a raw-deployment InferenceService"),
+     ("steps/strategies.py release/resume: read the owner, JSON-patch replicas and the release annotation; "
+      "steps/model/state.py _predictor_of: the Deployment KServe made for a raw-deployment InferenceService, by "
+      "the names KServe gives it (get)")),
     (["autoscaling"], ["horizontalpodautoscalers"], ["list"],
      ("steps/model/state.py observe_workload: an HPA someone else keeps on the KEDA target (e.g. KServe's) "
       "means no gpuaas ScaledObject (KEDA's webhook refuses a second autoscaler)")),

@@ -113,10 +113,6 @@ JSON = dict[str, Any]
 NOT_EXERCISED: dict[tuple[str, str, str], str] = {
     # (account, "group/resource", verb) -> why no request here needs it. Each is a gap of the tier,
     # not a proof: the table must shrink, and an entry that was used fails the test.
-    ("gpuaas-steps", "apps/deployments", "list"):
-        "steps/model/state.py _predictor_of looks for a KServe predictor when an InferenceService is in a "
-        "Workload's owner chain without its Deployment; the chain of every Workload Kueue makes for a predictor "
-        "pod climbs Pod -> ReplicaSet -> Deployment -> InferenceService, so it is not reached here",
     ("gpuaas-sweep", "kueue.x-k8s.io/localqueues", "get"):
         "steps/model/tenancy.py resolve_tenant reads the LocalQueue only for a Workload without an admission "
         "(deactivated, evicted); every transition the sweep answers here is of an admitted Workload",
