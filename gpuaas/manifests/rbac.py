@@ -43,9 +43,9 @@ STEPS_CLUSTER_RULES: list[Rule] = [
      ("steps/gateways/kubernetes.py record_event: get the Event, patch its count, or create it (also in "
       "namespace default for cluster-scoped ClusterQueues); on_idle.py counts a tenant's releases (list)")),
     (["apps"], ["deployments", "statefulsets"], ["get", "patch"],
-     "steps/strategies.py release/resume: read the owner, JSON-patch replicas and the release annotation"),
-    (["apps"], ["deployments"], ["list"],
-     "steps/model/state.py _predictor_of: find the Deployment KServe created for a raw-deployment InferenceService"),
+     ("steps/strategies.py release/resume: read the owner, JSON-patch replicas and the release annotation; "
+      "steps/model/state.py _predictor_of: the Deployment KServe made for a raw-deployment InferenceService, by "
+      "the names KServe gives it (get)")),
     (["autoscaling"], ["horizontalpodautoscalers"], ["list"],
      ("steps/model/state.py observe_workload: an HPA someone else keeps on the KEDA target (e.g. KServe's) "
       "means no gpuaas ScaledObject (KEDA's webhook refuses a second autoscaler)")),
@@ -93,8 +93,6 @@ SWEEP_CLUSTER_RULES: list[Rule] = [
       "steps/model/state.py), write the handled-transition marker of a run it recorded (patch)")),
     (["kueue.x-k8s.io"], ["clusterqueues"], ["get"],
      "steps/model/tenancy.py (the reaction's observe, run by the sweep): the tenant and cohort"),
-    (["kueue.x-k8s.io"], ["localqueues"], ["get"],
-     "steps/model/tenancy.py: the Workload's LocalQueue -> tenant, when the Workload is not admitted"),
     (["batch"], ["jobs"], ["get"], "steps/model/owners.py: the owner chain of a Job's Workload"),
     (["ray.io"], ["rayclusters", "rayjobs"], ["get"],
      "steps/model/owners.py: a RayCluster's or RayJob's Workload; on-finished's observe reads a RayJob's kept cluster"),
@@ -103,7 +101,9 @@ SWEEP_CLUSTER_RULES: list[Rule] = [
      "steps/model/state.py observe_workload: the ScaledObjects in the Workload's namespace (read only)"),
 ]
 """Read-only but for the marker: the sweep plans the reactions of job kinds (whose owners are these) with
-their own observe and plan, and never applies a plan: a plan with a write goes to a step run."""
+their own observe and plan, and never applies a plan: a plan with a write goes to a step run, and so does a
+Workload without an admission (its tenant would be read from its LocalQueue: steps/reactions/sweep.py
+NO_ADMISSION), so the sweep reads no LocalQueue."""
 
 SWEEP_NAMESPACE_RULES: list[Rule] = [
     ([""], ["configmaps"], ["get"],
@@ -164,10 +164,10 @@ NARROWER_SCOPE_NOT_APPLIED: dict[tuple[str, str, str], str] = {
          "id (Argo Workflows v4.0.5 workflow/executor/taskresult.go: we.nodeID), new for every run"),
     # The catch-up sweep reads what the reactions' observe reads, in every tenant's namespace, and marks Workloads.
     **{(SWEEP_ACCOUNT, resource, "namespace"): TENANT_NAMESPACES for resource in (
-        "workloads.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "jobs.batch", "rayclusters.ray.io",
+        "workloads.kueue.x-k8s.io", "jobs.batch", "rayclusters.ray.io",
         "rayjobs.ray.io", "pytorchjobs.kubeflow.org", "scaledobjects.keda.sh")},
     **{(SWEEP_ACCOUNT, resource, "names"): TENANT_NAMES for resource in (
-        "workloads.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "jobs.batch", "rayclusters.ray.io",
+        "workloads.kueue.x-k8s.io", "jobs.batch", "rayclusters.ray.io",
         "rayjobs.ray.io", "pytorchjobs.kubeflow.org")},
     (SWEEP_ACCOUNT, "clusterqueues.kueue.x-k8s.io", "names"):
         "one ClusterQueue per tenant, named after it; provision-quota creates them as tenants are added",

@@ -251,12 +251,36 @@ def _release_target(kube: Any, namespace: str, record: JSON) -> JSON | None:
     return kube.get(resource, str(target["name"]), namespace if resource.namespaced else None)
 
 
+def predictor_names(isvc: JSON) -> list[str]:
+    """The names KServe gives the predictor Deployment of a raw-deployment InferenceService, most likely first
+    (pure). kserve pkg/constants PredictorServiceName: `<isvc>-<spec.predictor.name>-predictor` when the
+    predictor is named (KServe >= 0.20, canary rollouts), else `<isvc>-predictor`; KServe <= 0.15 kept
+    `<isvc>-predictor-default` for a service made before the rename (`DefaultPredictorServiceName`, chosen when
+    its Service of that name existed; removed in 0.16). The raw-deployment reconciler names the Deployment after
+    the component (reconcilers/deployment createRawDefaultDeployment: ObjectMeta is the component's). In
+    Serverless (Knative) mode Knative names it after the Revision, `<isvc>-predictor-00001-deployment`, and its
+    controller is the Revision: none of these names, and the owner check below, finds it (it is Knative's to
+    scale: steps.model.owners)."""
+    meta = isvc.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if not name:
+        return []
+    named = str(((isvc.get("spec") or {}).get("predictor") or {}).get("name") or "")
+    return [*([f"{name}-{named}-predictor"] if named else []), f"{name}-predictor", f"{name}-predictor-default"]
+
+
 def _predictor_of(kube: Any, isvc: JSON) -> JSON | None:
-    """The Deployment KServe created for a raw-deployment InferenceService (controller ownerReference)."""
+    """The Deployment KServe created for a raw-deployment InferenceService: the first of `predictor_names` that
+    exists and whose controller is this InferenceService. Read by name (get), never by listing the namespace's
+    Deployments: another Deployment the InferenceService controls (its transformer, explainer, a canary, a
+    multi-node worker group) is not its predictor, and gpuaas-steps needs no `list deployments`."""
     from steps.gateways.resources import DEPLOYMENT
 
     meta = isvc.get("metadata") or {}
-    for deployment in kube.list(DEPLOYMENT, meta.get("namespace")):
+    for name in predictor_names(isvc):
+        deployment = kube.get(DEPLOYMENT, name, meta.get("namespace"))
+        if deployment is None:
+            continue
         refs = (deployment.get("metadata") or {}).get("ownerReferences") or []
         if any(r.get("controller") and (r.get("uid") == meta.get("uid")
                                         or (r.get("kind") == "InferenceService" and r.get("name") == meta.get("name")))

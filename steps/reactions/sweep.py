@@ -16,7 +16,8 @@ One pass (`python -m steps sweep FILE`, as ServiceAccount gpuaas-sweep):
      reaction with the reaction's own `observe` and `plan` (read-only; reads are cached for the
      pass), and when the plan writes nothing it RECORDS the run without a pod: a Workflow of the
      reaction's template with `recorded-by=sweep` and the audit record as parameter `record`, then
-     the marker. When the plan would write (a loan the Sensor cannot see), it submits a step run;
+     the marker. When the plan would write (a loan the Sensor cannot see), or the Workload has no
+     admission to name its tenant (NO_ADMISSION), it submits a step run;
    - a transition the Sensor should have started a run for, older than `grace`: it was lost on
      the event path (or its run failed). The sweep submits a step run now, with an event that says
      so; the step's record says it came late and why.
@@ -330,6 +331,22 @@ def sweep_event(candidate: Candidate, now: datetime, reason: str | None) -> JSON
             "data": data}
 
 
+def admitted_by(workload: JSON) -> str:
+    """The ClusterQueue of the Workload's admission (status.admission), or "" when it has none."""
+    return str(((workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+
+
+NO_ADMISSION = ("the Workload has no admission (it finished while evicted or deactivated): its tenant is read from "
+                "its LocalQueue, which only the steps' ServiceAccount may read; the sweep delivers it to a step")
+"""Why a job kind's transition goes to a step pod when its Workload has no status.admission. The sweep plans only
+what its read-only grants cover: the tenant comes from the admission, and gpuaas-sweep may not read LocalQueues
+(steps.model.tenancy reads one only without an admission). An Admitted Workload has one, and Kueue v0.19 keeps it
+on a Workload that finishes (pkg/workload/finish Finish only adds the condition); it takes it back on an eviction
+only once the job has no active pods (jobframework reconciler, "handle eviction"). So a job kind's Workload
+finishes without one only when a job that was stopped still ends: an edge, worth a step pod rather than a grant
+no real transition uses."""
+
+
 def catch_up_reason(candidate: Candidate, age: float) -> str:
     if candidate.attempt > 1:
         return (f"attempt {candidate.attempt} of {MAX_ATTEMPTS}: {candidate.earlier}; the sweep delivers it again "
@@ -338,6 +355,8 @@ def catch_up_reason(candidate: Candidate, age: float) -> str:
         return (f"no reaction {age:.0f}s after the transition (the grace period is over): the event path lost it "
                 "(an EventSource, EventBus or Sensor outage, a trigger that gave up while the apiserver was down) or "
                 "its run failed; the sweep delivers it")
+    if not admitted_by(candidate.workload):
+        return NO_ADMISSION
     return ("the Sensor starts no run for this owner kind, and the plan has a write to make (a loan on the "
             "ClusterQueue, which the Sensor cannot see): the sweep delivers it to a step")
 
@@ -351,9 +370,9 @@ def workflow_body(candidate: Candidate, namespace: str, event: JSON, *, record: 
               TRANSITION_LABEL: transition_hash(candidate.uid, candidate.transition.key)}
     if record is None:
         labels[ATTEMPT_LABEL] = str(candidate.attempt)
-    tenant = ((candidate.workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or ""
     parameters = [("namespace", candidate.namespace), ("workload", candidate.name),
-                  ("event", json.dumps(event, separators=(",", ":"))), ("dry-run", "false"), ("tenant", str(tenant))]
+                  ("event", json.dumps(event, separators=(",", ":"))), ("dry-run", "false"),
+                  ("tenant", admitted_by(candidate.workload))]
     if record is not None:
         labels[RECORDED_BY_LABEL] = "sweep"
         parameters += [("recorded-by", "sweep"), ("record", json.dumps(record, separators=(",", ":")))]
@@ -724,7 +743,7 @@ def mark_recorded(kube: Any, candidate: Candidate, run: str, now: datetime, *, v
 def _decide(context: Any, reads: CachedReads, candidate: Candidate, now: datetime) -> tuple[JSON | None, str | None]:
     """(the audit record of a run that needs no pod, None) or (None, why a step must run it)."""
     age = (now - candidate.transition.at).total_seconds() if candidate.transition.at else 0.0
-    if candidate.event_path:
+    if candidate.event_path or not admitted_by(candidate.workload):
         return None, catch_up_reason(candidate, age)
     from steps.reactions import StepContext, _fill_from_state, load
     from steps.record import build_record

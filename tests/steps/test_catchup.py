@@ -270,6 +270,33 @@ def test_the_sweep_records_job_kinds_without_a_pod_and_delivers_what_the_event_p
     assert late["via"] == "sweep" and late["late"] and "event path lost it" in late["whyLate"] and late["marked"]
 
 
+def test_the_sweep_delivers_a_finish_without_an_admission_and_reads_no_local_queue(api: ApiServer,
+                                                                                   step: Runner) -> None:
+    """A job kind's Workload that finished without an admission (a stopped job that still ended): its tenant
+    would come from its LocalQueue, which gpuaas-sweep may not read (a GET of it is answered 403 here, as RBAC
+    would). The sweep delivers it to a step instead of recording it, and reads no LocalQueue; the step, as
+    gpuaas-steps, finds the tenant there."""
+    scene = Scene.of("Job", status="finished-unadmitted", name="stopped")
+    seed(api, scene)
+    api.faults.fail_next(1000, status=403, method="GET", path="/localqueues/")
+    code, out = step("sweep", run="sweep-1", grace="5m")
+    data = out["record"]["data"]
+    assert code == 0 and out["outcome"] == "applied" and data["errors"] == [], data
+    assert api.faults.injected == 0
+    [run] = sweep_runs(api).values()
+    params = parameters(run)
+    assert run["metadata"]["labels"]["gpuaas.io/reaction"] == "on-finished" and "recorded-by" not in params
+    assert (json.loads(params["event"])["data"]["reason"], params["tenant"]) == (sweep.NO_ADMISSION, "")
+    assert data["observed"]["counts"]["delivered to a step"] == 1
+    assert delivery.read_marker(live(api, scene), "on-finished") is None
+    api.faults.clear()
+    code, done = step("on-finished", run="wf-d", namespace=NS, workload=name_of(scene), event=params["event"])
+    record = done["record"]["data"]
+    assert code == 0 and record["observed"]["tenant"] == {"clusterQueue": "team-a", "cohort": "gpuaas",
+                                                         "localQueue": "team-a-queue", "source": "local-queue"}, record
+    assert delivery.read_marker(live(api, scene), "on-finished").via == "sweep"
+
+
 def test_the_sweep_leaves_a_fresh_transition_to_the_event_path(api: ApiServer, step: Runner) -> None:
     scene = Scene.of("Deployment", name="fresh")
     now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
