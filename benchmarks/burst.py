@@ -487,7 +487,6 @@ def reaction_runs(api: client.ApiClient, namespace: str = "gpuaas") -> list[Reac
 
 
 REACTION_SELECTOR = "gpuaas.io/reaction in (on-admitted,on-finished)"
-ARCHIVE_PAGE = 500
 
 
 def _get_json(url: str, timeout_s: float = 60.0) -> JSON:
@@ -500,47 +499,45 @@ def _get_json(url: str, timeout_s: float = 60.0) -> JSON:
 
 
 def archived_reaction_uids(server: str, namespace: str = "gpuaas") -> set[str]:
-    """The uids of the Workload reaction runs the Argo Server's archive holds (GET /api/v1/archived-workflows,
-    paged). Why the stop conditions: Argo Server v4.0.5 pages the archive by offset, counts the remaining rows
-    without the label selector, and past a selected list's end answers the same offset again; an empty page, or a
-    continue token seen before, ends the list."""
-    uids: set[str] = set()
-    token, seen_tokens = "", set()
-    while True:
-        query = {"namespace": namespace, "listOptions.labelSelector": REACTION_SELECTOR,
-                 "listOptions.limit": str(ARCHIVE_PAGE)}
-        if token:
-            query["listOptions.continue"] = token
-        page = _get_json(f"{server}/api/v1/archived-workflows?{urllib.parse.urlencode(query)}")
-        items = page.get("items") or []
-        uids |= {str((item.get("metadata") or {}).get("uid")) for item in items}
-        token = str((page.get("metadata") or {}).get("continue") or "")
-        if not items or not token or token in seen_tokens:
-            return uids
-        seen_tokens.add(token)
+    """The uids of the Workload reaction runs the Argo Server's archive holds, in one request: GET
+    /api/v1/archived-workflows without a limit (Argo Server v4.0.5 then loads every selected row). Why not pages:
+    the archive pages by offset over `ORDER BY startedat DESC` (persist/sqldb), whose one-second precision ties a
+    burst's runs, and PostgreSQL keeps no stable order among ties from one LIMIT/OFFSET query to the next, so a
+    row can fall between two pages."""
+    query = {"namespace": namespace, "listOptions.labelSelector": REACTION_SELECTOR}
+    page = _get_json(f"{server}/api/v1/archived-workflows?{urllib.parse.urlencode(query)}", timeout_s=300)
+    return {str((item.get("metadata") or {}).get("uid")) for item in page.get("items") or []}
+
+
+def _archived(server: str, uid: str) -> JSON | None:
+    """GET /api/v1/archived-workflows/{uid}: the run as archived (the controller hydrates it before archiving, so
+    it has status.nodes and their outputs), or None when the archive does not hold it."""
+    try:
+        return _get_json(f"{server}/api/v1/archived-workflows/{urllib.parse.quote(uid)}")
+    except RuntimeError as error:
+        if "HTTP 404" in str(error):
+            return None
+        raise
 
 
 def archived_reaction_runs(server: str, uids: Iterable[str], threads: int = 8) -> list[ReactionRun]:
-    """The archive's copy of each run of `uids` (GET /api/v1/archived-workflows/{uid}: the list's rows carry no
-    nodes, so no records), parsed as the live ones are. A uid the archive does not hold is left out."""
-    def one(uid: str) -> ReactionRun | None:
-        try:
-            return parse_run(_get_json(f"{server}/api/v1/archived-workflows/{urllib.parse.quote(uid)}"))
-        except RuntimeError as error:
-            if "HTTP 404" in str(error):
-                return None
-            raise
+    """The archive's copy of each run of `uids`, parsed as the live ones are. A uid the archive lacks is left out."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
-        return [run for run in pool.map(one, sorted(uids)) if run is not None]
+        found = list(pool.map(lambda uid: _archived(server, uid), sorted(uids)))
+    return [run for run in (parse_run(w) for w in found if w is not None) if run is not None]
 
 
 def wait_archived(server: str, expected: set[str], *, timeout_s: float, poll_s: float = 15.0,
-                  progress: Any = None) -> set[str]:
+                  progress: Any = None, threads: int = 8) -> set[str]:
     """Until the archive holds every run of `expected` (the controller archives a run when it completes, apart from
-    its reconciliation): the uids of `expected` it holds then, all of them or what it had at the timeout."""
+    its reconciliation), each asked for by uid: the uids of `expected` it holds then (all, or those at the timeout)."""
     deadline = time.monotonic() + timeout_s
+    held: set[str] = set()
     while True:
-        held = archived_reaction_uids(server) & expected
+        missing = sorted(expected - held)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+            held |= {uid for uid, found in zip(missing, pool.map(lambda u: _archived(server, u), missing), strict=True)
+                     if found is not None}
         if progress is not None:
             progress(len(held), len(expected))
         if held >= expected or time.monotonic() > deadline:

@@ -270,8 +270,8 @@ class Bench:
         uids = {s.uid for s in watcher.transitions()}
         mine = [r for r in reaction_runs(self.api) if r.uid not in runs_before and r.workload_uid in uids]
         live = tally
-        tally = self.from_archive(watcher, {r.uid for r in mine if r.phase in ("Succeeded", "Failed", "Error")},
-                                  archived_before)
+        tally, not_archived = self.from_archive(
+            watcher, {r.uid for r in mine if r.phase in ("Succeeded", "Failed", "Error")}, archived_before)
         archive_after = self.archive()
         calls = audit_calls(self.audit_log, audit_before)
         handled_runs = [r for r in mine if r.finished]
@@ -283,7 +283,7 @@ class Bench:
             "workloads": mix.workloads, "mix": mix.__dict__, "kwokNodes": nodes, "submitSeconds": round(submitted_s, 1),
             "admittedWithinSeconds": round(admit_window, 1), "submitErrors": burst.errors[:5],
             "tally": tally.to_dict(), "tallySource": f"the Argo Server's archive ({self.argo_server})",
-            "liveTally": {k: v for k, v in live.to_dict().items() if k != "latency"},
+            "liveTally": {k: v for k, v in live.to_dict().items() if k != "latency"}, "notArchived": not_archived,
             "throughputPerMinute": round(tally.handled / max(1e-9, (last - first) / 60.0), 1),
             "reactionSpanSeconds": round(last - first, 1),
             "perThousandAdmissions": {
@@ -308,19 +308,20 @@ class Bench:
                                                                             tenant.flavor_selector)])
         return result
 
-    def from_archive(self, watcher: TransitionWatch, finished: set[str], archived_before: set[str]) -> Tally:
+    def from_archive(self, watcher: TransitionWatch, finished: set[str], archived_before: set[str]
+                     ) -> tuple[Tally, int]:
         """The level's tally counted again from the Argo Server's archive (issue 21: the record admins read, not the
-        live Workflows): every run the archive gained since the level began whose Workload is the level's, parsed
-        from the archive's own copy. First waits until the archive holds every run seen finished live (the
-        controller archives a run when it completes, apart from its reconciliation), at most 10 minutes."""
+        live Workflows): every run the archive gained since the level began, and every run seen finished live that
+        it holds, parsed from the archive's own copy; and how many runs seen finished live it still lacked after
+        waiting 10 minutes (a run the archive lacks shows as lost in this tally: that number tells the two apart)."""
         held = wait_archived(self.argo_server, finished, timeout_s=600, progress=lambda got, of: print(
             f"  archive: {got}/{of} finished runs archived, load {load()}", flush=True))
         if held != finished:
             print(f"  archive: {len(finished - held)} finished runs not archived after 600 s, e.g. "
                   f"{sorted(finished - held)[:3]}", flush=True)
-        new = archived_reaction_uids(self.argo_server) - archived_before
-        runs = archived_reaction_runs(self.argo_server, new)
-        return Tally.of(watcher.transitions(), runs, watcher.markers())
+        new = (archived_reaction_uids(self.argo_server) - archived_before) | held
+        return Tally.of(watcher.transitions(), archived_reaction_runs(self.argo_server, new), watcher.markers()), \
+            len(finished - held)
 
     def cleanup(self, tenant: BurstTenant, nodes: list[str]) -> None:
         """The level's tenant, nodes and reaction runs go (the runs are in the archive), so the next level
@@ -500,9 +501,9 @@ def main() -> int:
         results.append(result)
         t = {**result["tally"], "pending": result["liveTally"]["pending"]}
         died = [name for name, running in result["components"].items() if not running]
-        if t["lost"] or t["doubled"] or t["pending"] or died:
-            broke = (f"at {n} Workloads: lost {t['lost']}, doubled {t['doubled']} (from the archive), runs not done "
-                     f"{t['pending']} "
+        if t["lost"] or t["doubled"] or t["pending"] or result["notArchived"] or died:
+            broke = (f"at {n} Workloads: lost {t['lost']}, doubled {t['doubled']} (from the archive; "
+                     f"{result['notArchived']} finished runs not archived), runs not done {t['pending']} "
                      f"after {args.timeout:.0f}s" + (f"; components stopped: {died}" if died else ""))
             break
     storm = bench.idle_storm(args.alerts) if args.alerts else None
@@ -512,7 +513,7 @@ def main() -> int:
     if storm:
         print(f"\nidle storm: {storm}")
     held = [r["workloads"] for r in results if not (r["tally"]["lost"] or r["tally"]["doubled"]
-                                                     or r["liveTally"]["pending"])]
+                                                     or r["liveTally"]["pending"] or r["notArchived"])]
     print(f"\nlargest burst that held: {max(held) if held else 'none'}; " + (f"broke {broke}" if broke else
                                                                              "nothing broke up to the last level"))
     print(json.dumps({"before": before, "levels": results, "idleStorm": storm, "largestHeld": max(held) if held else None,
