@@ -136,3 +136,28 @@ def test_after_others_takes_a_boolean() -> None:
     assert real_shards.runs_after_others({"after_others": True}) and not real_shards.runs_after_others(None)
     with pytest.raises(TypeError, match="after_others=True|False"):
         real_shards.runs_after_others({"after_others": "yes"})
+
+
+def test_a_shard_marked_after_named_shards_starts_when_those_have_ended(tmp_path: Path) -> None:
+    """The fault module's short bursts (real_shard("faults", after=("node", "other"))) start when the two short
+    shards end, beside the long ones: the tier's wall time is then not the sum of the faults and the rest."""
+    log = tmp_path / "log"
+
+    def command(shard: real_shards.Shard) -> list[str]:
+        seconds = {"short": 0.5, "long": 3.0, "faults": 0.1}[shard.name]
+        return [sys.executable, "-c", (f"import time; open({str(log)!r}, 'a').write('start {shard.name} %f\\n' % "
+                                       f"time.time()); time.sleep({seconds}); open({str(log)!r}, 'a')"
+                                       f".write('end {shard.name} %f\\n' % time.time())")]
+
+    shards = {"long": real_shards.Shard("long"), "faults": real_shards.Shard("faults", after=("short", "absent")),
+              "short": real_shards.Shard("short")}
+    assert real_shards.run_shards(shards, command) == 0
+    events = {tuple(line.split()[:2]): float(line.split()[2]) for line in log.read_text().splitlines()}
+    assert events[("end", "short")] <= events[("start", "faults")] < events[("end", "long")]
+
+
+def test_after_takes_a_tuple_of_shard_names() -> None:
+    assert real_shards.waits_for({"after": ("node", "other")}) == ("node", "other")
+    assert real_shards.waits_for(None) == ()
+    with pytest.raises(TypeError, match="a tuple of shard names, found after='node'"):
+        real_shards.waits_for({"after": "node"})

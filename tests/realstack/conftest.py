@@ -70,6 +70,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             shards[item.nodeid] = real_shards.shard_of(marker.args if marker else None, fixtures)
             if real_shards.runs_after_others(marker.kwargs if marker else None):
                 _AFTER_OTHERS.add(item.nodeid)
+            if after := real_shards.waits_for(marker.kwargs if marker else None):
+                _AFTER[item.nodeid] = after
         except (TypeError, ValueError) as error:
             raise pytest.UsageError(f"{item.nodeid}: {error}") from None
 
@@ -97,6 +99,8 @@ _SHARDS: dict[str, str] = {}
 """nodeid -> shard, for the tier's tests of this session."""
 _AFTER_OTHERS: set[str] = set()
 """The tests whose shard starts when the other shards have ended (real_shard(..., after_others=True))."""
+_AFTER: dict[str, tuple[str, ...]] = {}
+"""The tests whose shard starts when the named shards have ended (real_shard(..., after=(...)))."""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -105,7 +109,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         Path(plan).write_text(json.dumps({
             item.nodeid: {"shard": _SHARDS[item.nodeid],
                           "stacks": real_shards.stacks_used(getattr(item, "fixturenames", ())),
-                          "after_others": item.nodeid in _AFTER_OTHERS}
+                          "after_others": item.nodeid in _AFTER_OTHERS, "after": list(_AFTER.get(item.nodeid, ()))}
             for item in session.items if item.nodeid in _SHARDS}))
 
 

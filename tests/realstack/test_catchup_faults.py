@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -71,12 +72,22 @@ from tests.realstack.argo_product import PRODUCT_NAMESPACE, apply, install
 from tests.realstack.conftest import events_cluster
 from tests.support.real_cluster import RealCluster, eventually
 
-pytestmark = [pytest.mark.real_shard("faults", after_others=True), pytest.mark.fault_tier]
-"""Its own cluster (the `faults` fixture), started when the other shards have ended: beside five of them on two
-cores the load reached 100 and other shards' tests failed from it (tests/support/real_shards.py)."""
+BURST_ENV = "GPUAAS_FAULT_BURST"
+FULL = os.environ.get(BURST_ENV, "short") == "full"
+"""`make test-faults` sets GPUAAS_FAULT_BURST=full: bursts of 150 Workloads, the module alone (about an hour on
+two cores). `make test` runs the short bursts (30 Workloads, 8 idle Jobs), the same faults and checks."""
+if os.environ.get(BURST_ENV, "short") not in ("short", "full"):
+    raise pytest.UsageError(f"expected {BURST_ENV}=short or full, found {os.environ[BURST_ENV]!r}")
+pytestmark = [pytest.mark.real_shard("faults", after_others=True) if FULL
+              else pytest.mark.real_shard("faults", after=("node", "other")), pytest.mark.fault_tier]
+"""Its own cluster (the `faults` fixture). Full bursts start when every other shard has ended: beside five of
+them on two cores the load reached 100 and other shards' tests failed from it. Short bursts start when the two
+short shards (node, other) have ended, beside the long ones (tests/support/real_shards.py)."""
 REUSE_ENV = "GPUAAS_REAL_FAULT_CLUSTER"
-MIX = Mix(jobs=120, deployments=3, pods_per_deployment=5, statefulsets=15)
-"""150 Workloads: 120 Jobs (the sweep records them), 30 servers (a step pod per admission)."""
+MIX = (Mix(jobs=120, deployments=3, pods_per_deployment=5, statefulsets=15) if FULL
+       else Mix(jobs=24, deployments=1, pods_per_deployment=3, statefulsets=3))
+"""Full: 150 Workloads, 120 Jobs (the sweep records them), 30 servers (a step pod per admission). Short: 30
+Workloads, 24 Jobs and 6 servers: enough for every transition kind, path and outage check of the module."""
 SETTLE_S = 600.0
 POOL_NODES, POOL_GPUS = 8, 64
 JSON = dict[str, Any]
@@ -179,8 +190,9 @@ def _seen(watcher: TransitionWatch, reaction: str) -> int:
     return sum(1 for s in watcher.transitions() if s.reaction == reaction)
 
 
-def _admitted(watcher: TransitionWatch, n: int, timeout_s: float = 300) -> None:
-    eventually(lambda: _seen(watcher, "on-admitted") >= n, timeout_s=timeout_s, poll_s=2, what=f"{n} Workloads admitted")
+def _admitted(watcher: TransitionWatch, n: int, timeout_s: float = 300, poll_s: float = 2) -> None:
+    eventually(lambda: _seen(watcher, "on-admitted") >= n, timeout_s=timeout_s, poll_s=poll_s,
+               what=f"{n} Workloads admitted")
 
 
 FINISH_INSIDE_S = 300.0
@@ -188,7 +200,7 @@ FINISH_INSIDE_S = 300.0
 controller, the pods and Kueue take tens of seconds under a burst's load: 26 s after a 60 s NATS outage once)."""
 
 
-OUTAGE_AFTER = 10
+OUTAGE_AFTER = 10 if FULL else 5
 """An outage starts when this many Workloads of the burst are admitted: the rest are admitted during it."""
 
 
@@ -213,7 +225,7 @@ def _burst(real: RealCluster, tenant: BurstTenant, *, during: Callable[[], None]
     def fault() -> None:
         try:
             submitted.wait(600)  # every object created (the apiserver's outage would fail the creates)
-            _admitted(watcher, OUTAGE_AFTER)
+            _admitted(watcher, OUTAGE_AFTER, poll_s=0.2)  # the watch's own count: cheap to ask often
             assert outage is not None
             stop, start = outage
             window.append(time.time())
@@ -420,7 +432,7 @@ def test_an_apiserver_restart_loses_nothing(faults: RealCluster) -> None:
 
 
 # -- the idle path ---------------------------------------------------------------------------------------------
-IDLE_JOBS = 20
+IDLE_JOBS = 20 if FULL else 8
 
 
 def _idle_policy(real: RealCluster, tenant: str, window: str = "30s") -> None:

@@ -24,13 +24,13 @@ needs, and its lines are prefixed with the shard.
     python -m tests.support.real_shards [PYTEST_ARGS...]      # what `make test-real` runs
     python -m tests.support.real_shards --list                # the plan: shard -> tests
 
-A shard marked `real_shard("NAME", after_others=True)` starts only when every other shard has ended:
-the fault module (tests/realstack/test_catchup_faults.py) drives bursts of 150 Workloads through a
-stack of its own, and beside five other shards on two cores the load reached 100 and other shards'
-tests failed from it (CI run of `next`); after them it has the machine to itself, at the cost of its
-own wall time added to the tier's. The module is also marked `fault_tier`, which `make test-real` deselects
-(`-m "not fault_tier"`) and `make test-faults` selects: about an hour alone, it does not fit CI's budget yet
-(docs/real-stack.md).
+A shard marked `real_shard("NAME", after=("node", "other"))` starts only when those shards have ended
+(those of them the selection has), and `real_shard("NAME", after_others=True)` when every other shard has.
+Why: the fault module (tests/realstack/test_catchup_faults.py) drives bursts through a stack of its own;
+with bursts of 150 Workloads beside five other shards on two cores the load reached 100 and other
+shards' tests failed from it (CI run of `next`). Its short bursts (`make test`) start when the two
+shortest shards have ended, so the tier's wall time is not the sum of both; `make test-faults` runs its
+full bursts alone (docs/real-stack.md).
 
 Each line a shard prints is printed whole, prefixed `[real:SHARD]`; the runner ends with one line
 per shard (exit status, its pytest summary, wall seconds) and exits non-zero when any shard failed.
@@ -102,6 +102,15 @@ def shard_of(marker_args: Iterable[str] | None, fixtures: Iterable[str]) -> str:
     return NO_STACK
 
 
+def waits_for(marker_kwargs: dict | None) -> tuple[str, ...]:
+    """The shards a test's `real_shard` marker says its shard starts after (`after=("node", "other")`)."""
+    value = (marker_kwargs or {}).get("after", ())
+    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"expected pytest.mark.{MARKER}(NAME, after=(SHARD, ...)), a tuple of shard names, "
+                        f"found after={value!r}")
+    return tuple(value)
+
+
 def runs_after_others(marker_kwargs: dict | None) -> bool:
     """Whether a test's `real_shard` marker says its shard starts when the other shards have ended."""
     value = (marker_kwargs or {}).get("after_others", False)
@@ -125,6 +134,8 @@ class Shard:
     process: subprocess.Popen | None = None
     after_others: bool = False
     """Starts when every other shard has ended (module docstring)."""
+    after: tuple[str, ...] = ()
+    """Starts when these shards have ended (those the plan has)."""
     started: float = 0.0
     seconds: float = 0.0
     summary: str = ""
@@ -147,6 +158,7 @@ def plan(pytest_args: list[str]) -> dict[str, Shard]:
         shard.tests.append(nodeid)
         shard.stacks.update(entry["stacks"])
         shard.after_others = shard.after_others or bool(entry.get("after_others"))
+        shard.after = tuple(sorted(set(shard.after) | set(entry.get("after") or ())))
     return _merge_reused(shards)
 
 
@@ -158,7 +170,8 @@ def _merge_reused(shards: dict[str, Shard]) -> dict[str, Shard]:
         users = [s for s in shards.values() if fixture in s.stacks]
         if len(users) < 2:
             continue
-        merged = Shard("+".join(s.name for s in users), after_others=any(s.after_others for s in users))
+        merged = Shard("+".join(s.name for s in users), after_others=any(s.after_others for s in users),
+                       after=tuple(sorted({a for s in users for a in s.after} - {s.name for s in users})))
         for shard in users:
             merged.tests += shard.tests
             merged.stacks |= shard.stacks
@@ -207,16 +220,23 @@ def run(pytest_args: list[str]) -> int:
     return run_shards(shards, lambda shard: [sys.executable, "-m", "pytest", "-v", *selection(pytest_args)])
 
 
+def _prerequisites(shards: dict[str, Shard]) -> dict[str, set[str]]:
+    """Each shard's shards to wait for: every shard without a wait of its own for `after_others`, else its
+    `after` (those of them the plan has: a selection of the fault module alone starts it at once)."""
+    free = {name for name, s in shards.items() if not s.after_others and not s.after}
+    return {name: (free - {name}) if s.after_others else {a for a in s.after if a in shards and a != name}
+            for name, s in shards.items()}
+
+
 def run_shards(shards: dict[str, Shard], command: Callable[[Shard], list[str]]) -> int:
-    """Start the shards side by side (those marked after_others when the rest have ended), relay their output,
+    """Start the shards side by side (each that waits for others when those have ended), relay their output,
     wait for them; one line per shard at the end. `command(shard)`: the process a shard runs."""
     width = max(len(name) for name in shards)
-    first = [s for s in shards.values() if not s.after_others]
-    last = [s for s in shards.values() if s.after_others]
-    waves = [f"{len(wave)} shards side by side" if len(wave) > 1 else f"{wave[0].name} alone"
-             for wave in (first, last) if wave]
+    needs = _prerequisites(shards)
+    waiting = [f"{name} after {', '.join(sorted(need))}" for name, need in needs.items() if need]
     _say("[real] " + ", ".join(f"{s.name}: {len(s.tests)} tests" for s in shards.values())
-         + f" ({'; then, when they have ended, '.join(waves)})")
+         + f" ({sum(1 for n in needs.values() if not n)} side by side"
+         + (f"; {'; '.join(waiting)} have ended)" if waiting else ")"))
     relays: list[threading.Thread] = []
     stopping = threading.Event()
 
@@ -226,40 +246,41 @@ def run_shards(shards: dict[str, Shard], command: Callable[[Shard], list[str]]) 
 
     previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return _run_waves(shards, command, width, first, last, stopping, relays)
+        return _run_scheduled(shards, command, width, needs, stopping, relays)
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
 
 
-def _run_waves(shards: dict[str, Shard], command: Callable[[Shard], list[str]], width: int, first: list[Shard],
-               last: list[Shard], stopping: threading.Event, relays: list[threading.Thread]) -> int:
-    def start(wave: list[Shard]) -> None:
-        for shard in wave:
-            # the pytest summary of a shard names its shard (a log read later shows whose 30 slowest these are)
-            shard.started = time.monotonic()
-            shard.process = subprocess.Popen(command(shard), cwd=CHECKOUT, env={**os.environ, SHARD_ENV: shard.name},
-                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL)
-            relay = threading.Thread(target=_relay, args=(shard, f"[real:{shard.name}]".ljust(width + 8)), daemon=True)
-            relay.start()
-            relays.append(relay)
+def _run_scheduled(shards: dict[str, Shard], command: Callable[[Shard], list[str]], width: int,
+                   needs: dict[str, set[str]], stopping: threading.Event, relays: list[threading.Thread]) -> int:
+    def start(shard: Shard) -> None:
+        # the pytest summary of a shard names its shard (a log read later shows whose 30 slowest these are)
+        shard.started = time.monotonic()
+        shard.process = subprocess.Popen(command(shard), cwd=CHECKOUT, env={**os.environ, SHARD_ENV: shard.name},
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        relay = threading.Thread(target=_relay, args=(shard, f"[real:{shard.name}]".ljust(width + 8)), daemon=True)
+        relay.start()
+        relays.append(relay)
 
-    def wait(wave: list[Shard]) -> None:
-        for shard in wave:
-            assert shard.process is not None
-            while True:
-                try:
-                    shard.process.wait()
-                    break
-                except KeyboardInterrupt:  # Ctrl-C reaches the shards too (one process group): wait for their teardown
-                    stopping.set()
-                    continue
+    def ended(name: str) -> bool:
+        process = shards[name].process
+        return process is not None and process.poll() is not None
 
-    for wave in (first, last):
-        if wave and not stopping.is_set():
-            start(wave)
-            wait(wave)
+    pending = dict(needs)
+    while True:
+        try:
+            if not stopping.is_set():
+                for name in [n for n, need in pending.items() if all(ended(x) for x in need)]:
+                    start(shards[name])
+                    del pending[name]
+            running = [s for s in shards.values() if s.process is not None and s.process.poll() is None]
+            if not running and (not pending or stopping.is_set()):
+                break
+            time.sleep(0.2)
+        except KeyboardInterrupt:  # Ctrl-C reaches the shards too (one process group): wait for their teardown
+            stopping.set()
     for relay in relays:
         relay.join(timeout=10)
     for shard in shards.values():
@@ -280,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["--list"]:
         for shard in plan(args[1:]).values():
             print(f"{shard.name} ({', '.join(sorted(shard.stacks)) or 'no stack'}): {len(shard.tests)} tests"
-                  + (" (after the others)" if shard.after_others else ""))
+                  + (" (after the others)" if shard.after_others else "")
+                  + (f" (after {', '.join(shard.after)})" if shard.after else ""))
             for test in shard.tests:
                 print(f"  {test}")
         return 0
