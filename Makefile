@@ -145,12 +145,14 @@ test: setup cluster-build argo-ui
 	$(BIN)/gpuaas render --check
 
 test-real:
-	@$(BIN)/python -m tests.support.real_shards
+	@$(BIN)/python -m tests.support.real_shards -m "not fault_tier"
 
-# The fault tier with full bursts (issue 21 item 4: a fault during each burst of 150 Workloads) alone, on a cluster
-# of its own: about an hour on two cores. `make test` runs the same module with short bursts (docs/real-stack.md).
+# The fault tier (issue 21 item 4: a fault during each burst) alone, on a cluster of its own: full bursts of 150
+# Workloads, about an hour on two cores; FAULT_BURST=short for bursts of 30 (not yet timed for all ten faults).
+# Not yet in `make test` (docs/real-stack.md).
+FAULT_BURST ?= full
 test-faults: setup cluster-build
-	@GPUAAS_FAULT_BURST=full $(BIN)/python -m tests.support.real_shards -m fault_tier
+	@GPUAAS_FAULT_BURST=$(FAULT_BURST) $(BIN)/python -m tests.support.real_shards -m fault_tier
 
 test-local:
 	@set -o pipefail; $(BIN)/python -m pytest -q --ignore=tests/realstack 2>&1 | sed -u 's/^/[local] /'

@@ -161,3 +161,22 @@ def test_after_takes_a_tuple_of_shard_names() -> None:
     assert real_shards.waits_for(None) == ()
     with pytest.raises(TypeError, match="a tuple of shard names, found after='node'"):
         real_shards.waits_for({"after": "node"})
+
+
+def test_after_others_waits_for_every_shard_that_is_not_after_others_itself() -> None:
+    shards = {"x": real_shards.Shard("x"), "f": real_shards.Shard("f", after=("x",)),
+              "z": real_shards.Shard("z", after_others=True)}
+    assert real_shards._prerequisites(shards) == {"x": set(), "f": {"x"}, "z": {"x", "f"}}
+
+
+def test_a_cycle_of_waits_is_refused_in_one_line() -> None:
+    shards = {"a": real_shards.Shard("a", after=("b",)), "b": real_shards.Shard("b", after=("a",)),
+              "c": real_shards.Shard("c")}
+    with pytest.raises(SystemExit, match="to form no cycle, found one among a after b, b after a"):
+        real_shards._prerequisites(shards)
+
+
+def test_a_wait_for_a_shard_the_selection_lacks_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    shards = {"f": real_shards.Shard("f", after=("nodes",))}
+    assert real_shards._prerequisites(shards) == {"f": set()}
+    assert "shard f waits for nodes, which this selection does not have" in capsys.readouterr().out

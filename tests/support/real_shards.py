@@ -28,9 +28,10 @@ A shard marked `real_shard("NAME", after=("node", "other"))` starts only when th
 (those of them the selection has), and `real_shard("NAME", after_others=True)` when every other shard has.
 Why: the fault module (tests/realstack/test_catchup_faults.py) drives bursts through a stack of its own;
 with bursts of 150 Workloads beside five other shards on two cores the load reached 100 and other
-shards' tests failed from it (CI run of `next`). Its short bursts (`make test`) start when the two
-shortest shards have ended, so the tier's wall time is not the sum of both; `make test-faults` runs its
-full bursts alone (docs/real-stack.md).
+shards' tests failed from it (CI run of `next`). Its short bursts (GPUAAS_FAULT_BURST=short) start when
+the two shortest shards have ended, so a tier with them is not the sum of both; its full bursts start
+after every other shard. The module is marked `fault_tier`, which `make test-real` still deselects
+(`-m "not fault_tier"`): `make test-faults` runs it alone (docs/real-stack.md).
 
 Each line a shard prints is printed whole, prefixed `[real:SHARD]`; the runner ends with one line
 per shard (exit status, its pytest summary, wall seconds) and exits non-zero when any shard failed.
@@ -177,6 +178,9 @@ def _merge_reused(shards: dict[str, Shard]) -> dict[str, Shard]:
             merged.stacks |= shard.stacks
             del shards[shard.name]
         shards[merged.name] = merged
+        for other in shards.values():  # a wait for a merged shard is a wait for the merged one
+            other.after = tuple(sorted({merged.name if a in {s.name for s in users} else a for a in other.after}
+                                       - {other.name}))
     return shards
 
 
@@ -221,11 +225,27 @@ def run(pytest_args: list[str]) -> int:
 
 
 def _prerequisites(shards: dict[str, Shard]) -> dict[str, set[str]]:
-    """Each shard's shards to wait for: every shard without a wait of its own for `after_others`, else its
-    `after` (those of them the plan has: a selection of the fault module alone starts it at once)."""
-    free = {name for name, s in shards.items() if not s.after_others and not s.after}
-    return {name: (free - {name}) if s.after_others else {a for a in s.after if a in shards and a != name}
-            for name, s in shards.items()}
+    """Each shard's shards to wait for: for `after_others`, every shard not itself `after_others`; else its `after`,
+    those of them the plan has (a selection of the fault module alone starts it at once; a line says so). A cycle
+    of waits is refused: nothing would ever start."""
+    needs: dict[str, set[str]] = {}
+    for name, shard in shards.items():
+        if shard.after_others:
+            needs[name] = {n for n, s in shards.items() if not s.after_others}
+            continue
+        needs[name] = {a for a in shard.after if a in shards and a != name}
+        if absent := sorted(set(shard.after) - set(shards)):
+            _say(f"[real] shard {name} waits for {', '.join(absent)}, which this selection does not have: "
+                 "it does not wait for them")
+    done: set[str] = set()
+    while len(done) < len(needs):
+        ready = {n for n, need in needs.items() if n not in done and need <= done}
+        if not ready:
+            stuck = sorted(set(needs) - done)
+            raise SystemExit("expected the real_shard waits (after=, after_others=) to form no cycle, found one among "
+                             + ", ".join(f"{n} after {', '.join(sorted(needs[n]))}" for n in stuck))
+        done |= ready
+    return needs
 
 
 def run_shards(shards: dict[str, Shard], command: Callable[[Shard], list[str]]) -> int:
