@@ -438,8 +438,9 @@ def _rfc3339(moment: datetime) -> str:
 
 # -- reads cached for a pass ----------------------------------------------------------------------------
 class CachedReads:
-    """A read-through cache over the Kubernetes gateway for one pass: a namespace's ScaledObjects, a
-    tenant's LocalQueue and ClusterQueue are read once for every Workload that asks. Writes go through."""
+    """A read-through cache over the Kubernetes gateway for one pass: a namespace's ScaledObjects and a tenant's
+    ClusterQueue are read once for every Workload that asks (no LocalQueue: a Workload without an admission, the
+    only one whose tenant needs it, goes to a step, NO_ADMISSION). Writes go through."""
 
     def __init__(self, kube: Any) -> None:
         self._kube = kube
