@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import urllib3
 import yaml
 from kubernetes import client
 
@@ -250,6 +251,7 @@ def _burst(real: RealCluster, tenant: BurstTenant, *, during: Callable[[], None]
             start()
             window.append(time.time())
             if late is not None:
+                _creates_admitted(real, tenant)
                 late.submit(late_mix)
         except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
             failures.append(error)
@@ -280,6 +282,25 @@ def _burst(real: RealCluster, tenant: BurstTenant, *, during: Callable[[], None]
     if outage:
         result.window = (window[0], window[1])
     return result
+
+
+def _creates_admitted(real: RealCluster, tenant: BurstTenant) -> None:
+    """Until the apiserver takes a queue-labelled Job again, its webhooks included (a server-side dry run calls them):
+    a part is up when its process is, but Kueue serves its webhook some seconds later, and until then every Job
+    create is refused (500, "failed calling webhook mjob.kb.io": the held-back Jobs of a short burst, once)."""
+    namespace = tenant.namespace_names()[0]
+    body = {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "probe", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": namespace}},
+            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "busybox"}]}}}}
+
+    def taken() -> bool:
+        try:
+            client.BatchV1Api(real.admin).create_namespaced_job(namespace, body, dry_run="All")
+            return True
+        except (client.ApiException, OSError, urllib3.exceptions.HTTPError):  # refused, or not yet listening
+            return False
+    eventually(taken, timeout_s=180, poll_s=2, what="a Job create taken again (the apiserver and Kueue's webhook)")
 
 
 OUTAGE_S = {"NATS outage": 60.0, "workflow-controller and Argo Server restart": 40.0,
