@@ -113,21 +113,23 @@ def test_a_path_outside_the_tier_is_refused() -> None:
         real_shards.selection(["tests/test_stops.py"])
 
 
+def _timed_run(log: Path, shards: dict[str, real_shards.Shard],
+               seconds: dict[str, float]) -> dict[tuple[str, ...], float]:
+    """Run the shards through the runner, each a process that sleeps its `seconds`; {(start|end, shard): time}."""
+    def command(shard: real_shards.Shard) -> list[str]:
+        return [sys.executable, "-c", (f"import time; open({str(log)!r}, 'a').write('start {shard.name} %f\\n' % "
+                                       f"time.time()); time.sleep({seconds[shard.name]}); open({str(log)!r}, 'a')"
+                                       f".write('end {shard.name} %f\\n' % time.time())")]
+    assert real_shards.run_shards(shards, command) == 0
+    return {tuple(line.split()[:2]): float(line.split()[2]) for line in log.read_text().splitlines()}
+
+
 def test_a_shard_marked_after_others_starts_when_the_others_have_ended(tmp_path: Path) -> None:
     """The fault module's shard (real_shard("faults", after_others=True)) waits for the rest: beside five shards
     its bursts took the load to 100 on two cores and failed other shards' tests."""
-    log = tmp_path / "log"
-
-    def command(shard: real_shards.Shard) -> list[str]:
-        seconds = {"a": 1.0, "b": 2.0, "faults": 0.1}[shard.name]
-        return [sys.executable, "-c", (f"import time; open({str(log)!r}, 'a').write('start {shard.name} %f\\n' % "
-                                       f"time.time()); time.sleep({seconds}); open({str(log)!r}, 'a')"
-                                       f".write('end {shard.name} %f\\n' % time.time())")]
-
     shards = {"a": real_shards.Shard("a"), "faults": real_shards.Shard("faults", after_others=True),
               "b": real_shards.Shard("b")}
-    assert real_shards.run_shards(shards, command) == 0
-    events = {tuple(line.split()[:2]): float(line.split()[2]) for line in log.read_text().splitlines()}
+    events = _timed_run(tmp_path / "log", shards, {"a": 1.0, "b": 2.0, "faults": 0.1})
     assert events[("start", "faults")] >= max(events[("end", "a")], events[("end", "b")])
     assert events[("start", "b")] < events[("end", "a")]               # the others side by side
 
@@ -141,18 +143,9 @@ def test_after_others_takes_a_boolean() -> None:
 def test_a_shard_marked_after_named_shards_starts_when_those_have_ended(tmp_path: Path) -> None:
     """The fault module's short bursts (real_shard("faults", after=("node", "other"))) start when the two short
     shards end, beside the long ones: the tier's wall time is then not the sum of the faults and the rest."""
-    log = tmp_path / "log"
-
-    def command(shard: real_shards.Shard) -> list[str]:
-        seconds = {"short": 0.5, "long": 3.0, "faults": 0.1}[shard.name]
-        return [sys.executable, "-c", (f"import time; open({str(log)!r}, 'a').write('start {shard.name} %f\\n' % "
-                                       f"time.time()); time.sleep({seconds}); open({str(log)!r}, 'a')"
-                                       f".write('end {shard.name} %f\\n' % time.time())")]
-
     shards = {"long": real_shards.Shard("long"), "faults": real_shards.Shard("faults", after=("short", "absent")),
               "short": real_shards.Shard("short")}
-    assert real_shards.run_shards(shards, command) == 0
-    events = {tuple(line.split()[:2]): float(line.split()[2]) for line in log.read_text().splitlines()}
+    events = _timed_run(tmp_path / "log", shards, {"short": 0.5, "long": 3.0, "faults": 0.1})
     assert events[("end", "short")] <= events[("start", "faults")] < events[("end", "long")]
 
 
